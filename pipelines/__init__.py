@@ -1,0 +1,1 @@
+"""Runnable pipelines and the command line: config loading, options, build/verify/inspect."""

@@ -1,0 +1,196 @@
+"""The coercion policy, row by row: every accepted and every rejected kind of value.
+
+Each case encodes a one-feature record with the real encoder and decodes the bytes back, so a
+row proves what lands in the file, not only what a helper returns.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import struct
+
+import numpy as np
+import pytest
+
+from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
+from beam_tfrecords.transforms.example_codec import ExampleDecoder, ExampleEncoder
+from beam_tfrecords.transforms.feature_spec import FeatureSpec
+
+UTC = datetime.timezone.utc
+
+
+def roundtrip(spec: FeatureSpec, value):
+    data = ExampleEncoder([spec]).encode({spec.name: value} if value is not _ABSENT else {})
+    return ExampleDecoder([spec]).decode(data)[spec.name]
+
+
+_ABSENT = object()
+
+ACCEPTED = [
+    # int64 <- int, bool, numpy ints, uint64 <= 2**63-1
+    ("int_zero", "int64", 0, 0),
+    ("int_negative", "int64", -5, -5),
+    ("int_max", "int64", 2**63 - 1, 2**63 - 1),
+    ("int_min", "int64", -(2**63), -(2**63)),
+    ("bool_true", "int64", True, 1),
+    ("bool_false_is_a_value", "int64", False, 0),
+    ("numpy_bool", "int64", np.bool_(True), 1),
+    ("numpy_int8", "int64", np.int8(-7), -7),
+    ("numpy_int32", "int64", np.int32(123), 123),
+    ("numpy_uint64_in_range", "int64", np.uint64(2**63 - 1), 2**63 - 1),
+    ("whole_float", "int64", 3.0, 3),
+    ("whole_numpy_float", "int64", np.float64(-2.0), -2),
+    ("whole_decimal", "int64", decimal.Decimal("42"), 42),
+    # dates and datetimes -> epoch integers in the unit (seconds by default)
+    ("datetime_utc", "int64", datetime.datetime(2020, 1, 1, tzinfo=UTC), 1577836800),
+    ("naive_datetime_is_utc", "int64", datetime.datetime(2020, 1, 1), 1577836800),
+    ("aware_datetime_other_zone", "int64",
+     datetime.datetime(2020, 1, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=1))),
+     1577836800),
+    ("date", "int64", datetime.date(1970, 1, 2), 86400),
+    ("pre_epoch_floors", "int64", datetime.datetime(1969, 12, 31, 23, 59, 59, 500000), -1),
+    ("numpy_datetime64", "int64", np.datetime64("2020-01-01T00:00:00"), 1577836800),
+    # float <- float, int, numpy floats, Decimal; explicit inf and nan are values
+    ("float", "float", 1.5, 1.5),
+    ("float_zero_is_a_value", "float", 0.0, 0.0),
+    ("negative_zero", "float", -0.0, -0.0),
+    ("int_as_float", "float", 3, 3.0),
+    ("numpy_float32", "float", np.float32(0.25), 0.25),
+    ("numpy_int_as_float", "float", np.int64(-4), -4.0),
+    ("decimal_float", "float", decimal.Decimal("2.5"), 2.5),
+    ("float32_max", "float", 3.4028234663852886e38, 3.4028234663852886e38),
+    ("rounds_down_to_float32_max", "float", 3.4028235e38, 3.4028234663852886e38),
+    ("explicit_inf", "float", math.inf, math.inf),
+    ("explicit_negative_inf", "float", -math.inf, -math.inf),
+    ("float64_precision_rounds", "float", 0.1, float(np.float32(0.1))),
+    # bytes <- bytes, str (UTF-8), numpy bytes / str; binary stays binary
+    ("bytes", "bytes", b"\xff\x00\xfe", b"\xff\x00\xfe"),
+    ("empty_bytes_is_a_value", "bytes", b"", b""),
+    ("str_as_utf8", "bytes", "héllo", "héllo".encode()),
+    ("bytearray", "bytes", bytearray(b"ab"), b"ab"),
+    ("memoryview", "bytes", memoryview(b"cd"), b"cd"),
+    ("numpy_bytes", "bytes", np.bytes_(b"xy"), b"xy"),
+    ("numpy_str", "bytes", np.str_("zé"), "zé".encode()),
+    ("string_from_str", "string", "✓ text", "✓ text"),
+    ("string_from_utf8_bytes", "string", "ü".encode(), "ü"),
+    ("empty_string_is_a_value", "string", "", ""),
+]
+
+
+@pytest.mark.parametrize("name,dtype,value,expected", ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_accepted(name, dtype, value, expected):
+    got = roundtrip(FeatureSpec("f", dtype), value)
+    if isinstance(expected, float):
+        assert struct.pack("<f", got) == struct.pack("<f", expected)
+    else:
+        assert got == expected and type(got) is type(expected)
+
+
+def test_nan_allowed_by_default_and_stored():
+    assert math.isnan(roundtrip(FeatureSpec("f", "float"), math.nan))
+
+
+REJECTED = [
+    # (name, spec kwargs, value, text that must appear in the message)
+    ("fraction_to_int", {"dtype": "int64"}, 3.5, "fractional part"),
+    ("nan_to_int", {"dtype": "int64"}, math.nan, "not a finite number"),
+    ("inf_to_int", {"dtype": "int64"}, math.inf, "not a finite number"),
+    ("int_too_big", {"dtype": "int64"}, 2**63, "outside the int64 range"),
+    ("int_too_small", {"dtype": "int64"}, -(2**63) - 1, "outside the int64 range"),
+    ("uint64_too_big", {"dtype": "int64"}, np.uint64(2**63), "outside the int64 range"),
+    ("float_too_big_for_int", {"dtype": "int64"}, 1e19, "outside the int64 range"),
+    ("text_to_int", {"dtype": "int64"}, "1", "not an integer"),
+    ("bytes_to_int", {"dtype": "int64"}, b"1", "not an integer"),
+    ("fractional_decimal", {"dtype": "int64"}, decimal.Decimal("1.5"), "fractional part"),
+    ("bool_to_float", {"dtype": "float"}, True, "a bool is not a float"),
+    ("numpy_bool_to_float", {"dtype": "float"}, np.bool_(False), "a bool is not a float"),
+    ("beyond_float32", {"dtype": "float"}, 1e40, "outside the float32 range"),
+    ("beyond_float32_negative", {"dtype": "float"}, -1e39, "outside the float32 range"),
+    ("just_past_float32", {"dtype": "float"}, FLOAT32_OVERFLOW, "outside the float32 range"),
+    ("huge_int_to_float", {"dtype": "float"}, 10**400, "outside the float32 range"),
+    ("text_to_float", {"dtype": "float"}, "1.5", "not a number"),
+    ("nan_when_refused", {"dtype": "float", "nan": "error"}, math.nan, "NaN is not allowed"),
+    ("int_to_bytes", {"dtype": "bytes"}, 5, "not bytes or str"),
+    ("float_to_bytes", {"dtype": "bytes"}, 1.0, "not bytes or str"),
+    ("lone_surrogate", {"dtype": "bytes"}, "\ud800", "not encodable as UTF-8"),
+    ("invalid_utf8_string", {"dtype": "string"}, b"\xff\xfe", "invalid UTF-8"),
+    ("missing_required", {"dtype": "int64"}, None, "required"),
+    ("absent_required", {"dtype": "float"}, _ABSENT, "required"),
+    ("nat_is_missing", {"dtype": "int64"}, np.datetime64("NaT"), "required"),
+    ("list_for_scalar", {"dtype": "int64"}, [1], "a list where a single value belongs"),
+    ("scalar_for_list", {"dtype": "int64", "shape": (-1,)}, 1, "a single value where a list"),
+    ("wrong_fixed_length", {"dtype": "float", "shape": (3,)}, [1.0, 2.0], "dimension 0 has"),
+    ("wrong_fixed_shape_array", {"dtype": "float", "shape": (2, 2)}, np.zeros((3, 2)),
+     "does not fit shape"),
+    ("null_inside_list", {"dtype": "int64", "shape": (-1,)}, [1, None], "null inside a list"),
+    ("bad_element_in_list", {"dtype": "int64", "shape": (-1,)}, [1, 2.5], "element 1"),
+    ("bad_element_in_array", {"dtype": "float", "shape": (-1,)}, np.array([1.0, 1e39]),
+     "element 1"),
+    ("ragged_too_shallow", {"dtype": "int64", "shape": (-1, -1)}, [1, 2], "needs a list"),
+    ("dict_for_scalar", {"dtype": "int64"}, {"a": 1}, "not an integer"),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,value,needle", REJECTED, ids=[c[0] for c in REJECTED])
+def test_rejected(name, kwargs, value, needle):
+    spec = FeatureSpec("my_feature", **kwargs)
+    with pytest.raises(FeatureValueError) as info:
+        roundtrip(spec, value)
+    message = str(info.value)
+    assert needle in message
+    assert "'my_feature'" in message  # names the feature
+    assert "expected" in message  # says what was expected
+    assert info.value.feature == "my_feature"
+
+
+def test_rejection_names_type_and_value():
+    with pytest.raises(FeatureValueError) as info:
+        roundtrip(FeatureSpec("age", "int64"), 3.5)
+    assert str(info.value).startswith("feature 'age': expected int64, got float 3.5")
+
+
+def test_huge_value_preview_is_bounded():
+    with pytest.raises(FeatureValueError) as info:
+        roundtrip(FeatureSpec("blob", "int64"), "x" * 100_000)
+    assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize("unit,expected", [
+    ("s", 1577836800), ("ms", 1577836800123), ("us", 1577836800123456),
+    ("ns", 1577836800123456000), ("days", 18262),
+])
+def test_datetime_units(unit, expected):
+    value = datetime.datetime(2020, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+    assert roundtrip(FeatureSpec("t", "int64", unit=unit), value) == expected
+
+
+@pytest.mark.parametrize("missing,default,value,expected", [
+    ("omit", None, None, None),
+    ("default", 7, None, 7),
+    ("default", 7, 0, 0),  # zero is a value, not missing
+    ("default", "n/a", "", ""),
+])
+def test_missing_policies(missing, default, value, expected):
+    dtype = "string" if isinstance(default, str) else "int64"
+    spec = FeatureSpec("f", dtype, missing=missing, default=default)
+    assert roundtrip(spec, value) == expected
+
+
+def test_nan_as_missing_uses_the_missing_policy():
+    spec = FeatureSpec("f", "float", nan="missing", missing="default", default=-1.0)
+    assert roundtrip(spec, math.nan) == -1.0
+    spec = FeatureSpec("f", "float", nan="missing")
+    with pytest.raises(FeatureValueError, match="required"):
+        roundtrip(spec, math.nan)
+
+
+def test_policy_does_not_depend_on_protobuf_backend():
+    """protobuf 6 accepts True in an Int64List and turns 1e40 into inf; we decide ourselves."""
+    from beam_tfrecords.transforms.proto import example_pb2
+
+    lenient = example_pb2.FloatList(value=[1e40])
+    assert math.isinf(lenient.value[0])  # what the backend would silently store
+    with pytest.raises(FeatureValueError):
+        ExampleEncoder([FeatureSpec("f", "float")]).encode({"f": 1e40})

@@ -1,0 +1,215 @@
+"""The coercion policy: which Python and numpy values may become which feature values.
+
+TensorFlow users find type mistakes only when training breaks, and the protobuf backends
+disagree on bad values (protobuf 7 rejects ``True`` in an Int64List, 6.x accepts it; a float64
+of 1e40 silently becomes ``inf`` in a FloatList). So the policy lives here, in one flat ladder
+per target type, and never depends on the installed protobuf:
+
+* int64  <- int, bool, numpy integers and bools, uint64 up to 2**63-1, floats that are whole
+  numbers (a fractional part is an error, never truncated), Decimal whole numbers, dates and
+  datetimes (integers since 1970-01-01 UTC in the feature's unit; naive datetimes are UTC).
+* float  <- float, int, numpy floats and ints, Decimal. A finite value outside the float32
+  range is an error, not a silent inf; an explicit inf or NaN is a value (NaN policy aside).
+  bool is refused: store flags as int64.
+* bytes  <- bytes, bytearray, memoryview, str (UTF-8), numpy bytes and str.
+  string <- the same, and the bytes must be valid UTF-8.
+* None, an absent field, or NaT is *missing*; 0, 0.0, "", b"" and False are values.
+
+Every rejection is a :class:`FeatureValueError` that names the feature, the value, its type
+and what was expected. Pure: no Beam, no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import numbers
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "FeatureValueError",
+    "element_coercer",
+    "is_missing",
+    "preview",
+    "type_name",
+]
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+# float64 values at or beyond this magnitude round to infinity as float32 (FLT_MAX is
+# (2 - 2**-23) * 2**127; the halfway point to the next binade rounds up, to inf).
+FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_DATE = datetime.date(1970, 1, 1)
+_MICROS_PER_UNIT = {"s": 10**6, "ms": 10**3, "us": 1, "days": 86_400 * 10**6}
+_PREVIEW_CHARS = 80
+
+
+class FeatureValueError(ValueError):
+    """A value that the coercion policy refuses, with everything needed to fix it."""
+
+    def __init__(self, feature: str, value: Any, expected: str, reason: str = "") -> None:
+        self.feature = feature
+        self.value = value
+        self.value_type = type_name(value)
+        self.expected = expected
+        self.reason = reason
+        message = (
+            f"feature {feature!r}: expected {expected}, got {self.value_type} {preview(value)}"
+        )
+        super().__init__(f"{message} ({reason})" if reason else message)
+
+
+def type_name(value: Any) -> str:
+    """A short type name for messages: ``int``, ``numpy.float64``, ``datetime.date``."""
+    cls = type(value)
+    module = cls.__module__
+    if module == "builtins":
+        return cls.__qualname__
+    return f"{module.split('.')[0]}.{cls.__qualname__}"
+
+
+def preview(value: Any, limit: int = _PREVIEW_CHARS) -> str:
+    """``repr`` cut to ``limit`` characters, so a huge field never floods a message."""
+    if isinstance(value, np.ndarray):
+        text = f"array(shape={list(value.shape)}, dtype={value.dtype})"
+    else:
+        try:
+            text = repr(value)
+        except Exception:  # a broken __repr__ must not hide the real error
+            text = f"<{type_name(value)}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def is_missing(value: Any) -> bool:
+    """None and NaT are missing. Zero, empty and False values are not."""
+    if value is None:
+        return True
+    return isinstance(value, (np.datetime64, np.timedelta64)) and bool(np.isnat(value))
+
+
+def _check_int64(feature: str, value: Any, number: int) -> int:
+    if INT64_MIN <= number <= INT64_MAX:
+        return number
+    return _fail(feature, value, "int64", "outside the int64 range [-2**63, 2**63-1]")
+
+
+def _fail(feature: str, value: Any, expected: str, reason: str = "") -> Any:
+    raise FeatureValueError(feature, value, expected, reason)
+
+
+def _epoch_micros(value: datetime.date) -> int:
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
+        delta = aware - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds
+    return (value - _EPOCH_DATE).days * 86_400 * 10**6
+
+
+def _micros_to_unit(micros: int, unit: str) -> int:
+    if unit == "ns":
+        return micros * 1000
+    return micros // _MICROS_PER_UNIT[unit]  # floor: 1969-12-31T23:59:59.5 is second -1
+
+
+def _datetime64_to_unit(value: np.datetime64, unit: str) -> int:
+    numpy_unit = "D" if unit == "days" else unit
+    return int(value.astype(f"datetime64[{numpy_unit}]").astype(np.int64))
+
+
+def to_int64(feature: str, value: Any, unit: str = "s") -> int:
+    """One value as an int64, by the ladder in the module docstring."""
+    cls = type(value)
+    if cls is int:
+        return _check_int64(feature, value, value)
+    if cls is bool or isinstance(value, np.bool_):
+        return int(value)
+    if isinstance(value, numbers.Integral):  # numpy ints, uint64, int subclasses
+        return _check_int64(feature, value, int(value))
+    if isinstance(value, (float, np.floating, decimal.Decimal)):
+        if isinstance(value, decimal.Decimal):
+            finite = value.is_finite()
+        else:
+            finite = math.isfinite(value)
+        if not finite:
+            return _fail(feature, value, "int64", "not a finite number")
+        if value != int(value):
+            return _fail(feature, value, "int64", "has a fractional part; refusing to truncate")
+        return _check_int64(feature, value, int(value))
+    if isinstance(value, datetime.date):
+        return _check_int64(feature, value, _micros_to_unit(_epoch_micros(value), unit))
+    if isinstance(value, np.datetime64):
+        return _datetime64_to_unit(value, unit)
+    return _fail(feature, value, "int64", "not an integer, bool, date or datetime")
+
+
+def to_float(feature: str, value: Any, nan: str = "allow") -> float:
+    """One value as a float (to be stored as float32)."""
+    cls = type(value)
+    if cls is float or isinstance(value, np.floating):
+        number = float(value)
+    elif cls is bool or isinstance(value, np.bool_):
+        return _fail(feature, value, "float", "a bool is not a float; store flags as int64")
+    elif isinstance(value, (numbers.Integral, decimal.Decimal)):
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf if value > 0 else -math.inf
+        if math.isinf(number):
+            return _fail(feature, value, "float", "outside the float32 range")
+    else:
+        return _fail(feature, value, "float", "not a number")
+    if math.isnan(number):
+        if nan == "error":
+            return _fail(feature, value, "float", "NaN is not allowed (nan: error)")
+        return number
+    if math.isfinite(number) and abs(number) >= FLOAT32_OVERFLOW:
+        return _fail(feature, value, "float", "outside the float32 range; it would become inf")
+    return number
+
+
+def to_bytes(feature: str, value: Any) -> bytes:
+    """One value as bytes; text is encoded as UTF-8, binary stays as it is."""
+    if isinstance(value, bytes):  # includes numpy.bytes_
+        return bytes(value)
+    if isinstance(value, str):  # includes numpy.str_
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return _fail(feature, value, "bytes", f"not encodable as UTF-8: {err.reason}")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return _fail(feature, value, "bytes", "not bytes or str")
+
+
+def to_utf8(feature: str, value: Any) -> bytes:
+    """One value as UTF-8 text bytes; bytes input must already be valid UTF-8."""
+    data = to_bytes(feature, value)
+    if not isinstance(value, str):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return _fail(
+                feature, value, "string (UTF-8 text)",
+                f"invalid UTF-8 at byte {err.start}: {err.reason}",
+            )
+    return data
+
+
+def element_coercer(dtype: str, feature: str, unit: str = "s",
+                    nan: str = "allow") -> Callable[[Any], Any]:
+    """A one-argument function coercing one scalar element for a feature of ``dtype``."""
+    if dtype == "int64":
+        return lambda value: to_int64(feature, value, unit)
+    if dtype == "float":
+        return lambda value: to_float(feature, value, nan)
+    if dtype == "bytes":
+        return lambda value: to_bytes(feature, value)
+    if dtype == "string":
+        return lambda value: to_utf8(feature, value)
+    raise ValueError(f"feature {feature!r}: unknown type {dtype!r}")

@@ -1,0 +1,225 @@
+"""What each output feature is: its type, shape, source field and missing-value policy.
+
+A :class:`FeatureSpec` is the single description of a feature that every part of the project
+shares: the config loader builds it from YAML, the encoders compile it, the decoder reshapes by
+it, and :func:`tf_parse_spec` exports it as the ``feature_spec.json`` that maps 1:1 onto
+``tf.io.FixedLenFeature`` / ``VarLenFeature`` / ``RaggedFeature`` (and, for sequence features,
+``FixedLenSequenceFeature``).
+
+How a shape is stored (the layout TensorFlow's parsers expect):
+
+* ``[]`` -- a scalar: one value.
+* ``[d0, d1, ...]`` all fixed -- ``d0*d1*...`` values, row-major.
+* ``[-1]`` or ``[-1, d1, ...]`` -- a variable number of rows of fixed size, stored flat.
+* any ``-1`` after the first dimension -- ragged: the flat values under
+  ``<name>/flat_values`` and, for every ragged inner dimension ``k``, the row lengths under
+  ``<name>/row_lengths_<k>``.
+
+Pure: no Beam, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+__all__ = [
+    "DTYPES",
+    "MISSING_POLICIES",
+    "NAN_POLICIES",
+    "TIME_UNITS",
+    "FeatureSpec",
+    "stored_keys",
+    "tf_parse_spec",
+]
+
+# Our type names -> (the tf.train list kind they are stored in, the tf.io dtype name).
+DTYPES: dict[str, tuple[str, str]] = {
+    "int64": ("int64_list", "int64"),
+    "float": ("float_list", "float32"),
+    "bytes": ("bytes_list", "string"),
+    "string": ("bytes_list", "string"),  # text, stored as UTF-8 bytes; validated as UTF-8
+}
+MISSING_POLICIES = ("error", "omit", "default")
+NAN_POLICIES = ("allow", "error", "missing")
+# Units for dates, datetimes and timestamps stored as int64 (integers since 1970-01-01 UTC).
+TIME_UNITS = ("s", "ms", "us", "ns", "days")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One output feature.
+
+    Attributes:
+      name: the feature key in the Example (``/`` allowed, e.g. ``metadata/height``).
+      dtype: ``int64``, ``float``, ``bytes`` or ``string``.
+      shape: ``()`` for a scalar; fixed sizes and ``-1`` for variable dimensions.
+      source: path into the source record; each element is one level of nesting.
+      missing: what a missing (None / absent) value means: ``error`` rejects the record,
+        ``omit`` leaves the feature out of that Example, ``default`` stores ``default``.
+      default: the value stored when ``missing == "default"``.
+      nan: for floats: ``allow`` stores NaN, ``error`` rejects it, ``missing`` treats it as a
+        missing value (then ``missing`` decides).
+      unit: how dates and datetimes become int64.
+      sequence: a per-step feature list of a SequenceExample; the value is a list of steps,
+        each of ``shape``.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...] = ()
+    source: tuple[str, ...] = ()
+    missing: str = "error"
+    default: Any = None
+    nan: str = "allow"
+    unit: str = "s"
+    sequence: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a feature needs a non-empty name")
+        if self.dtype not in DTYPES:
+            raise ValueError(
+                f"feature {self.name!r}: type {self.dtype!r} is not one of {sorted(DTYPES)}"
+            )
+        shape = tuple(self.shape)
+        for dim in shape:
+            if not isinstance(dim, int) or isinstance(dim, bool) or (dim < 0 and dim != -1):
+                raise ValueError(
+                    f"feature {self.name!r}: shape {list(shape)!r} may hold only positive "
+                    "sizes and -1 (variable)"
+                )
+        if 0 in shape:
+            raise ValueError(f"feature {self.name!r}: shape {list(shape)!r} has a zero size")
+        object.__setattr__(self, "shape", shape)
+        if not self.source:
+            object.__setattr__(self, "source", tuple(self.name.split("/")))
+        else:
+            object.__setattr__(self, "source", tuple(self.source))
+        if self.missing not in MISSING_POLICIES:
+            raise ValueError(
+                f"feature {self.name!r}: missing {self.missing!r} is not one of "
+                f"{list(MISSING_POLICIES)}"
+            )
+        if self.missing == "default" and self.default is None:
+            raise ValueError(f"feature {self.name!r}: missing: default needs a default value")
+        if self.nan not in NAN_POLICIES:
+            raise ValueError(
+                f"feature {self.name!r}: nan {self.nan!r} is not one of {list(NAN_POLICIES)}"
+            )
+        if self.nan != "allow" and self.dtype != "float":
+            raise ValueError(f"feature {self.name!r}: nan: {self.nan} applies to float features only")
+        if self.nan == "missing" and shape:
+            raise ValueError(
+                f"feature {self.name!r}: nan: missing applies to scalar floats only; a NaN "
+                "inside a list cannot make the whole value missing"
+            )
+        if self.unit not in TIME_UNITS:
+            raise ValueError(
+                f"feature {self.name!r}: unit {self.unit!r} is not one of {list(TIME_UNITS)}"
+            )
+        if self.sequence and self.is_ragged:
+            raise ValueError(
+                f"feature {self.name!r}: a sequence feature's per-step shape "
+                f"{list(shape)!r} may be variable only in its first dimension"
+            )
+
+    @property
+    def kind(self) -> str:
+        """The tf.train list kind: ``int64_list``, ``float_list`` or ``bytes_list``."""
+        return DTYPES[self.dtype][0]
+
+    @property
+    def tf_dtype(self) -> str:
+        return DTYPES[self.dtype][1]
+
+    @property
+    def is_ragged(self) -> bool:
+        """True when an inner dimension varies, so row lengths must be stored."""
+        return -1 in self.shape[1:]
+
+    @property
+    def is_fixed(self) -> bool:
+        return -1 not in self.shape
+
+    @property
+    def fixed_size(self) -> int:
+        """The number of values of a fixed shape (1 for a scalar)."""
+        return math.prod(self.shape)
+
+    @property
+    def ragged_dims(self) -> tuple[int, ...]:
+        """Indices (>= 1) of the inner dimensions whose row lengths are stored."""
+        return tuple(k for k, dim in enumerate(self.shape) if k >= 1 and dim == -1)
+
+    @property
+    def values_key(self) -> str:
+        """The stored feature that holds the (flat) values."""
+        return f"{self.name}/flat_values" if self.is_ragged else self.name
+
+    def row_lengths_key(self, dim: int) -> str:
+        return f"{self.name}/row_lengths_{dim}"
+
+
+def stored_keys(spec: FeatureSpec) -> tuple[str, ...]:
+    """Every feature key this spec writes into an Example."""
+    return (spec.values_key,) + tuple(spec.row_lengths_key(k) for k in spec.ragged_dims)
+
+
+def _partitions(spec: FeatureSpec) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for k, dim in enumerate(spec.shape[1:], start=1):
+        if dim == -1:
+            parts.append({"type": "RowLengths", "key": spec.row_lengths_key(k)})
+        else:
+            parts.append({"type": "UniformRowLength", "length": dim})
+    return parts
+
+
+def _context_parse_spec(spec: FeatureSpec) -> dict[str, Any]:
+    """The tf.io parse spec of one (non-sequence) feature.
+
+    A fixed shape parses as FixedLenFeature unless records may omit it; then its first
+    dimension is effectively "0 or d0" and it parses like a variable one.
+    """
+    dtype = spec.tf_dtype
+    if spec.is_fixed and spec.missing != "omit":
+        return {"type": "FixedLenFeature", "shape": list(spec.shape), "dtype": dtype}
+    if len(spec.shape) <= 1:
+        return {"type": "VarLenFeature", "dtype": dtype}
+    return {
+        "type": "RaggedFeature",
+        "dtype": dtype,
+        "value_key": spec.values_key,
+        "partitions": _partitions(spec),
+        "row_splits_dtype": "int64",
+    }
+
+
+def _sequence_parse_spec(spec: FeatureSpec) -> dict[str, Any]:
+    dtype = spec.tf_dtype
+    if spec.is_fixed:
+        return {
+            "type": "FixedLenSequenceFeature",
+            "shape": list(spec.shape),
+            "dtype": dtype,
+            "allow_missing": spec.missing == "omit",
+        }
+    return {"type": "VarLenFeature", "dtype": dtype}
+
+
+def tf_parse_spec(specs: tuple[FeatureSpec, ...] | list[FeatureSpec]) -> dict[str, Any]:
+    """The ``feature_spec.json`` document: a JSON form of the ``tf.io`` parse spec.
+
+    Each entry maps 1:1 onto a ``tf.io`` class (``type``) and its arguments, so a reader needs
+    no knowledge of this package to build ``tf.io.parse_example``'s ``features`` argument.
+    """
+    sequence = any(s.sequence for s in specs)
+    doc: dict[str, Any] = {
+        "example_type": "SequenceExample" if sequence else "Example",
+        "features": {s.name: _context_parse_spec(s) for s in specs if not s.sequence},
+    }
+    if sequence:
+        doc["sequence_features"] = {s.name: _sequence_parse_spec(s) for s in specs if s.sequence}
+    return doc

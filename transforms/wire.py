@@ -1,0 +1,286 @@
+"""Protocol buffer wire format of tf.train.Example and SequenceExample, by hand.
+
+Why not the generated messages: the bytes must not depend on which protobuf backend is
+installed, building one message object per record is where per-row pipelines spend their time,
+and the columnar encoder needs the same primitives. The output equals
+``SerializeToString(deterministic=True)`` of the equivalent message (feature maps sorted by
+key); ``tests/test_wire.py`` proves it against the generated module and TensorFlow's own
+golden files.
+
+Field numbers (TensorFlow's feature.proto / example.proto):
+  Example{features=1}  SequenceExample{context=1, feature_lists=2}
+  Features{map<string, Feature> feature=1}  FeatureLists{map<string, FeatureList> feature_list=1}
+  FeatureList{repeated Feature feature=1}
+  Feature{oneof: bytes_list=1, float_list=2, int64_list=3}
+  BytesList{repeated bytes value=1}  FloatList{packed float value=1}
+  Int64List{packed int64 value=1}
+  map entries: {key=1, value=2}
+
+Pure: no Beam, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "KINDS",
+    "ExampleDecodeError",
+    "decode_example",
+    "decode_features",
+    "decode_sequence_example",
+    "encode_example",
+    "encode_feature",
+    "encode_features",
+    "encode_sequence_example",
+    "varint",
+]
+
+KINDS = ("bytes_list", "float_list", "int64_list")
+# Feature.kind field tags (field << 3 | wire type 2).
+_KIND_TAG = {"bytes_list": b"\x0a", "float_list": b"\x12", "int64_list": b"\x1a"}
+_TAG_KIND = {1: "bytes_list", 2: "float_list", 3: "int64_list"}
+_U64 = (1 << 64) - 1
+_SMALL_VARINTS = [bytes([n]) for n in range(128)]
+
+
+def varint(n: int) -> bytes:
+    """Base-128 varint of a non-negative integer below 2**64."""
+    if n < 128:
+        return _SMALL_VARINTS[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    return tag + varint(len(payload)) + payload
+
+
+def _packed_int64(values: Sequence[int] | np.ndarray) -> bytes:
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    return b"".join([varint(v & _U64) for v in values])
+
+
+def _packed_float(values: Sequence[float] | np.ndarray | bytes) -> bytes:
+    if isinstance(values, bytes):  # already little-endian float32
+        return values
+    if isinstance(values, np.ndarray):
+        return values.astype("<f4", copy=False).tobytes()
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def encode_feature(kind: str, values: Any) -> bytes:
+    """A serialized ``Feature`` holding ``values`` as ``kind``.
+
+    ``values``: ints for int64_list (an int64 array works too), floats or a float32 array or
+    the packed little-endian float32 bytes for float_list, bytes for bytes_list. An empty list
+    is a present, empty feature (``Feature{int64_list{}}``), not a missing one.
+    """
+    if kind == "int64_list":
+        packed = _packed_int64(values)
+        body = _field(b"\x0a", packed) if packed else b""
+    elif kind == "float_list":
+        packed = _packed_float(values)
+        body = _field(b"\x0a", packed) if packed else b""
+    elif kind == "bytes_list":
+        body = b"".join([b"\x0a" + varint(len(v)) + v for v in values])
+    else:
+        raise ValueError(f"unknown feature kind {kind!r}; expected one of {KINDS}")
+    return _field(_KIND_TAG[kind], body)
+
+
+def _map_entries(items: Mapping[str, bytes]) -> bytes:
+    """Map entries sorted by key in UTF-8 byte order, as C++ protobuf (TensorFlow's) and the
+    pure-Python backend do for deterministic output. (upb, the default Python backend, puts a
+    key before its own prefixes -- ``"ab"`` before ``"a"`` -- the one case where it differs.)
+    """
+    parts = []
+    for key in sorted(items):
+        entry = _field(b"\x0a", key.encode("utf-8")) + _field(b"\x12", items[key])
+        parts.append(_field(b"\x0a", entry))
+    return b"".join(parts)
+
+
+def encode_features(features: Mapping[str, bytes]) -> bytes:
+    """A serialized ``Features`` from feature name -> serialized ``Feature``."""
+    return _map_entries(features)
+
+
+def encode_example(features: Mapping[str, bytes]) -> bytes:
+    """A serialized ``Example`` from feature name -> serialized ``Feature``."""
+    return _field(b"\x0a", encode_features(features))
+
+
+def encode_sequence_example(context: Mapping[str, bytes],
+                            feature_lists: Mapping[str, Iterable[bytes]]) -> bytes:
+    """A serialized ``SequenceExample``: context features and per-step feature lists.
+
+    ``feature_lists`` maps a name to the serialized ``Feature`` of every step.
+    """
+    lists = {
+        name: b"".join([_field(b"\x0a", step) for step in steps])
+        for name, steps in feature_lists.items()
+    }
+    return _field(b"\x0a", encode_features(context)) + _field(b"\x12", _map_entries(lists))
+
+
+class ExampleDecodeError(ValueError):
+    """Bytes that are not a valid serialized Example / SequenceExample."""
+
+    def __init__(self, reason: str, offset: int) -> None:
+        self.reason = reason
+        self.offset = offset
+        super().__init__(f"not a valid serialized Example: {reason} at byte {offset}")
+
+
+def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise ExampleDecodeError("truncated varint", start)
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result & _U64, pos
+        shift += 7
+        if shift >= 70:
+            raise ExampleDecodeError("varint longer than 10 bytes", start)
+
+
+def _fields(buf: bytes, pos: int, end: int):
+    """Yield (field number, wire type, value or (start, stop) slice) over one message."""
+    while pos < end:
+        key, pos = _read_varint(buf, pos, end)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _read_varint(buf, pos, end)
+            yield number, wire, value
+        elif wire == 2:
+            length, start = _read_varint(buf, pos, end)
+            pos = start + length
+            if pos > end:
+                raise ExampleDecodeError(f"field {number} runs past its message", start)
+            yield number, wire, (start, pos)
+        elif wire == 5:
+            if pos + 4 > end:
+                raise ExampleDecodeError("truncated fixed32", pos)
+            yield number, wire, buf[pos:pos + 4]
+            pos += 4
+        elif wire == 1:
+            if pos + 8 > end:
+                raise ExampleDecodeError("truncated fixed64", pos)
+            yield number, wire, buf[pos:pos + 8]
+            pos += 8
+        else:
+            raise ExampleDecodeError(f"unsupported wire type {wire}", pos)
+
+
+def _signed(n: int) -> int:
+    return n - (1 << 64) if n >= 1 << 63 else n
+
+
+def _decode_list(kind: str, buf: bytes, start: int, end: int) -> list:
+    values: list = []
+    for number, wire, value in _fields(buf, start, end):
+        if number != 1:
+            continue  # unknown field: skipped, as protobuf does
+        if kind == "bytes_list" and wire == 2:
+            values.append(buf[value[0]:value[1]])
+        elif kind == "int64_list" and wire == 2:  # packed
+            pos, stop = value
+            while pos < stop:
+                n, pos = _read_varint(buf, pos, stop)
+                values.append(_signed(n))
+        elif kind == "int64_list" and wire == 0:  # unpacked
+            values.append(_signed(value))
+        elif kind == "float_list" and wire == 2:
+            if (value[1] - value[0]) % 4:
+                raise ExampleDecodeError("packed floats not a multiple of 4 bytes", value[0])
+            values.extend(np.frombuffer(buf[value[0]:value[1]], dtype="<f4").tolist())
+        elif kind == "float_list" and wire == 5:
+            values.append(struct.unpack("<f", value)[0])
+        else:
+            raise ExampleDecodeError(f"{kind} value with wire type {wire}", start)
+    return values
+
+
+def _decode_feature(buf: bytes, start: int, end: int) -> tuple[str | None, list]:
+    kind, values = None, []
+    for number, wire, value in _fields(buf, start, end):
+        if number in _TAG_KIND and wire == 2:
+            kind = _TAG_KIND[number]  # a later oneof member replaces an earlier one
+            values = _decode_list(kind, buf, value[0], value[1])
+    return kind, values
+
+
+def _map(buf: bytes, start: int, end: int) -> list[tuple[str, tuple[int, int] | None]]:
+    entries = []
+    for number, wire, value in _fields(buf, start, end):
+        if number != 1 or wire != 2:
+            continue
+        key, slot = "", None
+        for n, w, v in _fields(buf, value[0], value[1]):
+            if n == 1 and w == 2:
+                try:
+                    key = buf[v[0]:v[1]].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ExampleDecodeError("feature name is not UTF-8", v[0]) from None
+            elif n == 2 and w == 2:
+                slot = v
+        entries.append((key, slot))
+    return entries
+
+
+def decode_features(buf: bytes, start: int = 0, end: int | None = None
+                    ) -> dict[str, tuple[str | None, list]]:
+    """Feature name -> (kind, values) of a serialized ``Features``; later keys win."""
+    end = len(buf) if end is None else end
+    out = {}
+    for key, slot in _map(buf, start, end):
+        out[key] = _decode_feature(buf, *slot) if slot else (None, [])
+    return out
+
+
+def decode_example(data: bytes) -> dict[str, tuple[str | None, list]]:
+    """Feature name -> (kind, values) of a serialized ``Example``.
+
+    Floats come back as Python floats holding the exact float32 values; kind is None for a
+    Feature with no list set.
+    """
+    data = bytes(data)
+    out: dict[str, tuple[str | None, list]] = {}
+    for number, wire, value in _fields(data, 0, len(data)):
+        if number == 1 and wire == 2:
+            out.update(decode_features(data, *value))  # repeated message fields merge
+    return out
+
+
+def decode_sequence_example(data: bytes) -> tuple[dict[str, tuple[str | None, list]],
+                                                   dict[str, list[tuple[str | None, list]]]]:
+    """(context, feature_lists) of a serialized ``SequenceExample``."""
+    data = bytes(data)
+    context: dict[str, tuple[str | None, list]] = {}
+    lists: dict[str, list[tuple[str | None, list]]] = {}
+    for number, wire, value in _fields(data, 0, len(data)):
+        if number == 1 and wire == 2:
+            context.update(decode_features(data, *value))
+        elif number == 2 and wire == 2:
+            for key, slot in _map(data, *value):
+                steps = []
+                if slot:
+                    for n, w, v in _fields(data, *slot):
+                        if n == 1 and w == 2:
+                            steps.append(_decode_feature(data, *v))
+                lists[key] = steps
+    return context, lists
