@@ -1,0 +1,450 @@
+"""The TFRecord container format, free of Beam and TensorFlow: framing, compression, reading.
+
+A TFRecord file is a sequence of records framed as ``u64 LE length | u32 LE masked crc32c of
+the length bytes | data | u32 LE masked crc32c of data``, optionally wrapped as a whole in one
+GZIP or ZLIB stream. The module only transforms bytes and talks to file-like objects handed to
+it, so the sink, the validators and the tests share one implementation of the format.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import BinaryIO
+
+import crc32c as _crc32c
+import numpy as np
+
+__all__ = [
+    "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
+    "masked_crc32c", "unmask_crc32c", "frame", "frame_batch", "StreamCompressor",
+    "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
+    "detect_compression",
+]
+
+NONE, GZIP, ZLIB = "none", "gzip", "zlib"
+COMPRESSIONS = (NONE, GZIP, ZLIB)
+
+_SUFFIXES = {NONE: ".tfrecord", GZIP: ".tfrecord.gz", ZLIB: ".tfrecord.zlib"}
+_WBITS = {GZIP: 31, ZLIB: 15}  # 31: gzip member with header/trailer; 15: zlib header + adler32
+_NOT_READABLE_BY_TF = {"zstd", "zstandard", "bzip2", "bz2", "lzma", "xz", "snappy"}
+_MASK_DELTA = 0xA282EAD8
+_HEADER = struct.Struct("<QI")  # length, masked crc of the 8 length bytes
+_U32 = struct.Struct("<I")
+HEADER_SIZE, FOOTER_SIZE = 12, 4
+CHUNK_SIZE = 1 << 16  # read / inflate granularity; bounds memory apart from the current record
+
+
+def normalize_compression(name: str | None) -> str:
+    """Map a user-supplied compression name to one of COMPRESSIONS (case-insensitive).
+
+    Only the codecs TensorFlow can read are accepted, so a pipeline can never write shards its
+    consumers cannot open.
+    """
+    key = (name or "").strip().lower()
+    if key in ("", NONE, "uncompressed"):
+        return NONE
+    if key in COMPRESSIONS:
+        return key
+    hint = (f" ({key!r} TFRecords cannot be read by TensorFlow, which supports only GZIP and "
+            "ZLIB)" if key in _NOT_READABLE_BY_TF else "")
+    raise ValueError(f"unsupported compression {name!r}{hint}; choose one of {COMPRESSIONS}")
+
+
+def file_suffix(compression: str | None) -> str:
+    """The conventional file suffix for shards written with ``compression``."""
+    return _SUFFIXES[normalize_compression(compression)]
+
+
+def _mask(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
+    """TensorFlow's masked CRC-32C, which keeps CRCs of data containing CRCs well distributed."""
+    return _mask(_crc32c.crc32c(data))
+
+
+def unmask_crc32c(masked: int) -> int:
+    """Invert :func:`masked_crc32c`'s masking step, giving back the plain CRC-32C."""
+    rotated = (masked - _MASK_DELTA) & 0xFFFFFFFF
+    return ((rotated >> 17) | (rotated << 15)) & 0xFFFFFFFF
+
+
+def _length_header(length: int) -> bytes:
+    length_bytes = struct.pack("<Q", length)
+    return length_bytes + _U32.pack(masked_crc32c(length_bytes))
+
+
+def frame(record: bytes | bytearray | memoryview) -> bytes:
+    """Frame one record: header, data and data CRC, ready to be appended to a TFRecord stream."""
+    return b"".join((_length_header(len(record)), record, _U32.pack(masked_crc32c(record))))
+
+
+def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> bytes:
+    """Frame N records given as one concatenated ``payload`` and N+1 ``offsets`` boundaries."""
+    return bytes(_frame_batch_into_bytearray(payload, offsets))
+
+
+def _frame_batch_into_bytearray(payload: bytes | bytearray | memoryview,
+                                offsets: np.ndarray) -> bytearray:
+    """The writer's hot path: one exact-size buffer, one CRC call per record's data, and length
+    headers cached per distinct length (the writer skips frame_batch's final copy to bytes)."""
+    view = memoryview(payload).cast("B")
+    bounds = np.asarray(offsets, dtype=np.int64)
+    if bounds.ndim != 1 or len(bounds) == 0 or bounds[0] != 0 or bounds[-1] != len(view):
+        raise ValueError("offsets must be 1-D, start at 0 and end at len(payload)")
+    if np.any(np.diff(bounds) < 0):
+        raise ValueError("offsets must be non-decreasing")
+    edges = bounds.tolist()
+    out = bytearray(len(view) + (HEADER_SIZE + FOOTER_SIZE) * (len(edges) - 1))
+    headers: dict[int, bytes] = {}
+    pack_footer, crc, pos = _U32.pack_into, _crc32c.crc32c, 0
+    for start, end in zip(edges, islice(edges, 1, None), strict=False):
+        length = end - start
+        header = headers.get(length)
+        if header is None:
+            header = headers[length] = _length_header(length)
+        data_start = pos + HEADER_SIZE
+        pos = data_start + length
+        out[data_start - HEADER_SIZE:data_start] = header
+        chunk = view[start:end]
+        out[data_start:pos] = chunk
+        c = crc(chunk)
+        pack_footer(out, pos, (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF)
+        pos += FOOTER_SIZE
+    return out
+
+
+class StreamCompressor:
+    """Write a byte stream to ``fileobj`` through optional GZIP/ZLIB compression, counting bytes.
+
+    ``bytes_out`` is exact at all times; ``estimated_size()`` adds a guess for input still held
+    inside the compressor, so a sink can cut shards by size without flushing after every write.
+    """
+
+    def __init__(self, fileobj: BinaryIO, compression: str = NONE, level: int = 6,
+                 close_file: bool = False) -> None:
+        self.compression = normalize_compression(compression)
+        self._file, self._close_file, self._closed = fileobj, close_file, False
+        self._z = (None if self.compression == NONE
+                   else zlib.compressobj(level, zlib.DEFLATED, _WBITS[self.compression]))
+        self.bytes_in = self.bytes_out = 0
+        self._exact_in = self._exact_out = 0  # a point where output covered all input exactly
+
+    def _emit(self, data: bytes | bytearray | memoryview, size: int | None = None) -> None:
+        size = len(data) if size is None else size
+        if size:
+            self._file.write(data)
+            self.bytes_out += size
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Compress (if configured) and hand ``data`` to the file."""
+        if self._closed:
+            raise ValueError("write to a closed StreamCompressor")
+        self.bytes_in += memoryview(data).nbytes
+        if self._z is None:
+            self._emit(data, memoryview(data).nbytes)
+        else:
+            self._emit(self._z.compress(data))
+
+    def estimated_size(self) -> int:
+        """Bytes the stream would occupy if flushed now (exact for NONE and right after sync).
+
+        Input written since the last exact point is scaled by the compression ratio seen at that
+        point; before any sync the ratio is taken as 1, an upper bound that errs towards small
+        shards rather than oversized ones.
+        """
+        if self._z is None or self._closed:
+            return self.bytes_out
+        pending = self.bytes_in - self._exact_in
+        if self._exact_in:  # pending * out / in, rounded up, in exact integer arithmetic
+            pending = -(-pending * self._exact_out // self._exact_in)
+        return max(self.bytes_out, self._exact_out + pending)
+
+    def _mark_exact(self) -> None:
+        self._exact_in, self._exact_out = self.bytes_in, self.bytes_out
+
+    def sync(self) -> int:
+        """Flush the compressor (Z_SYNC_FLUSH) and the file; return the now exact ``bytes_out``."""
+        if self._z is not None and not self._closed and self.bytes_in > self._exact_in:
+            self._emit(self._z.flush(zlib.Z_SYNC_FLUSH))
+            self._mark_exact()
+        if hasattr(self._file, "flush") and not self._closed:
+            self._file.flush()
+        return self.bytes_out
+
+    def close(self) -> int:
+        """Finish the stream (gzip trailer / zlib adler32), optionally close the file.
+
+        Returns the total number of bytes written; calling it again is harmless.
+        """
+        if not self._closed:
+            if self._z is not None:
+                self._emit(self._z.flush(zlib.Z_FINISH))
+            self._mark_exact()
+            self._closed = True
+            if self._close_file:
+                self._file.close()
+            elif hasattr(self._file, "flush"):
+                self._file.flush()
+        return self.bytes_out
+
+
+class TFRecordWriter:
+    """Append framed records to a binary file object, with optional whole-stream compression.
+
+    With ``track_offsets=True`` every record is reported to ``on_record(offset, length)``, where
+    offset is where its framing starts in the uncompressed stream and length its framed size;
+    nothing is retained, so an index sidecar can be streamed out in O(1) memory.
+    """
+
+    def __init__(self, fileobj: BinaryIO, compression: str = NONE, level: int = 6, *,
+                 close_file: bool = False, track_offsets: bool = False,
+                 on_record: Callable[[int, int], None] | None = None) -> None:
+        if track_offsets and on_record is None:
+            raise ValueError("track_offsets=True needs an on_record(offset, length) callback")
+        self._stream = StreamCompressor(fileobj, compression, level, close_file)
+        self._on_record = on_record if track_offsets else None
+        self.records = 0
+
+    @property
+    def uncompressed_bytes(self) -> int:
+        """Framed bytes written so far, i.e. the size of the uncompressed stream."""
+        return self._stream.bytes_in
+
+    @property
+    def bytes_on_disk(self) -> int:
+        """Exact bytes handed to the file so far (compressed data still buffered excluded)."""
+        return self._stream.bytes_out
+
+    def estimated_bytes_on_disk(self) -> int:
+        return self._stream.estimated_size()
+
+    def _report(self, sizes: Iterable[int]) -> None:
+        offset = self._stream.bytes_in
+        for size in sizes:
+            framed = size + HEADER_SIZE + FOOTER_SIZE
+            self._on_record(offset, framed)  # type: ignore[misc]
+            offset += framed
+
+    def write(self, record: bytes | bytearray | memoryview) -> None:
+        """Frame and write one record."""
+        if self._on_record is not None:
+            self._report((memoryview(record).nbytes,))
+        self._stream.write(frame(record))
+        self.records += 1
+
+    def write_batch(self, payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> None:
+        """Frame and write the records ``payload[offsets[i]:offsets[i+1]]`` (see frame_batch)."""
+        framed = _frame_batch_into_bytearray(payload, offsets)
+        if self._on_record is not None:
+            self._report(np.diff(np.asarray(offsets, dtype=np.int64)).tolist())
+        self._stream.write(framed)
+        self.records += len(offsets) - 1
+
+    def write_framed(self, framed: bytes | bytearray | memoryview, n_records: int,
+                     sizes: Iterable[int] | None = None) -> None:
+        """Write already framed data holding ``n_records`` records of data lengths ``sizes``.
+
+        ``sizes`` is only needed for offset tracking; when omitted the headers are walked.
+        """
+        if self._on_record is not None:
+            self._report(_walk_sizes(framed, n_records) if sizes is None else sizes)
+        self._stream.write(framed)
+        self.records += n_records
+
+    def sync(self) -> int:
+        return self._stream.sync()
+
+    def close(self) -> int:
+        """Finish the stream; return the bytes on disk."""
+        return self._stream.close()
+
+    def __enter__(self) -> TFRecordWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _walk_sizes(framed: bytes | bytearray | memoryview, n_records: int) -> list[int]:
+    """Data lengths of the records in ``framed``, checking it holds exactly ``n_records``."""
+    sizes, pos, view = [], 0, memoryview(framed).cast("B")
+    while pos < len(view):
+        if pos + HEADER_SIZE > len(view):
+            raise ValueError("framed data ends inside a record header")
+        (length,) = struct.unpack_from("<Q", view, pos)
+        sizes.append(length)
+        pos += length + HEADER_SIZE + FOOTER_SIZE
+    if pos != len(view) or len(sizes) != n_records:
+        raise ValueError(f"framed data holds {len(sizes)} records, not {n_records}")
+    return sizes
+
+
+class CorruptRecordError(ValueError):
+    """A TFRecord stream that is not well formed, located by path and byte offset."""
+
+    def __init__(self, path: str, offset: int, reason: str, decompressed: bool = False) -> None:
+        where = " (in the decompressed stream)" if decompressed else ""
+        super().__init__(f"{path}: corrupt TFRecord at byte offset {offset}{where}: {reason}")
+        self.path, self.offset, self.reason, self.decompressed = path, offset, reason, decompressed
+
+    def __reduce__(self) -> tuple:  # keep the attributes when pickled across worker processes
+        return type(self), (self.path, self.offset, self.reason, self.decompressed)
+
+
+def detect_compression(head: bytes, path: str = "<stream>") -> str:
+    """Guess a file's compression from its first bytes (at least 12 unless the file is shorter).
+
+    A valid uncompressed header wins over the gzip magic (a first record's length may start with
+    1f 8b); a head too short to judge is NONE, so the reader reports the truncation precisely.
+    """
+    if len(head) >= HEADER_SIZE and _HEADER.unpack_from(head)[1] == masked_crc32c(head[:8]):
+        return NONE
+    if head[:2] == b"\x1f\x8b":
+        return GZIP
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] * 256 + head[1]) % 31 == 0:
+        return ZLIB
+    if len(head) < HEADER_SIZE:
+        return NONE
+    raise CorruptRecordError(
+        path, 0, "not a TFRecord file (no valid header in any supported compression)")
+
+
+def _raw_chunks(fileobj: BinaryIO, first: bytes) -> Iterator[bytes]:
+    yield first
+    while chunk := fileobj.read(CHUNK_SIZE):
+        yield chunk
+
+
+def _inflate(chunks: Iterator[bytes], compression: str, path: str) -> Iterator[bytes]:
+    """Decompress a GZIP (possibly multi-member) or ZLIB stream in bounded-size pieces."""
+    name, produced, fed = compression.upper(), 0, 0
+    inflater, started = zlib.decompressobj(_WBITS[compression]), False
+
+    def fail(reason: str) -> CorruptRecordError:
+        return CorruptRecordError(path, produced, f"{reason} (compressed byte offset ~{fed})", True)
+
+    for data in chunks:
+        pending = False
+        while data or pending:
+            if inflater.eof:  # a member/stream ended with bytes left over
+                if compression == ZLIB:
+                    raise fail("data after the end of the ZLIB stream: concatenated ZLIB streams "
+                               "are not readable by TensorFlow (it silently stops after the first)")
+                inflater, started = zlib.decompressobj(_WBITS[compression]), False
+            try:
+                out = inflater.decompress(data, CHUNK_SIZE)
+            except zlib.error as exc:
+                raise fail(f"corrupt {name} stream ({exc})") from None
+            started = True
+            fed += len(data) - len(inflater.unconsumed_tail) - len(inflater.unused_data)
+            data = inflater.unconsumed_tail or inflater.unused_data
+            pending = len(out) == CHUNK_SIZE and not inflater.eof  # output capped: drain it
+            if out:
+                produced += len(out)
+                yield out
+    if started and not inflater.eof:
+        raise fail(f"truncated {name} stream")
+
+
+class _ChunkReader:
+    """Exact-size reads over an iterator of chunks; short reads only at end of stream."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks, self._buf, self._pos = chunks, b"", 0
+
+    def read(self, n: int) -> bytes:
+        end = self._pos + n
+        if end <= len(self._buf):
+            self._pos = end
+            return self._buf[end - n:end]
+        parts, have = [self._buf[self._pos:]], len(self._buf) - self._pos
+        self._buf, self._pos = b"", 0
+        while have < n:  # grows with data actually present, never with the claimed length
+            if (chunk := next(self._chunks, None)) is None:
+                break
+            take = min(n - have, len(chunk))
+            parts.append(chunk[:take])
+            have += take
+            if take < len(chunk):
+                self._buf, self._pos = chunk, take
+        return b"".join(parts)
+
+
+def _stream_size(fileobj: BinaryIO) -> int | None:
+    """Bytes left in a seekable file, or None when that cannot be known without reading."""
+    try:
+        if not fileobj.seekable():
+            return None
+        here = fileobj.tell()
+        return fileobj.seek(0, 2) - fileobj.seek(here)
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
+
+
+def _check_body_size(available: int, length: int, fail: Callable) -> None:
+    if available < length:
+        raise fail(f"truncated record data: {available} of {length} bytes")
+    if available < length + FOOTER_SIZE:
+        raise fail(f"truncated data CRC: {available - length} of {FOOTER_SIZE} bytes")
+
+
+def _parse(reader: _ChunkReader, path: str, verify_crc: bool, decompressed: bool,
+           size: int | None) -> Iterator[tuple[int, bytes]]:
+    offset = 0
+
+    def fail(reason: str) -> CorruptRecordError:
+        return CorruptRecordError(path, offset, reason, decompressed)
+
+    while header := reader.read(HEADER_SIZE):
+        if len(header) < HEADER_SIZE:
+            raise fail(f"truncated record header: {len(header)} of {HEADER_SIZE} bytes")
+        length, length_crc = _HEADER.unpack(header)
+        if verify_crc and length_crc != (want := masked_crc32c(header[:8])):
+            raise fail(f"length CRC mismatch (stored {length_crc:#010x}, computed {want:#010x}) "
+                       f"for length field {length}")
+        needed = length + FOOTER_SIZE
+        if size is not None and offset + HEADER_SIZE + needed > size:
+            _check_body_size(size - offset - HEADER_SIZE, length, fail)  # no read of a bad length
+        body = reader.read(needed)
+        _check_body_size(len(body), length, fail)
+        data = body[:length]
+        (data_crc,) = _U32.unpack_from(body, length)
+        if verify_crc and data_crc != (want := masked_crc32c(data)):
+            raise fail(f"data CRC mismatch (stored {data_crc:#010x}, computed {want:#010x}) "
+                       f"for a record of {length} bytes")
+        yield offset, data
+        offset += HEADER_SIZE + needed
+
+
+def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto",
+                              path: str = "<stream>",
+                              verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
+    """Stream ``(offset, record)`` pairs, offset being the record's framing start.
+
+    For compressed files offsets count decompressed bytes. Works on non-seekable streams and
+    keeps only the current record and one chunk in memory. Any malformation, including a
+    damaged compressed stream, raises CorruptRecordError.
+    """
+    auto = (compression or "").lower() == "auto"
+    kind = NONE if auto else normalize_compression(compression)
+    size = _stream_size(fileobj) if kind == NONE else None
+    head = b""
+    if auto:
+        while len(head) < HEADER_SIZE and (more := fileobj.read(CHUNK_SIZE)):
+            head += more
+        kind = detect_compression(head, path)
+    chunks = _raw_chunks(fileobj, head)
+    if kind != NONE:
+        chunks, size = _inflate(chunks, kind, path), None
+    yield from _parse(_ChunkReader(chunks), path, verify_crc, kind != NONE, size)
+
+
+def iter_records(fileobj: BinaryIO, compression: str | None = "auto", path: str = "<stream>",
+                 verify_crc: bool = True) -> Iterator[bytes]:
+    """Stream the records of a TFRecord file; see :func:`iter_records_with_offsets`."""
+    yield from (r for _, r in iter_records_with_offsets(fileobj, compression, path, verify_crc))
