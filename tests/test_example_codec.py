@@ -1,0 +1,130 @@
+"""Shapes, nesting, sequences and the decoder of the spec-driven Example codec."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms.coercion import FeatureValueError
+from beam_tfrecords.transforms.example_codec import ExampleDecoder, ExampleEncoder, lookup
+from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+
+
+def encode(specs, record):
+    return ExampleEncoder(specs).encode(record)
+
+
+def roundtrip(specs, record):
+    return ExampleDecoder(specs).decode(encode(specs, record))
+
+
+@pytest.mark.parametrize("shape,value,stored", [
+    ((2, 3), [[1, 2, 3], [4, 5, 6]], [1, 2, 3, 4, 5, 6]),
+    ((2, 3), [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]),  # already flat
+    ((2, 3), np.arange(6).reshape(2, 3), [0, 1, 2, 3, 4, 5]),
+    ((2, 3), np.arange(6), [0, 1, 2, 3, 4, 5]),
+    ((-1,), [], []),
+    ((-1,), (7, 8), [7, 8]),
+    ((-1, 2), [[1, 2], [3, 4], [5, 6]], [1, 2, 3, 4, 5, 6]),
+    ((-1, 2), np.array([[1, 2]], dtype=np.uint8), [1, 2]),
+])
+def test_fixed_and_variable_shapes_store_flat_row_major(shape, value, stored):
+    data = encode([F("x", "int64", shape)], {"x": value})
+    assert wire.decode_example(data) == {"x": ("int64_list", stored)}
+
+
+def test_fixed_shape_decodes_to_array_of_shape():
+    got = roundtrip([F("px", "float", (2, 2))], {"px": [[1.0, 2.0], [3.0, 4.0]]})["px"]
+    assert got.shape == (2, 2) and got.dtype == np.float32
+    assert got.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_ragged_stores_flat_values_and_row_lengths():
+    spec = F("tok", "int64", (-1, -1))
+    value = [[1, 2], [], [3]]
+    assert wire.decode_example(encode([spec], {"tok": value})) == {
+        "tok/flat_values": ("int64_list", [1, 2, 3]),
+        "tok/row_lengths_1": ("int64_list", [2, 0, 1]),
+    }
+    assert roundtrip([spec], {"tok": value})["tok"] == value
+
+
+def test_ragged_three_levels_with_uniform_middle():
+    spec = F("m", "string", (-1, 2, -1))
+    value = [[["a"], ["b", "c"]], [[], ["d"]]]
+    stored = wire.decode_example(encode([spec], {"m": value}))
+    assert stored["m/row_lengths_2"] == ("int64_list", [1, 2, 0, 1])
+    assert "m/row_lengths_1" not in stored  # uniform dimension: nothing stored
+    assert roundtrip([spec], {"m": value})["m"] == value
+
+
+def test_ragged_checks_fixed_inner_dims():
+    with pytest.raises(FeatureValueError, match="dimension 1 has length 3"):
+        encode([F("m", "int64", (-1, 2, -1))], {"m": [[[1], [2], [3]]]})
+
+
+def test_nested_record_by_slash_name_and_dotted_source():
+    specs = [F("meta/h", "int64"), F("label", "int64", source=("meta", "label"))]
+    got = roundtrip(specs, {"meta": {"h": 3, "label": 1}})
+    assert got == {"meta/h": 3, "label": 1}
+
+
+def test_lookup_finds_literal_dotted_column_and_reports_non_records():
+    assert lookup({"a.b": 5}, ("a", "b")) == 5
+    assert lookup({"a": {"c": 1}}, ("a", "b")) is None
+    with pytest.raises(FeatureValueError, match="non-record"):
+        lookup({"a": 7}, ("a", "b"))
+
+
+def test_features_sorted_and_bytes_deterministic():
+    specs = [F("b", "int64"), F("a", "float"), F("c", "bytes")]
+    one = encode(specs, {"b": 1, "a": 0.5, "c": b"x"})
+    two = encode(list(reversed(specs)), {"c": b"x", "a": 0.5, "b": 1})
+    assert one == two
+    assert list(wire.decode_example(one)) == ["a", "b", "c"]
+
+
+def test_omitted_feature_is_absent_not_empty():
+    spec = F("opt", "int64", (-1,), missing="omit")
+    assert wire.decode_example(encode([spec], {"opt": None})) == {}
+    assert wire.decode_example(encode([spec], {"opt": []})) == {"opt": ("int64_list", [])}
+    assert roundtrip([spec], {})["opt"] is None
+
+
+def test_list_default_is_validated_at_construction():
+    with pytest.raises(FeatureValueError):
+        ExampleEncoder([F("d", "int64", (2,), missing="default", default=[1, 2, 3])])
+    spec = F("d", "int64", (2,), missing="default", default=[0, 0])
+    assert roundtrip([spec], {})["d"].tolist() == [0, 0]
+
+
+def test_sequence_example_context_and_feature_lists():
+    specs = [
+        F("length", "int64"),
+        F("frames", "float", (3,), sequence=True),
+        F("words", "string", (-1,), sequence=True),
+    ]
+    record = {"length": 2, "frames": [[1, 2, 3], [4, 5, 6]], "words": [["a", "b"], []]}
+    data = encode(specs, record)
+    context, lists = wire.decode_sequence_example(data)
+    assert context == {"length": ("int64_list", [2])}
+    assert lists["words"] == [("bytes_list", [b"a", b"b"]), ("bytes_list", [])]
+    got = ExampleDecoder(specs).decode(data)
+    assert got["length"] == 2
+    assert [step.tolist() for step in got["frames"]] == [[1, 2, 3], [4, 5, 6]]
+    assert [step.tolist() for step in got["words"]] == [["a", "b"], []]
+
+
+def test_sequence_step_errors_name_the_step():
+    spec = F("frames", "float", (2,), sequence=True)
+    with pytest.raises(FeatureValueError, match="dimension 0 has length 3"):
+        encode([spec], {"frames": [[1, 2], [1, 2, 3]]})
+    with pytest.raises(FeatureValueError, match="step 1"):
+        encode([spec], {"frames": [[1, 2], [1, "x"]]})
+
+
+def test_decoder_refuses_kind_mismatch():
+    data = encode([F("x", "int64")], {"x": 1})
+    with pytest.raises(ValueError, match="stored as int64_list"):
+        ExampleDecoder([F("x", "float")]).decode(data)
