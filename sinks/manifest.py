@@ -1,0 +1,92 @@
+"""The manifest: what a committed data set version holds, written last as the commit point.
+
+A version directory without ``manifest.json`` is not a data set, whatever else is in it; the
+``LATEST`` pointer at the output root moves only after the manifest exists. Paths in the
+manifest are relative to the version directory, so a version can be copied or moved whole.
+Checksums are the crc32c of each whole shard file in Cloud Storage's own notation (base64 of
+the big-endian 4 bytes), so ``gsutil ls -L`` output can be compared directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "LATEST",
+    "MANIFEST",
+    "FEATURE_SPEC",
+    "crc32c_b64",
+    "make_manifest",
+    "relative_path",
+]
+
+MANIFEST = "manifest.json"
+FEATURE_SPEC = "feature_spec.json"
+LATEST = "LATEST"
+FORMAT_VERSION = 1
+
+
+def crc32c_b64(value: int) -> str:
+    """A crc32c in Cloud Storage's notation."""
+    return base64.b64encode(value.to_bytes(4, "big")).decode("ascii")
+
+
+def relative_path(path: str, base: str) -> str:
+    base = base.rstrip("/") + "/"
+    if not path.startswith(base):
+        raise ValueError(f"{path} is not inside {base}")
+    return path[len(base):]
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def make_manifest(*, name: str, version: str, version_dir: str, created: str, compression: str,
+                  counts: Mapping[str, int], shards: Mapping[str, Sequence[Any]],
+                  dead_letters: Sequence[tuple[str, int]], feature_spec: Mapping[str, Any],
+                  config: Mapping[str, Any], config_sha256: str, inputs: Mapping[str, Any],
+                  tool_version: str, runner: str) -> dict[str, Any]:
+    """The manifest document. ``shards`` maps a split to its ShardInfo-like objects."""
+    splits = {}
+    for split, infos in sorted(shards.items()):
+        entries = [
+            {
+                "path": relative_path(info.path, version_dir),
+                "records": info.records,
+                "bytes": info.bytes,
+                "crc32c": crc32c_b64(info.crc32c),
+            }
+            for info in infos
+        ]
+        splits[split] = {
+            "records": sum(e["records"] for e in entries),
+            "bytes": sum(e["bytes"] for e in entries),
+            "shards": entries,
+        }
+    return {
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "version": version,
+        "created": created,
+        "compression": compression,
+        "counts": dict(counts),
+        "splits": splits,
+        "dead_letter": [
+            {"path": relative_path(path, version_dir), "records": records}
+            for path, records in dead_letters
+        ],
+        "feature_spec": dict(feature_spec),
+        "config": dict(config),
+        "config_sha256": config_sha256,
+        "inputs": dict(inputs),
+        "tool_version": tool_version,
+        "runner": runner,
+    }
+
+
+def dumps(document: Mapping[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=False, allow_nan=False) + "\n").encode()

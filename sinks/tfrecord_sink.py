@@ -1,0 +1,258 @@
+"""``WriteTFRecordShards``: sharded TFRecord files with sizes in a band, committed atomically.
+
+How it works (no global shuffle, no shard held in memory):
+
+1. Write -- every bundle streams its records, per split, into files under a staging prefix
+   with names unique per bundle attempt, rolling to a new file when the stored bytes reach
+   the target. A bundle that fails and is retried leaves orphans no one references.
+2. Plan -- the parts that succeeded (the bundles' outputs) are gathered (a list of small
+   descriptors, not data) and :func:`shard_plan.plan_shards` groups the small tails.
+3. Finalize -- each planned shard is produced under its final name
+   ``<split>/<name>-SSSSS-of-NNNNN.tfrecord[.gz]``: a rename for a single part, a byte
+   concatenation for several (valid for uncompressed and GZIP TFRecords). The plan entries
+   are reshuffled so that this work spreads over workers. Finalize is idempotent.
+
+The output is one element: ``{split: [ShardInfo, ...]}``, which the manifest step consumes.
+Nothing here writes the manifest: the caller does, last, as the commit point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from typing import Any, Iterable
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.shard_plan import Part, ShardSize, plan_shards, should_roll_before
+
+__all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
+
+_LOG = logging.getLogger(__name__)
+_FRAME_OVERHEAD = 16  # u64 length + two u32 CRCs per record
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """A final shard: its path, record count, stored bytes and crc32c of the whole file."""
+
+    split: str
+    path: str
+    records: int
+    bytes: int
+    crc32c: int
+
+
+def shard_file_name(name: str, index: int, total: int, compression: str) -> str:
+    suffix = tff.file_suffix(compression)
+    return f"{name}-{index:05d}-of-{total:05d}{suffix}"
+
+
+class _PartWriter:
+    """One open staged file of one split, with the bookkeeping to roll it."""
+
+    def __init__(self, path: str, compression: str) -> None:
+        self.path = path
+        self.out = storage.CrcCountingWriter(storage.open_write(path))
+        self.writer = tff.TFRecordWriter(self.out, compression)
+        self.compression = compression
+
+    def stored_estimate(self) -> int:
+        return self.writer.estimated_bytes_on_disk()
+
+    def exact_size(self) -> int:
+        """Stored bytes so far, exactly (flushes the compressor when there is one)."""
+        if self.compression != tff.NONE:
+            self.writer.sync()
+        return self.writer.bytes_on_disk
+
+    def close(self) -> Part:
+        self.writer.close()
+        self.out.close()
+        return Part(self.path, self.writer.records, self.out.bytes, self.out.crc32c)
+
+
+class _WriteParts(beam.DoFn):
+    """Streams (split, records) into staged, size-rolled files; emits (split, Part)."""
+
+    def __init__(self, staging: str, compression: str, size: ShardSize) -> None:
+        self._staging = staging
+        self._compression = compression
+        self._size = size
+        self._records = Metrics.counter("tfrecord_sink", "records_written")
+        self._parts = Metrics.counter("tfrecord_sink", "parts_written")
+        self._oversized = Metrics.counter("tfrecord_sink", "records_over_max_shard_size")
+
+    def start_bundle(self) -> None:
+        self._open: dict[str, _PartWriter] = {}
+        self._done: list[tuple[str, Part]] = []
+        self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
+        self._count = 0
+
+    def _new_writer(self, split: str) -> _PartWriter:
+        self._count += 1
+        path = storage.join(self._staging, split, f"{self._attempt}-{self._count:05d}"
+                            f"{tff.file_suffix(self._compression)}")
+        writer = _PartWriter(path, self._compression)
+        self._open[split] = writer
+        return writer
+
+    def _roll(self, split: str) -> None:
+        part = self._open.pop(split).close()
+        self._parts.inc()
+        self._done.append((split, part))
+
+    def process(self, element: tuple[str, Any]) -> None:
+        split, records = element  # (split, bytes | SerializedBatch)
+        if isinstance(records, (bytes, bytearray, memoryview)):
+            records = SerializedBatch.from_records([bytes(records)])
+        if not len(records):
+            return
+        framed = tff.frame_batch(records.payload, records.offsets)
+        bounds = records.offsets + _FRAME_OVERHEAD * np.arange(len(records) + 1)
+        self._write_framed(split, framed, bounds)
+        self._records.inc(len(records))
+
+    def _write_framed(self, split: str, framed: bytes, bounds: np.ndarray) -> None:
+        size = self._size
+        n = bounds.size - 1
+        i = 0
+        while i < n:
+            writer = self._open.get(split) or self._new_writer(split)
+            first = int(bounds[i + 1] - bounds[i])
+            current = writer.stored_estimate()
+            if should_roll_before(current, first, size) and should_roll_before(
+                writer.exact_size(), first, size
+            ):
+                self._roll(split)
+                continue
+            # Take as many records as fit below the target at the observed compression ratio.
+            ratio = max(current, 1) / max(writer.writer.uncompressed_bytes, 1) if current else 1.0
+            room = max(size.target - current, 0) / max(ratio, 1e-6)
+            j = int(np.searchsorted(bounds, bounds[i] + room, side="right")) - 1
+            j = min(max(j, i + 1), n)
+            writer.writer.write_framed(framed[bounds[i]:bounds[j]], j - i)
+            if j - i == 1 and first > size.max:
+                self._oversized.inc()
+                _LOG.warning("a record of %d bytes exceeds the maximum shard size %d; it gets "
+                             "a shard of its own", first, size.max)
+            i = j
+            if writer.stored_estimate() >= size.target and writer.exact_size() >= size.target:
+                self._roll(split)
+
+    def finish_bundle(self) -> Iterable[beam.utils.windowed_value.WindowedValue]:
+        for split in list(self._open):
+            self._roll(split)
+        for split, part in self._done:
+            yield beam.utils.windowed_value.WindowedValue(
+                (split, part), -1, [beam.transforms.window.GlobalWindow()]
+            )
+        self._done = []
+
+
+def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: str,
+          name: str, compression: str, size: ShardSize) -> Iterable[tuple]:
+    """(split, final path, [parts]) per final shard, and a marker per empty split."""
+    by_split: dict[str, list[Part]] = {s: [] for s in splits}
+    for split, part in parts:
+        by_split.setdefault(split, []).append(part)
+    for split, split_parts in sorted(by_split.items()):
+        groups = plan_shards(split_parts, size)
+        for index, group in enumerate(groups):
+            path = storage.join(version_dir, split,
+                                shard_file_name(name, index, len(groups), compression))
+            yield split, path, tuple(group)
+
+
+def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]]) -> ShardInfo:
+    """Produce one final shard from its parts. Safe to run twice (Beam may retry)."""
+    split, path, group = entry
+    records = sum(p.records for p in group)
+    expected = sum(p.bytes for p in group)
+    if len(group) == 1 and group[0].crc32c is not None:
+        part = group[0]
+        if storage.exists(part.path):
+            storage.rename(part.path, path)
+        elif not storage.exists(path):
+            raise FileNotFoundError(f"staged part {part.path} and final shard {path} are both "
+                                    "missing")
+        size, crc = part.bytes, part.crc32c
+    elif group[0].path.endswith(tff.file_suffix(tff.ZLIB)):
+        size, crc = _reencode_zlib([p.path for p in group], path)
+    else:
+        size, crc = storage.concatenate([p.path for p in group], path)
+    if size != expected and not path.endswith(tff.file_suffix(tff.ZLIB)):
+        raise IOError(f"shard {path} has {size} bytes, its parts add up to {expected}")
+    return ShardInfo(split, path, records, size, crc)
+
+
+def _reencode_zlib(sources: list[str], destination: str) -> tuple[int, int]:
+    """Join ZLIB parts by re-encoding: concatenated ZLIB streams lose data in TensorFlow."""
+    tmp = f"{destination}.tmp-{uuid.uuid4().hex}"
+    out = storage.CrcCountingWriter(storage.open_write(tmp))
+    writer = tff.TFRecordWriter(out, tff.ZLIB)
+    for source in sources:
+        with storage.open_read(source) as handle:
+            for record in tff.iter_records(handle, tff.ZLIB, path=source):
+                writer.write(record)
+    writer.close()
+    out.close()
+    storage.rename(tmp, destination)
+    return out.bytes, out.crc32c
+
+
+def _group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, list[ShardInfo]]:
+    out: dict[str, list[ShardInfo]] = {s: [] for s in splits}
+    for shard in sorted(shards, key=lambda s: s.path):
+        out.setdefault(shard.split, []).append(shard)
+    return out
+
+
+class WriteTFRecordShards(beam.PTransform):
+    """Writes ``(split, bytes | SerializedBatch)`` elements as sharded TFRecord files.
+
+    Args:
+      version_dir: the directory the final shards go to (``<version_dir>/<split>/...``).
+      staging_dir: where parts are written first; deleted by the caller after the commit.
+      name: the shards' file name prefix.
+      splits: every split name, so an empty split still appears in the result.
+      compression: ``none``, ``gzip`` or ``zlib``.
+      size: the shard-size band on stored bytes.
+
+    Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
+    """
+
+    def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
+                 compression: str = tff.NONE, size: ShardSize = ShardSize()) -> None:
+        super().__init__()
+        compression = tff.normalize_compression(compression)
+        self._version_dir = version_dir
+        self._staging = staging_dir
+        self._name = name
+        self._splits = tuple(splits)
+        self._compression = compression
+        self._size = size
+
+    def expand(self, records):
+        parts = records | "WriteParts" >> beam.ParDo(
+            _WriteParts(self._staging, self._compression, self._size)
+        )  # (split, Part)
+        planned = (
+            parts
+            | "GatherParts" >> beam.combiners.ToList()  # [(split, Part)], descriptors only
+            | "PlanShards" >> beam.FlatMap(_plan, self._splits, self._version_dir, self._name,
+                                           self._compression, self._size)
+        )  # (split, final path, parts)
+        return (
+            planned
+            | "SpreadFinalize" >> beam.Reshuffle()
+            | "FinalizeShards" >> beam.Map(_finalize_shard)  # ShardInfo
+            | "GatherShards" >> beam.combiners.ToList()
+            | "GroupBySplit" >> beam.Map(_group_shards, self._splits)
+        )

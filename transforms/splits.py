@@ -1,0 +1,87 @@
+"""Stable train/eval/test assignment: the same record lands in the same split on every run.
+
+The split is chosen from a hash of the record's key field (or, without a key, of the record's
+serialized Example, which our encoder makes deterministic). The hash is BLAKE2b of a canonical
+byte form of the key -- never Python's ``hash()``, which is salted per process and would
+scatter records differently on every worker and every rebuild. Buckets have a resolution of
+1/10,000, so percentages such as 33.33 work.
+
+Pure: no Beam, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import hashlib
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BUCKETS", "SplitSpec", "key_bytes"]
+
+BUCKETS = 10_000
+
+
+def key_bytes(value: Any) -> bytes:
+    """A canonical byte form of a key value, equal for equal keys across types and runs.
+
+    Integers of any type hash alike (``7``, ``numpy.int32(7)``, ``True`` is not an integer
+    here but a bool); text and bytes hash by their UTF-8 bytes; floats by ``repr``.
+    """
+    if value is None:
+        return b"\x00none"
+    if isinstance(value, (bool, np.bool_)):
+        return b"\x01" + (b"1" if value else b"0")
+    if isinstance(value, (int, np.integer)):
+        return b"\x02" + str(int(value)).encode()
+    if isinstance(value, (float, np.floating, decimal.Decimal)):
+        number = float(value)
+        if number.is_integer():  # 3.0 and 3 are the same key
+            return b"\x02" + str(int(number)).encode()
+        return b"\x03" + repr(number).encode()
+    if isinstance(value, str):
+        return b"\x04" + value.encode("utf-8", "surrogatepass")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return b"\x04" + bytes(value)
+    if isinstance(value, (datetime.date, np.datetime64)):
+        return b"\x05" + str(value).encode()
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return b"\x06" + b"\x1f".join(key_bytes(v) for v in list(value))
+    raise TypeError(f"a split key must be a scalar or a list, got {type(value).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    """Named shares in percent, in order, and the key path (empty: the whole record)."""
+
+    shares: tuple[tuple[str, float], ...] = (("train", 100.0),)
+    key: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [name for name, _ in self.shares]
+        if len(set(names)) != len(names):
+            raise ValueError(f"split names repeat: {names}")
+        # Cumulative bucket bounds; the last one is BUCKETS exactly, so no bucket is lost.
+        bounds, total = [], 0.0
+        for _, pct in self.shares:
+            total += pct
+            bounds.append(round(total * BUCKETS / 100.0))
+        bounds[-1] = BUCKETS
+        object.__setattr__(self, "_bounds", tuple(bounds))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.shares)
+
+    def choose(self, key: bytes) -> str:
+        """The split of a record whose key (or serialized content) is ``key``."""
+        if len(self.shares) == 1:
+            return self.shares[0][0]
+        digest = hashlib.blake2b(key, digest_size=8, person=b"btfr-split").digest()
+        bucket = int.from_bytes(digest, "big") % BUCKETS
+        for (name, _), bound in zip(self.shares, self._bounds):  # type: ignore[attr-defined]
+            if bucket < bound:
+                return name
+        return self.shares[-1][0]
