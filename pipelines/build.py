@@ -1,0 +1,271 @@
+"""The build pipeline: config -> sources -> BuildExamples -> sharded TFRecords -> manifest.
+
+``build_pipeline(p, config, layout, input_files)`` adds the steps to a Beam pipeline and
+returns the interesting PCollections, so tests can assert on what was built; :func:`run`
+parses the command line, prepares the output location and runs it.
+
+Commit protocol (the output contract in the README): shards and dead letters reach their
+final names inside a fresh version directory; the ``Commit`` step then checks the counts
+(read = written + rejected, and the bad-record threshold), writes ``feature_spec.json``, then
+``manifest.json`` -- the commit point -- then moves ``LATEST``, and finally removes staging.
+It runs inside the pipeline, so a runner that only stages a job (a Dataflow template) commits
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import json
+import logging
+import re
+import sys
+import uuid
+from typing import Any, Sequence
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+import beam_tfrecords
+from beam_tfrecords.pipelines.config import Config, load_config
+from beam_tfrecords.sinks import manifest as mf
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
+from beam_tfrecords.transforms.build_examples import COUNTS, BuildExamples
+from beam_tfrecords.transforms.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.sources import REJECTED, ReadCsv
+
+__all__ = ["BuildError", "Layout", "build_pipeline", "input_fingerprint", "run"]
+
+_LOG = logging.getLogger(__name__)
+STAGING = ".staging"
+_VERSION_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+
+
+class BuildError(RuntimeError):
+    """A build that must not commit; the message is the one line a scheduler log shows."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where one build writes: ``<root>/<version>/`` with staging inside it."""
+
+    root: str
+    version: str
+
+    @property
+    def version_dir(self) -> str:
+        return storage.join(self.root, self.version)
+
+    @property
+    def staging(self) -> str:
+        return storage.join(self.version_dir, STAGING)
+
+
+def default_version(root: str) -> str:
+    """A UTC timestamp that sorts in build order, ``20261122T083000Z``; a second build in
+    the same second gets ``20261122T083000Z-1``."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    version, n = stamp, 0
+    while storage.exists(storage.join(root, version, mf.MANIFEST)):
+        n += 1
+        version = f"{stamp}-{n}"
+    return version
+
+
+def input_fingerprint(pattern: str) -> tuple[list[str], dict[str, Any]]:
+    """The matched input files and a fingerprint of them (paths, sizes, modification times)."""
+    metadata = storage.match(pattern)
+    if not metadata:
+        raise BuildError(f"no input files match {pattern!r}")
+    digest = hashlib.sha256()
+    for m in metadata:
+        digest.update(f"{m.path}\0{m.size_in_bytes}\0{m.last_updated_in_seconds}\n".encode())
+    return [m.path for m in metadata], {
+        "pattern": pattern,
+        "files": len(metadata),
+        "bytes": sum(m.size_in_bytes for m in metadata),
+        "sha256": digest.hexdigest(),
+    }
+
+
+class _WriteDeadLetters(beam.DoFn):
+    """Dead-letter rows -> one staged JSONL file per bundle; emits (path, rows)."""
+
+    def __init__(self, staging: str) -> None:
+        self._staging = staging
+
+    def start_bundle(self) -> None:
+        self._handle = None
+        self._rows = 0
+
+    def process(self, row: dict) -> None:
+        if self._handle is None:
+            self._path = storage.join(self._staging, "dead_letter", f"{uuid.uuid4().hex}.jsonl")
+            self._handle = storage.open_write(self._path)
+        self._handle.write(json.dumps(row, ensure_ascii=False, default=repr).encode() + b"\n")
+        self._rows += 1
+
+    def finish_bundle(self):
+        if self._handle is not None:
+            self._handle.close()
+            yield beam.utils.windowed_value.WindowedValue(
+                (self._path, self._rows), -1, [beam.transforms.window.GlobalWindow()])
+            self._handle = None
+
+
+def _commit(_: Any, *, shards: dict, dead: list, built_counts: list, config: Config,
+            layout: Layout, inputs: dict, runner: str) -> dict:
+    """Check the counts, move dead letters, write the spec, the manifest, then LATEST."""
+    written = sum(info.records for infos in shards.values() for info in infos)
+    rejected = sum(rows for _, rows in dead)
+    chunk_records = sum(built_counts)
+    parse_rejects = rejected - (chunk_records - written)
+    read = chunk_records + parse_rejects
+    if written > chunk_records:
+        raise BuildError(f"the sink wrote {written} records but only {chunk_records} were built")
+    if read and rejected / read > config.errors.max_bad_fraction:
+        raise BuildError(
+            f"{rejected} of {read} records were rejected ({rejected / read:.4%}), more than "
+            f"errors.max_bad_fraction={config.errors.max_bad_fraction}; see the dead letters "
+            f"under {layout.staging}/dead_letter"
+        )
+    finals = []
+    for index, (path, rows) in enumerate(sorted(dead)):
+        final = storage.join(layout.version_dir, "dead_letter",
+                             f"rejected-{index:05d}-of-{len(dead):05d}.jsonl")
+        if storage.exists(path):
+            storage.rename(path, final)
+        finals.append((final, rows))
+    spec = tf_parse_spec(config.features)
+    storage.write_atomic(storage.join(layout.version_dir, mf.FEATURE_SPEC),
+                         (json.dumps(spec, indent=2) + "\n").encode())
+    document = mf.make_manifest(
+        name=config.name, version=layout.version, version_dir=layout.version_dir,
+        created=mf.utc_now(), compression=config.output.compression,
+        counts={"read": read, "written": written, "rejected": rejected},
+        shards=shards, dead_letters=finals, feature_spec=spec, config=config.resolved(),
+        config_sha256=config.sha256(), inputs=inputs,
+        tool_version=beam_tfrecords.__version__, runner=runner,
+    )
+    storage.write_atomic(storage.join(layout.version_dir, mf.MANIFEST), mf.dumps(document))
+    storage.write_atomic(storage.join(layout.root, mf.LATEST), (layout.version + "\n").encode())
+    storage.delete_tree(layout.staging)
+    return document
+
+
+def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files: Sequence[str],
+                   inputs: dict, runner: str = "DirectRunner") -> dict[str, Any]:
+    """Adds the build to ``p``; returns its main PCollections by name."""
+    read = (
+        p
+        | "ListInputs" >> beam.Create(sorted(input_files))
+        | "ReadCsv" >> ReadCsv(config.source.csv, config.features)
+    )
+    built = read.records | "BuildExamples" >> BuildExamples(config.features, config.splits)
+    shards = built.examples | "WriteShards" >> WriteTFRecordShards(
+        layout.version_dir, layout.staging, config.output.shard_name, config.splits.names,
+        config.output.compression, config.output.shard_size,
+    )  # {split: [ShardInfo]}
+    dead = (
+        (read[REJECTED], built[REJECTED])
+        | "MergeRejects" >> beam.Flatten()
+        | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLetters(layout.staging))
+        | "GatherDeadLetters" >> beam.combiners.ToList()
+    )  # [(staged path, rows)]
+    counts = built[COUNTS] | "GatherCounts" >> beam.combiners.ToList()
+    manifest = (
+        p
+        | "CommitTrigger" >> beam.Create([None])
+        | "Commit" >> beam.Map(
+            _commit,
+            shards=beam.pvalue.AsSingleton(shards),
+            dead=beam.pvalue.AsSingleton(dead),
+            built_counts=beam.pvalue.AsSingleton(counts),
+            config=config, layout=layout, inputs=inputs, runner=runner,
+        )
+    )
+    return {"shards": shards, "dead_letters": dead, "manifest": manifest}
+
+
+def prepare_output(layout: Layout) -> None:
+    """Refuse to overwrite a committed version; clean what failed builds left behind."""
+    if storage.exists(storage.join(layout.version_dir, mf.MANIFEST)):
+        raise BuildError(f"version {layout.version!r} is already committed at "
+                         f"{layout.version_dir}; choose another --version")
+    latest = read_latest(layout.root)
+    for version_dir in _version_dirs(layout.root):
+        name = version_dir.rstrip("/").rsplit("/", 1)[-1]
+        if name != latest and not storage.exists(storage.join(version_dir, mf.MANIFEST)):
+            _LOG.info("removing leftovers of an unfinished build: %s", version_dir)
+            storage.delete_tree(version_dir)
+
+
+def _version_dirs(root: str) -> list[str]:
+    if not storage.exists(root):
+        return []
+    dirs = set()
+    prefix = root.rstrip("/") + "/"
+    for path in storage.list_files(root):
+        rest = path[len(prefix):] if path.startswith(prefix) else ""
+        if "/" in rest:
+            dirs.add(prefix + rest.split("/", 1)[0])
+    return sorted(dirs)
+
+
+def read_latest(root: str) -> str | None:
+    path = storage.join(root, mf.LATEST)
+    return storage.read_text(path).strip() if storage.exists(path) else None
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="beam-tfrecords build",
+        description="Build a TFRecord data set from a config. Unrecognised flags are Beam "
+                    "pipeline options (e.g. --runner DataflowRunner --project P --region R).",
+    )
+    parser.add_argument("--config", required=True, help="data set config (YAML), local or gs://")
+    parser.add_argument("--input", help="override source.path (a glob, local or gs://)")
+    parser.add_argument("--output", help="override output.path (local or gs://)")
+    parser.add_argument("--version", help="version directory name (default: UTC timestamp)")
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """Build a data set; returns the manifest when the runner ran the job to completion."""
+    args, beam_args = make_parser().parse_known_args(argv)
+    config = load_config(args.config)
+    if args.input:
+        config = dataclasses.replace(config, source=dataclasses.replace(config.source,
+                                                                        path=args.input))
+    if args.output:
+        config = dataclasses.replace(config, output=dataclasses.replace(config.output,
+                                                                        path=args.output))
+    if args.version is not None and not _VERSION_NAME.match(args.version):
+        raise BuildError(f"--version {args.version!r}: use letters, digits, '_', '-' or '.', "
+                         "not starting with '.'")
+    root = config.output.path.rstrip("/")
+    layout = Layout(root, args.version or default_version(root))
+    input_files, inputs = input_fingerprint(config.source.path)
+    prepare_output(layout)
+    options = PipelineOptions(beam_args)
+    runner = options.view_as(StandardOptions).runner or "DirectRunner"
+    runner = runner if isinstance(runner, str) else type(runner).__name__
+    with beam.Pipeline(options=options) as p:
+        build_pipeline(p, config, layout, input_files, inputs, runner)
+    manifest_path = storage.join(layout.version_dir, mf.MANIFEST)
+    if not storage.exists(manifest_path):
+        return None
+    return json.loads(storage.read_text(manifest_path))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from beam_tfrecords.pipelines.cli import main as cli_main
+
+    return cli_main(["build", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""Data set configurations: YAML in, frozen dataclasses out, every mistake caught up front.
+
+A config is validated completely before any pipeline starts. Each error is one line that names
+the key (``features.pixels.shape``) and echoes the bad value, because the person reading it is
+usually looking at a scheduler's log, not at the YAML. Unknown keys are errors: a typo such as
+``mising: omit`` must not silently fall back to a default.
+
+The parsing is pure (:func:`parse_config` takes the loaded mapping); :func:`load_config` adds
+reading from any Beam filesystem (local or ``gs://``) with YAML's safe loader only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from typing import Any, Mapping
+
+from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
+from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression
+from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.splits import SplitSpec
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "CsvOptions",
+    "ErrorPolicy",
+    "OutputConfig",
+    "SourceConfig",
+    "load_config",
+    "parse_config",
+]
+
+SOURCE_FORMATS = ("csv", "jsonl", "parquet", "avro", "images")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the key and echoes the value."""
+
+
+def _fail(key: str, value: Any, reason: str) -> ConfigError:
+    shown = json.dumps(value, default=repr)
+    if len(shown) > 120:
+        shown = shown[:117] + "..."
+    return ConfigError(f"config key {key!r}: {reason} (got {shown})")
+
+
+def _mapping(key: str, value: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+             ) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(key, value, "must be a mapping")
+    for name in value:
+        if name not in allowed:
+            raise _fail(f"{key}.{name}" if key else str(name), value[name],
+                        f"unknown key; allowed here: {', '.join(allowed)}")
+    for name in required:
+        if name not in value:
+            raise _fail(f"{key}.{name}" if key else name, None, "is required")
+    return value
+
+
+def _typed(key: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise _fail(key, value, f"must be {what}")
+    if not isinstance(value, kind):
+        raise _fail(key, value, f"must be {what}")
+    return value
+
+
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise _fail(key, value, f"must be one of {', '.join(choices)}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class CsvOptions:
+    """How CSV text is split into cells. Cells are typed by the feature specs."""
+
+    delimiter: str = ","
+    quotechar: str = '"'
+    header: bool = True
+    columns: tuple[str, ...] = ()  # required when header is false
+    null_values: tuple[str, ...] = ("",)  # cells spelled like this are missing
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceConfig:
+    format: str
+    path: str
+    csv: CsvOptions = CsvOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputConfig:
+    path: str
+    compression: str = "none"
+    shard_size: ShardSize = ShardSize()
+    shard_name: str = ""  # file name prefix of the shards; the data set's name by default
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorPolicy:
+    max_bad_fraction: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A validated data set configuration."""
+
+    name: str
+    source: SourceConfig
+    features: tuple[FeatureSpec, ...]
+    splits: SplitSpec
+    output: OutputConfig
+    errors: ErrorPolicy = ErrorPolicy()
+
+    def resolved(self) -> dict[str, Any]:
+        """The config with every default filled in, as JSON-ready data (for the manifest)."""
+        return json.loads(json.dumps(dataclasses.asdict(self), default=_json_default))
+
+    def sha256(self) -> str:
+        """Hash of the resolved config: two builds with equal hashes mean the same thing."""
+        canonical = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    return repr(value)
+
+
+# -- sections ---------------------------------------------------------------------------------
+
+def _parse_csv(key: str, raw: Any) -> CsvOptions:
+    raw = _mapping(key, raw or {}, ("delimiter", "quotechar", "header", "columns", "null_values"))
+    opts = {}
+    for name in ("delimiter", "quotechar"):
+        if name in raw:
+            value = raw[name]
+            if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
+                raise _fail(f"{key}.{name}", value, "must be one character (not a newline)")
+            opts[name] = value
+    if "header" in raw:
+        opts["header"] = _typed(f"{key}.header", raw["header"], bool, "true or false")
+    if "columns" in raw:
+        cols = _typed(f"{key}.columns", raw["columns"], list, "a list of column names")
+        if not cols or not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(
+            cols
+        ):
+            raise _fail(f"{key}.columns", cols, "must be distinct, non-empty column names")
+        opts["columns"] = tuple(cols)
+    if "null_values" in raw:
+        nulls = _typed(f"{key}.null_values", raw["null_values"], list, "a list of strings")
+        if not all(isinstance(n, str) for n in nulls):
+            raise _fail(f"{key}.null_values", nulls, "must hold strings only")
+        opts["null_values"] = tuple(nulls)
+    options = CsvOptions(**opts)
+    if not options.header and not options.columns:
+        raise _fail(f"{key}.columns", None, "is required when header is false")
+    if options.delimiter == options.quotechar:
+        raise _fail(f"{key}.quotechar", options.quotechar, "must differ from the delimiter")
+    return options
+
+
+def _parse_source(raw: Any) -> SourceConfig:
+    raw = _mapping("source", raw, ("format", "path", "csv"), ("format", "path"))
+    fmt = _choice("source.format", raw["format"], SOURCE_FORMATS)
+    path = raw["path"]
+    if not isinstance(path, str) or not path.strip():
+        raise _fail("source.path", path, "must be a non-empty path or glob")
+    if "csv" in raw and fmt != "csv":
+        raise _fail("source.csv", raw["csv"], f"applies to format csv, not {fmt}")
+    if fmt != "csv":
+        raise _fail("source.format", fmt, "is not supported yet by this version; use csv")
+    return SourceConfig(format=fmt, path=path, csv=_parse_csv("source.csv", raw.get("csv")))
+
+
+_FEATURE_KEYS = ("type", "shape", "source", "missing", "default", "nan", "unit", "sequence")
+
+
+def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
+    key = f"features.{name}"
+    if not isinstance(name, str) or not name or name.startswith("/") or name.endswith("/"):
+        raise _fail(key, name, "a feature name must be a non-empty string, not starting or "
+                                "ending with '/'")
+    raw = _mapping(key, raw, _FEATURE_KEYS, ("type",))
+    shape = raw.get("shape", [])
+    if not isinstance(shape, list):
+        raise _fail(f"{key}.shape", shape, "must be a list of sizes, e.g. [28, 28] or [-1]")
+    source = raw.get("source", "")
+    if not isinstance(source, str) or (source and not all(source.split("."))):
+        raise _fail(f"{key}.source", source, "must be a field name or a dotted path (a.b.c)")
+    sequence = _typed(f"{key}.sequence", raw.get("sequence", False), bool, "true or false")
+    try:
+        return FeatureSpec(
+            name=name,
+            dtype=raw["type"],
+            shape=tuple(shape),
+            source=tuple(source.split(".")) if source else (),
+            missing=raw.get("missing", "error"),
+            default=raw.get("default"),
+            nan=raw.get("nan", "allow"),
+            unit=raw.get("unit", "s"),
+            sequence=sequence,
+        )
+    except ValueError as err:  # FeatureSpec's own checks, including a bad default value
+        raise ConfigError(f"config key {key!r}: {err}") from None
+
+
+def _parse_features(raw: Any) -> tuple[FeatureSpec, ...]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise _fail("features", raw, "must map at least one feature name to its spec")
+    specs = tuple(_parse_feature(name, spec) for name, spec in raw.items())
+    from beam_tfrecords.transforms.example_codec import ExampleEncoder
+    from beam_tfrecords.transforms.feature_spec import stored_keys
+
+    seen: dict[str, str] = {}
+    for spec in specs:
+        for stored in stored_keys(spec):
+            if stored in seen and seen[stored] != spec.name:
+                raise _fail(f"features.{spec.name}", stored,
+                            f"stores a feature key that {seen[stored]!r} also stores")
+            seen[stored] = spec.name
+        try:
+            ExampleEncoder([spec])  # validates the default value against the policy
+        except ValueError as err:
+            raise ConfigError(f"config key 'features.{spec.name}.default': {err}") from None
+    return specs
+
+
+def _parse_splits(raw: Any) -> SplitSpec:
+    if raw is None:
+        return SplitSpec()
+    if not isinstance(raw, Mapping):
+        raise _fail("splits", raw, "must map split names to percentages (and an optional key)")
+    key = raw.get("key")
+    if key is not None and (not isinstance(key, str) or not key or not all(key.split("."))):
+        raise _fail("splits.key", key, "must be a field name or a dotted path")
+    shares = []
+    for name, pct in raw.items():
+        if name == "key":
+            continue
+        if not isinstance(name, str) or not _NAME.match(name) or name == "dead_letter":
+            raise _fail(f"splits.{name}", pct, "a split name must be letters, digits, '_', "
+                                               "'-' or '.', and not 'dead_letter'")
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 < pct <= 100:
+            raise _fail(f"splits.{name}", pct, "must be a percentage in (0, 100]")
+        shares.append((name, float(pct)))
+    if not shares:
+        raise _fail("splits", dict(raw), "names no split")
+    total = sum(p for _, p in shares)
+    if abs(total - 100.0) > 1e-9:
+        raise _fail("splits", {n: p for n, p in shares}, f"percentages sum to {total:g}, not 100")
+    try:
+        return SplitSpec(shares=tuple(shares), key=tuple(key.split(".")) if key else ())
+    except ValueError as err:
+        raise ConfigError(f"config key 'splits': {err}") from None
+
+
+def _parse_output(raw: Any, name: str) -> OutputConfig:
+    raw = _mapping("output", raw, ("path", "compression", "shard_size", "shard_name"), ("path",))
+    path = raw["path"]
+    if not isinstance(path, str) or not path.strip():
+        raise _fail("output.path", path, "must be a non-empty local or gs:// path")
+    try:
+        compression = normalize_compression(raw.get("compression", "none"))
+    except ValueError as err:
+        raise _fail("output.compression", raw.get("compression"),
+                    f"{err}; choose one of {', '.join(COMPRESSIONS)}") from None
+    size = ShardSize()
+    if "shard_size" in raw:
+        sraw = _mapping("output.shard_size", raw["shard_size"], ("target", "min", "max"))
+        fields = {}
+        for field in ("target", "min", "max"):
+            if field in sraw:
+                try:
+                    fields[field] = parse_size(sraw[field])
+                except ValueError as err:
+                    raise _fail(f"output.shard_size.{field}", sraw[field], str(err)) from None
+        try:
+            size = ShardSize(**fields)
+        except ValueError as err:
+            raise _fail("output.shard_size", dict(sraw), str(err)) from None
+    shard_name = raw.get("shard_name", name)
+    if not isinstance(shard_name, str) or not _NAME.match(shard_name):
+        raise _fail("output.shard_name", shard_name, "must be letters, digits, '_', '-', '.'")
+    return OutputConfig(path=path, compression=compression, shard_size=size,
+                        shard_name=shard_name)
+
+
+def _parse_errors(raw: Any) -> ErrorPolicy:
+    raw = _mapping("errors", raw or {}, ("max_bad_fraction",))
+    fraction = raw.get("max_bad_fraction", 0.0)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
+        0.0 <= fraction <= 1.0
+    ):
+        raise _fail("errors.max_bad_fraction", fraction, "must be a number in [0, 1]")
+    return ErrorPolicy(max_bad_fraction=float(fraction))
+
+
+def parse_config(raw: Any) -> Config:
+    """A validated :class:`Config` from the mapping a YAML file loads to."""
+    raw = _mapping("", raw, ("name", "source", "features", "splits", "output", "errors"),
+                   ("name", "source", "features", "output"))
+    name = raw["name"]
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail("name", name, "must be letters, digits, '_', '-' or '.'")
+    return Config(
+        name=name,
+        source=_parse_source(raw["source"]),
+        features=_parse_features(raw["features"]),
+        splits=_parse_splits(raw.get("splits")),
+        output=_parse_output(raw["output"], name),
+        errors=_parse_errors(raw.get("errors")),
+    )
+
+
+def load_config(path: str) -> Config:
+    """Read and validate a YAML config from a local or ``gs://`` path."""
+    import yaml
+
+    from beam_tfrecords.sinks import storage
+
+    try:
+        text = storage.read_text(path)
+    except Exception as err:
+        raise ConfigError(f"cannot read config {path!r}: {err}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config {path!r} is not valid YAML: {err}".replace("\n", " ")) from None
+    return parse_config(raw)

@@ -1,0 +1,79 @@
+"""Packaging for beam-tfrecords.
+
+The repository root is the package: ``beam_tfrecords`` maps onto ``.``, so the folders our users
+asked for (pipelines/, transforms/, sinks/) install as ``beam_tfrecords.pipelines`` and friends
+and never collide with other top-level packages (Beam[gcp] already installs a top-level
+``tests``). ``tests/`` and the helper scripts are never installed. Dataflow stages the package
+to workers from this file (``--setup_file ./setup.py``).
+
+Pinned versions live here and only here; the Dockerfile's ``BEAM_VERSION`` must equal
+``BEAM_VERSION`` below (tests/test_packaging.py checks it).
+"""
+
+import os
+import re
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BEAM_VERSION = "2.77.0"  # the Dockerfile's FROM apache/beam_python3.11_sdk:<this>
+
+INSTALL_REQUIRES = [
+    f"apache-beam[gcp]=={BEAM_VERSION}",
+    # Generated example_pb2 carries protobuf gencode 6.31.1; Beam 2.77 needs protobuf<7.
+    "protobuf>=6.31.1,<7",
+    "crc32c==2.9.post0",
+    "pyarrow==25.0.1",  # Beam 2.77 needs pyarrow<26
+    "google-cloud-storage==3.17.1",
+    "PyYAML>=6.0,<7",
+]
+DEV_REQUIRES = [
+    "pytest==9.2.0",
+    "hypothesis==6.170.15",
+    "grpcio-tools==1.80.1",  # protoc whose gencode matches protobuf>=6.31.1,<7
+    "gcp-storage-emulator==2026.7.19",
+    "ruff==0.17.6",
+]
+# Top-level files of the repository root that are not modules of the package.
+NOT_MODULES = {"setup"}
+
+
+class BuildPy(build_py):
+    """Leaves setup.py out of the package, which lives at the repository root."""
+
+    def find_package_modules(self, package, package_dir):
+        modules = super().find_package_modules(package, package_dir)
+        if package != "beam_tfrecords":
+            return modules
+        return [m for m in modules if m[1] not in NOT_MODULES]
+
+
+def _version() -> str:
+    with open(os.path.join(HERE, "__init__.py"), encoding="utf-8") as handle:
+        return re.search(r'^__version__ = "([^"]+)"', handle.read(), re.M).group(1)
+
+
+setup(
+    name="beam-tfrecords",
+    version=_version(),
+    description="Apache Beam pipelines that write TFRecord files of tf.train.Example "
+                "protos, sized and committed atomically, without TensorFlow.",
+    python_requires=">=3.10,<3.13",
+    package_dir={"beam_tfrecords": "."},
+    packages=[
+        "beam_tfrecords",
+        "beam_tfrecords.pipelines",
+        "beam_tfrecords.sinks",
+        "beam_tfrecords.transforms",
+        "beam_tfrecords.transforms.proto",
+    ],
+    package_data={
+        "beam_tfrecords": ["configs/*.yaml"],
+        "beam_tfrecords.transforms.proto": ["*.proto"],
+    },
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"dev": DEV_REQUIRES},
+    entry_points={"console_scripts": ["beam-tfrecords=beam_tfrecords.pipelines.cli:main"]},
+    cmdclass={"build_py": BuildPy},
+)

@@ -1,0 +1,48 @@
+"""Shared fixtures: the TensorFlow oracle (a separate virtual environment) and paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
+TF_READER = ROOT / "tests" / "tf_oracle" / "read_with_tf.py"
+
+
+@pytest.fixture(scope="session")
+def tf_python() -> str:
+    """The TensorFlow venv's interpreter; `python3 scripts/dev.py test` creates it.
+
+    Missing TensorFlow fails the tests that need it instead of skipping them: a green run
+    must mean TensorFlow really read our files.
+    """
+    candidate = os.environ.get("BEAM_TFRECORDS_TF_PYTHON") or str(ROOT / ".venv-tf/bin/python")
+    if not pathlib.Path(candidate).exists():
+        pytest.fail(f"no TensorFlow environment at {candidate}; run `python3 scripts/dev.py "
+                    "test`, which creates it, or set BEAM_TFRECORDS_TF_PYTHON")
+    return candidate
+
+
+@pytest.fixture
+def read_with_tf(tf_python, tmp_path):
+    """Run TensorFlow over files: ``read_with_tf(files, spec=path | raw=True, compression)``."""
+
+    def run(files, *, spec=None, compression="none", example_type="Example"):
+        out = tmp_path / f"tf-{len(list(tmp_path.iterdir()))}.json"
+        mode = ["--spec", str(spec)] if spec else ["--dump-raw", "--example-type", example_type]
+        done = subprocess.run(
+            [tf_python, str(TF_READER), *mode, "--compression", compression, "--out", str(out),
+             *map(str, files)],
+            capture_output=True, text=True,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"TensorFlow failed ({done.returncode}): {done.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+    return run

@@ -1,0 +1,75 @@
+"""The package installs as one namespace, ships its configs, and its pins agree everywhere."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True)
+    (path,) = out.glob("beam_tfrecords-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def test_wheel_is_one_namespace_without_tests(wheel):
+    names = wheel.namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"beam_tfrecords"}
+    assert "beam_tfrecords/sinks/tfrecord_format.py" in names
+    assert "beam_tfrecords/transforms/proto/example_pb2.py" in names
+    assert "beam_tfrecords/configs/demo.yaml" in names
+    assert not any("/tests/" in n or n.endswith("setup.py") or "/scripts/" in n for n in names)
+
+
+def test_console_script_declared(wheel):
+    (entry,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
+    assert "beam-tfrecords = beam_tfrecords.pipelines.cli:main" in wheel.read(entry).decode()
+
+
+def test_dockerfile_beam_version_matches_setup():
+    setup_version = re.search(r'BEAM_VERSION = "([^"]+)"', (ROOT / "setup.py").read_text())[1]
+    docker = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^ARG BEAM_VERSION=(\S+)$", docker, re.M)[1] == setup_version
+    assert "FROM apache/beam_python3.11_sdk:${BEAM_VERSION}" in docker
+    import apache_beam
+
+    assert apache_beam.__version__ == setup_version
+
+
+def test_generated_proto_module_is_current():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_demo_data_is_reproducible():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_demo_data.py"),
+                           "--check"])
+    assert done.returncode == 0
+
+
+def test_our_messages_coexist_with_another_tensorflow_example_in_the_default_pool():
+    """TensorFlow registers tensorflow.Example in the default pool; ours must not collide."""
+    code = (
+        "from google.protobuf import descriptor_pb2, descriptor_pool\n"
+        "f = descriptor_pb2.FileDescriptorProto(name='tensorflow/core/example/example.proto',"
+        " package='tensorflow', syntax='proto3')\n"
+        "f.message_type.add(name='Example')\n"
+        "descriptor_pool.Default().Add(f)\n"
+        "from beam_tfrecords.transforms.proto import example_pb2\n"
+        "print(example_pb2.Example.DESCRIPTOR.full_name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tensorflow.Example"
