@@ -1,0 +1,165 @@
+"""The sharded sink: the band rule over many bundles, every record exactly once, retries.
+
+Local runners make few bundles (NOTES.md), so the many-bundle case is exercised by driving the
+writer's bundle protocol by hand, as Beam's own sink tests do; a pipeline test covers retries.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks import tfrecord_sink as sink
+from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.shard_plan import ShardSize
+
+BAND = ShardSize(target=30_000, min=20_000, max=40_000)
+
+
+def read_all(path: str) -> list[bytes]:
+    with open(path, "rb") as handle:
+        return list(tff.iter_records(handle, path=path))
+
+
+def write_bundles(staging, bundles, compression, size=BAND):
+    """Run _WriteParts over bundles of (split, records) elements; return the (split, Part)s."""
+    fn = sink._WriteParts(str(staging), compression, size)
+    out = []
+    for bundle in bundles:
+        fn.start_bundle()
+        for element in bundle:
+            fn.process(element)
+        out.extend(wv.value for wv in fn.finish_bundle())
+    return out
+
+
+def make_records(rng, n, low=20, high=900):
+    return [os.urandom(8) + bytes(rng.randrange(low, high)) for _ in range(n)]
+
+
+def finalize(parts, version_dir, compression, size=BAND, splits=("train", "eval")):
+    planned = list(sink._plan(parts, splits, str(version_dir), "ds", compression, size))
+    infos = [sink._finalize_shard(entry) for entry in planned]
+    return sink._group_shards(infos, splits), planned
+
+
+@pytest.mark.parametrize("compression", [tff.NONE, tff.GZIP, tff.ZLIB])
+def test_band_rule_and_exactly_once_over_many_bundles(tmp_path, compression):
+    rng = random.Random(1)
+    expected: dict[str, Counter] = {"train": Counter(), "eval": Counter()}
+    bundles = []
+    for b in range(24):  # bundles of very different sizes, batches and single records mixed
+        bundle = []
+        for _ in range(rng.randrange(1, 6)):
+            split = rng.choice(["train", "train", "eval"])
+            records = make_records(rng, rng.randrange(1, 120))
+            expected[split].update(records)
+            bundle.append((split, SerializedBatch.from_records(records) if b % 3 else records[0]))
+            if not b % 3:
+                expected[split].subtract(records[1:])
+        bundles.append(bundle)
+    parts = write_bundles(tmp_path / "staging", bundles, compression)
+    assert len(parts) > 24  # rolled files plus a tail per bundle and split
+    shards, planned = finalize(parts, tmp_path / "v", compression)
+    assert any(len(group) > 1 for _, _, group in planned)  # tails were joined
+    for split, infos in shards.items():
+        got = Counter()
+        for info in infos:
+            records = read_all(info.path)
+            assert len(records) == info.records
+            assert os.path.getsize(info.path) == info.bytes
+            got.update(records)
+        assert got == +expected[split]
+        outside = [i.bytes for i in infos if not BAND.min <= i.bytes <= BAND.max]
+        assert len(outside) <= 1, (split, [i.bytes for i in infos])
+        names = [os.path.basename(i.path) for i in infos]
+        assert names == [f"ds-{k:05d}-of-{len(infos):05d}{tff.file_suffix(compression)}"
+                         for k in range(len(infos))]
+
+
+def test_small_split_is_one_shard(tmp_path):
+    parts = write_bundles(tmp_path / "s", [[("train", b"x" * 100)], [("train", b"y" * 50)]],
+                          tff.NONE)
+    shards, _ = finalize(parts, tmp_path / "v", tff.NONE, splits=("train", "eval"))
+    assert [i.records for i in shards["train"]] == [2]
+    assert shards["eval"] == []
+
+
+def test_record_over_max_gets_its_own_shard(tmp_path):
+    big = b"b" * 50_000
+    small = [b"s" * 500] * 30
+    parts = write_bundles(tmp_path / "s", [[("train", SerializedBatch.from_records(
+        small[:15] + [big] + small[15:]))]], tff.NONE)
+    sizes = sorted(p.bytes for _, p in parts)
+    assert any(s > BAND.max for s in sizes)
+    shards, _ = finalize(parts, tmp_path / "v", tff.NONE)
+    assert sum(i.records for i in shards["train"]) == 31
+    assert [i.records for i in shards["train"] if i.bytes > BAND.max] == [1]
+
+
+def test_full_parts_are_rolled_at_target(tmp_path):
+    records = [b"r" * 984] * 200  # 1000 bytes framed each
+    parts = write_bundles(tmp_path / "s", [[("train", SerializedBatch.from_records(records))]],
+                          tff.NONE)
+    sizes = [p.bytes for _, p in parts]
+    assert sizes[:-1] == [30_000] * (len(sizes) - 1)
+    assert sum(sizes) == 200_000
+
+
+def test_finalize_is_idempotent(tmp_path):
+    parts = write_bundles(tmp_path / "s", [[("train", b"a" * 10)], [("train", b"b" * 10)],
+                                           [("eval", b"c")]], tff.NONE)
+    planned = list(sink._plan(parts, ("train", "eval"), str(tmp_path / "v"), "ds", tff.NONE,
+                              BAND))
+    first = [sink._finalize_shard(e) for e in planned]
+    again = [sink._finalize_shard(e) for e in planned]  # a retried finalize
+    assert first == again
+
+
+def test_retried_bundles_neither_duplicate_nor_lose_records(tmp_path, monkeypatch):
+    """A writer bundle fails after writing its files; BundleBasedDirectRunner retries it.
+
+    The failed attempt's parts are orphans under staging that no one references: the final
+    shards hold every input record exactly once.
+    """
+    markers = tmp_path / "markers"
+    markers.mkdir()
+
+    class FlakyWriteParts(sink._WriteParts):
+        def finish_bundle(self):
+            out = list(super().finish_bundle())  # every part of this attempt is on disk now
+            marker = markers / str(len(list(markers.iterdir())))
+            if len(list(markers.iterdir())) < 2:  # the first two attempts fail
+                marker.touch()
+                raise RuntimeError("injected failure after the parts were written")
+            yield from out
+
+    monkeypatch.setattr(sink, "_WriteParts", FlakyWriteParts)
+    rng = random.Random(5)
+    records = [(f"{i:05d}".encode() + bytes(rng.randrange(0, 300))) for i in range(3000)]
+    staging, version = tmp_path / "staging", tmp_path / "v"
+    options = PipelineOptions(["--runner=BundleBasedDirectRunner"])
+    with beam.Pipeline(options=options) as p:
+        shards = (
+            p
+            | beam.Create([("train", SerializedBatch.from_records(records[i:i + 100]))
+                           for i in range(0, 3000, 100)])
+            | sink.WriteTFRecordShards(str(version), str(staging), "ds", ("train",),
+                                       tff.GZIP, BAND)
+        )
+        assert_that(shards | beam.Map(lambda s: sum(i.records for i in s["train"])),
+                    equal_to([3000]))
+    assert len(list(markers.iterdir())) == 2  # the failures really happened
+    orphans = list((staging / "train").iterdir())
+    assert orphans  # the failed attempts' parts, never referenced
+    got = Counter()
+    for path in sorted((version / "train").iterdir()):
+        got.update(read_all(str(path)))
+    assert got == Counter(records)
