@@ -167,7 +167,7 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
     built = read.records | "BuildExamples" >> BuildExamples(config.features, config.splits)
     shards = built.examples | "WriteShards" >> WriteTFRecordShards(
         layout.version_dir, layout.staging, config.output.shard_name, config.splits.names,
-        config.output.compression, config.output.shard_size,
+        config.output.compression, config.output.shard_size, config.output.index,
     )  # {split: [ShardInfo]}
     dead = (
         (read[REJECTED], built[REJECTED])

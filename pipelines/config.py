@@ -100,6 +100,7 @@ class OutputConfig:
     compression: str = "none"
     shard_size: ShardSize = ShardSize()
     shard_name: str = ""  # file name prefix of the shards; the data set's name by default
+    index: bool = False  # write <shard>.index sidecars ("offset length" per record)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +266,8 @@ def _parse_splits(raw: Any) -> SplitSpec:
 
 
 def _parse_output(raw: Any, name: str) -> OutputConfig:
-    raw = _mapping("output", raw, ("path", "compression", "shard_size", "shard_name"), ("path",))
+    raw = _mapping("output", raw, ("path", "compression", "shard_size", "shard_name", "index"),
+                   ("path",))
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
         raise _fail("output.path", path, "must be a non-empty local or gs:// path")
@@ -291,8 +293,12 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
     shard_name = raw.get("shard_name", name)
     if not isinstance(shard_name, str) or not _NAME.match(shard_name):
         raise _fail("output.shard_name", shard_name, "must be letters, digits, '_', '-', '.'")
+    index = _typed("output.index", raw.get("index", False), bool, "true or false")
+    if index and compression != "none":
+        raise _fail("output.index", index, f"needs compression none: offsets into a "
+                                           f"{compression} stream do not address the file")
     return OutputConfig(path=path, compression=compression, shard_size=size,
-                        shard_name=shard_name)
+                        shard_name=shard_name, index=index)
 
 
 def _parse_errors(raw: Any) -> ErrorPolicy:

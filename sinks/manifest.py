@@ -53,15 +53,17 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
     """The manifest document. ``shards`` maps a split to its ShardInfo-like objects."""
     splits = {}
     for split, infos in sorted(shards.items()):
-        entries = [
-            {
+        entries = []
+        for info in infos:
+            entry = {
                 "path": relative_path(info.path, version_dir),
                 "records": info.records,
                 "bytes": info.bytes,
                 "crc32c": crc32c_b64(info.crc32c),
             }
-            for info in infos
-        ]
+            if getattr(info, "index", ""):
+                entry["index"] = relative_path(info.index, version_dir)
+            entries.append(entry)
         splits[split] = {
             "records": sum(e["records"] for e in entries),
             "bytes": sum(e["bytes"] for e in entries),

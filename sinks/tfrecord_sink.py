@@ -36,6 +36,7 @@ __all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
 
 _LOG = logging.getLogger(__name__)
 _FRAME_OVERHEAD = 16  # u64 length + two u32 CRCs per record
+INDEX_SUFFIX = ".index"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,7 @@ class ShardInfo:
     records: int
     bytes: int
     crc32c: int
+    index: str = ""  # path of the index sidecar, when one was written
 
 
 def shard_file_name(name: str, index: int, total: int, compression: str) -> str:
@@ -55,13 +57,22 @@ def shard_file_name(name: str, index: int, total: int, compression: str) -> str:
 
 
 class _PartWriter:
-    """One open staged file of one split, with the bookkeeping to roll it."""
+    """One open staged file of one split, with the bookkeeping to roll it.
 
-    def __init__(self, path: str, compression: str) -> None:
+    With ``index`` (uncompressed only) an ``offset length`` line per record is streamed to a
+    sidecar ``<part>.index`` while writing -- the format PyTorch TFRecord loaders read.
+    """
+
+    def __init__(self, path: str, compression: str, index: bool = False) -> None:
         self.path = path
         self.out = storage.CrcCountingWriter(storage.open_write(path))
-        self.writer = tff.TFRecordWriter(self.out, compression)
+        self.index = storage.open_write(path + INDEX_SUFFIX) if index else None
+        self.writer = tff.TFRecordWriter(self.out, compression, track_offsets=index,
+                                         on_record=self._index_line if index else None)
         self.compression = compression
+
+    def _index_line(self, offset: int, length: int) -> None:
+        self.index.write(b"%d %d\n" % (offset, length))  # type: ignore[union-attr]
 
     def stored_estimate(self) -> int:
         return self.writer.estimated_bytes_on_disk()
@@ -75,14 +86,18 @@ class _PartWriter:
     def close(self) -> Part:
         self.writer.close()
         self.out.close()
+        if self.index is not None:
+            self.index.close()
         return Part(self.path, self.writer.records, self.out.bytes, self.out.crc32c)
 
 
 class _WriteParts(beam.DoFn):
     """Streams (split, records) into staged, size-rolled files; emits (split, Part)."""
 
-    def __init__(self, staging: str, compression: str, size: ShardSize) -> None:
+    def __init__(self, staging: str, compression: str, size: ShardSize,
+                 index: bool = False) -> None:
         self._staging = staging
+        self._index = index
         self._compression = compression
         self._size = size
         self._records = Metrics.counter("tfrecord_sink", "records_written")
@@ -99,7 +114,7 @@ class _WriteParts(beam.DoFn):
         self._count += 1
         path = storage.join(self._staging, split, f"{self._attempt}-{self._count:05d}"
                             f"{tff.file_suffix(self._compression)}")
-        writer = _PartWriter(path, self._compression)
+        writer = _PartWriter(path, self._compression, self._index)
         self._open[split] = writer
         return writer
 
@@ -137,7 +152,11 @@ class _WriteParts(beam.DoFn):
             room = max(size.target - current, 0) / max(ratio, 1e-6)
             j = int(np.searchsorted(bounds, bounds[i] + room, side="right")) - 1
             j = min(max(j, i + 1), n)
-            writer.writer.write_framed(framed[bounds[i]:bounds[j]], j - i)
+            writer.writer.write_framed(
+                framed[bounds[i]:bounds[j]], j - i,
+                sizes=(np.diff(bounds[i:j + 1]) - _FRAME_OVERHEAD).tolist() if self._index
+                else None,
+            )
             if j - i == 1 and first > size.max:
                 self._oversized.inc()
                 _LOG.warning("a record of %d bytes exceeds the maximum shard size %d; it gets "
@@ -170,9 +189,25 @@ def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: s
             yield split, path, tuple(group)
 
 
-def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]]) -> ShardInfo:
+def _finalize_index(group: tuple[Part, ...], path: str) -> None:
+    """The shard's index: the parts' indexes, offsets shifted by the bytes before each part."""
+    final = path + INDEX_SUFFIX
+    if storage.exists(final) and not any(storage.exists(p.path + INDEX_SUFFIX) for p in group):
+        return  # done by an earlier attempt
+    lines, shift = [], 0
+    for part in group:
+        for line in storage.read_text(part.path + INDEX_SUFFIX).splitlines():
+            offset, length = line.split()
+            lines.append(f"{int(offset) + shift} {length}\n")
+        shift += part.bytes
+    storage.write_atomic(final, "".join(lines).encode())
+
+
+def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = False) -> ShardInfo:
     """Produce one final shard from its parts. Safe to run twice (Beam may retry)."""
     split, path, group = entry
+    if index:
+        _finalize_index(group, path)
     records = sum(p.records for p in group)
     expected = sum(p.bytes for p in group)
     if len(group) == 1 and group[0].crc32c is not None:
@@ -189,7 +224,7 @@ def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]]) -> ShardInfo:
         size, crc = storage.concatenate([p.path for p in group], path)
     if size != expected and not path.endswith(tff.file_suffix(tff.ZLIB)):
         raise IOError(f"shard {path} has {size} bytes, its parts add up to {expected}")
-    return ShardInfo(split, path, records, size, crc)
+    return ShardInfo(split, path, records, size, crc, path + INDEX_SUFFIX if index else "")
 
 
 def _reencode_zlib(sources: list[str], destination: str) -> tuple[int, int]:
@@ -224,14 +259,21 @@ class WriteTFRecordShards(beam.PTransform):
       splits: every split name, so an empty split still appears in the result.
       compression: ``none``, ``gzip`` or ``zlib``.
       size: the shard-size band on stored bytes.
+      index: also write ``<shard>.index`` sidecars (``offset length`` per record; only for
+        uncompressed shards, where offsets address the file directly).
 
     Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
     """
 
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
-                 compression: str = tff.NONE, size: ShardSize = ShardSize()) -> None:
+                 compression: str = tff.NONE, size: ShardSize = ShardSize(),
+                 index: bool = False) -> None:
         super().__init__()
         compression = tff.normalize_compression(compression)
+        if index and compression != tff.NONE:
+            raise ValueError("index sidecars need uncompressed shards: offsets into a "
+                             f"{compression} stream do not address the file")
+        self._index = index
         self._version_dir = version_dir
         self._staging = staging_dir
         self._name = name
@@ -241,7 +283,7 @@ class WriteTFRecordShards(beam.PTransform):
 
     def expand(self, records):
         parts = records | "WriteParts" >> beam.ParDo(
-            _WriteParts(self._staging, self._compression, self._size)
+            _WriteParts(self._staging, self._compression, self._size, self._index)
         )  # (split, Part)
         planned = (
             parts
@@ -252,7 +294,7 @@ class WriteTFRecordShards(beam.PTransform):
         return (
             planned
             | "SpreadFinalize" >> beam.Reshuffle()
-            | "FinalizeShards" >> beam.Map(_finalize_shard)  # ShardInfo
+            | "FinalizeShards" >> beam.Map(_finalize_shard, self._index)  # ShardInfo
             | "GatherShards" >> beam.combiners.ToList()
             | "GroupBySplit" >> beam.Map(_group_shards, self._splits)
         )

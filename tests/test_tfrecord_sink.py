@@ -163,3 +163,36 @@ def test_retried_bundles_neither_duplicate_nor_lose_records(tmp_path, monkeypatc
     for path in sorted((version / "train").iterdir()):
         got.update(read_all(str(path)))
     assert got == Counter(records)
+
+
+def test_index_sidecar_addresses_every_record_of_joined_shards(tmp_path):
+    rng = random.Random(3)
+    bundles = [[("train", SerializedBatch.from_records(make_records(rng, rng.randrange(5, 60))))]
+               for _ in range(12)]
+    fn_parts = []
+    fn = sink._WriteParts(str(tmp_path / "s"), tff.NONE, BAND, index=True)
+    for bundle in bundles:
+        fn.start_bundle()
+        for element in bundle:
+            fn.process(element)
+        fn_parts.extend(wv.value for wv in fn.finish_bundle())
+    planned = list(sink._plan(fn_parts, ("train",), str(tmp_path / "v"), "ds", tff.NONE, BAND))
+    assert any(len(group) > 1 for _, _, group in planned)
+    for entry in planned:
+        info = sink._finalize_shard(entry, index=True)
+        data = open(info.path, "rb").read()
+        lines = open(info.index).read().splitlines()
+        assert len(lines) == info.records
+        records = read_all(info.path)
+        position = 0
+        for line, record in zip(lines, records):
+            offset, length = map(int, line.split())
+            assert offset == position and length == len(record) + 16
+            assert data[offset:offset + length] == tff.frame(record)
+            position += length
+        assert position == len(data)
+
+
+def test_index_needs_uncompressed_shards():
+    with pytest.raises(ValueError, match="uncompressed"):
+        sink.WriteTFRecordShards("v", "s", "ds", ("train",), tff.GZIP, BAND, index=True)
