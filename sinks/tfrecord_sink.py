@@ -103,6 +103,8 @@ class _WriteParts(beam.DoFn):
         self._records = Metrics.counter("tfrecord_sink", "records_written")
         self._parts = Metrics.counter("tfrecord_sink", "parts_written")
         self._oversized = Metrics.counter("tfrecord_sink", "records_over_max_shard_size")
+        self._bytes = Metrics.counter("tfrecord_sink", "bytes_written")
+        self._bundles = Metrics.counter("tfrecord_sink", "bundles_written")
 
     def start_bundle(self) -> None:
         self._open: dict[str, _PartWriter] = {}
@@ -121,6 +123,7 @@ class _WriteParts(beam.DoFn):
     def _roll(self, split: str) -> None:
         part = self._open.pop(split).close()
         self._parts.inc()
+        self._bytes.inc(part.bytes)
         self._done.append((split, part))
 
     def process(self, element: tuple[str, Any]) -> None:
@@ -166,6 +169,8 @@ class _WriteParts(beam.DoFn):
                 self._roll(split)
 
     def finish_bundle(self) -> Iterable[beam.utils.windowed_value.WindowedValue]:
+        if self._open:
+            self._bundles.inc()
         for split in list(self._open):
             self._roll(split)
         for split, part in self._done:
@@ -203,6 +208,9 @@ def _finalize_index(group: tuple[Part, ...], path: str) -> None:
     storage.write_atomic(final, "".join(lines).encode())
 
 
+_SHARDS = Metrics.counter("tfrecord_sink", "shards_finalized")
+
+
 def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = False) -> ShardInfo:
     """Produce one final shard from its parts. Safe to run twice (Beam may retry)."""
     split, path, group = entry
@@ -224,6 +232,7 @@ def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = Fals
         size, crc = storage.concatenate([p.path for p in group], path)
     if size != expected and not path.endswith(tff.file_suffix(tff.ZLIB)):
         raise IOError(f"shard {path} has {size} bytes, its parts add up to {expected}")
+    _SHARDS.inc()
     return ShardInfo(split, path, records, size, crc, path + INDEX_SUFFIX if index else "")
 
 
