@@ -33,9 +33,9 @@ from beam_tfrecords.pipelines.config import Config, load_config
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
-from beam_tfrecords.transforms.build_examples import COUNTS, BuildExamples
+from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
-from beam_tfrecords.transforms.sources import REJECTED, ReadCsv
+from beam_tfrecords.transforms.sources import COUNTS, REJECTED, ReadCsv
 
 __all__ = ["BuildError", "Layout", "build_pipeline", "input_fingerprint", "run"]
 
@@ -116,16 +116,30 @@ class _WriteDeadLetters(beam.DoFn):
             self._handle = None
 
 
-def _commit(_: Any, *, shards: dict, dead: list, built_counts: list, config: Config,
+def check_counts(counts: dict[str, int], written: int, dead_letters: int) -> None:
+    """Every record read is written or rejected, once; anything else is a bug, never a build."""
+    read = counts.get("read", 0)
+    rejected = counts.get("rejected_at_read", 0) + counts.get("rejected_at_build", 0)
+    problems = []
+    if counts.get("built", 0) != written:
+        problems.append(f"{counts.get('built', 0)} examples were built but the shards hold "
+                        f"{written}")
+    if rejected != dead_letters:
+        problems.append(f"{rejected} records were rejected but the dead letters hold "
+                        f"{dead_letters}")
+    if read != written + rejected:
+        problems.append(f"read {read} != written {written} + rejected {rejected}")
+    if problems:
+        raise BuildError("record counts do not add up: " + "; ".join(problems))
+
+
+def _commit(_: Any, *, shards: dict, dead: list, counts: dict, config: Config,
             layout: Layout, inputs: dict, runner: str) -> dict:
     """Check the counts, move dead letters, write the spec, the manifest, then LATEST."""
     written = sum(info.records for infos in shards.values() for info in infos)
     rejected = sum(rows for _, rows in dead)
-    chunk_records = sum(built_counts)
-    parse_rejects = rejected - (chunk_records - written)
-    read = chunk_records + parse_rejects
-    if written > chunk_records:
-        raise BuildError(f"the sink wrote {written} records but only {chunk_records} were built")
+    check_counts(counts, written, rejected)
+    read = counts.get("read", 0)
     if read and rejected / read > config.errors.max_bad_fraction:
         raise BuildError(
             f"{rejected} of {read} records were rejected ({rejected / read:.4%}), more than "
@@ -175,7 +189,11 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
         | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLetters(layout.staging))
         | "GatherDeadLetters" >> beam.combiners.ToList()
     )  # [(staged path, rows)]
-    counts = built[COUNTS] | "GatherCounts" >> beam.combiners.ToList()
+    counts = (
+        (read[COUNTS], built[COUNTS])
+        | "MergeCounts" >> beam.Flatten()
+        | "SumCounts" >> beam.CombinePerKey(sum)
+    )  # (counter name, total)
     manifest = (
         p
         | "CommitTrigger" >> beam.Create([None])
@@ -183,7 +201,7 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
             _commit,
             shards=beam.pvalue.AsSingleton(shards),
             dead=beam.pvalue.AsSingleton(dead),
-            built_counts=beam.pvalue.AsSingleton(counts),
+            counts=beam.pvalue.AsDict(counts),
             config=config, layout=layout, inputs=inputs, runner=runner,
         )
     )

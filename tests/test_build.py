@@ -7,6 +7,7 @@ import base64
 import csv
 import json
 import pathlib
+import re
 import struct
 from collections import Counter
 
@@ -169,3 +170,14 @@ def test_bad_fraction_over_threshold_fails_without_commit(tmp_path):
     assert manifest["counts"]["written"] == 1
     assert not (out / "v").exists()
     assert Counter(p.name for p in out.iterdir()) == Counter(["LATEST", "w"])
+
+
+@pytest.mark.parametrize("counts,written,dead,needle", [
+    ({"read": 10, "built": 9, "rejected_at_read": 1}, 8, 1, "9 examples were built but the shards"),
+    ({"read": 10, "built": 9, "rejected_at_build": 1}, 9, 0, "dead letters hold 0"),
+    ({"read": 11, "built": 9, "rejected_at_read": 1}, 9, 1, "read 11 != written 9 + rejected 1"),
+])
+def test_counts_that_do_not_add_up_refuse_to_commit(counts, written, dead, needle):
+    with pytest.raises(build.BuildError, match=re.escape(needle)):
+        build.check_counts(counts, written, dead)
+    build.check_counts({"read": 10, "built": 9, "rejected_at_build": 1}, 9, 1)

@@ -4,8 +4,8 @@ Input elements are :class:`sources.RecordChunk` s; the main output is
 ``(split, SerializedBatch)``, one batch per split per chunk, so the sink receives a few large
 elements instead of one per record. A record the coercion policy refuses becomes a dead-letter
 row (``rejected`` output) naming its file, row, feature and reason, and is counted; nothing is
-dropped silently. The ``counts`` output carries the number of records each chunk held, so the
-commit step can check read = written + rejected without trusting runner metrics.
+dropped silently. The ``counts`` output carries (``built`` | ``rejected_at_build``, n) pairs,
+so the commit step can check read = written + rejected without trusting runner metrics.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.coercion import FeatureValueError
 from beam_tfrecords.transforms.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.sources import REJECTED, RecordChunk, dead_letter
+from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
 from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
 
-__all__ = ["COUNTS", "BuildExamples"]
-
-COUNTS = "counts"
+__all__ = ["BuildExamples"]
 
 
 class _BuildExamplesFn(beam.DoFn):
@@ -58,7 +56,8 @@ class _BuildExamplesFn(beam.DoFn):
             built += len(records)
             yield split, SerializedBatch.from_records(records)  # (split, SerializedBatch)
         self._built.inc(built)
-        yield beam.pvalue.TaggedOutput(COUNTS, len(chunk.rows))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("built", built))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk.rows) - built))
 
 
 class BuildExamples(beam.PTransform):

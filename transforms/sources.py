@@ -28,9 +28,12 @@ from beam_tfrecords.sinks import storage
 from beam_tfrecords.transforms.coercion import preview
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 
-__all__ = ["REJECTED", "ReadCsv", "RecordChunk", "dead_letter", "parse_cell"]
+__all__ = ["COUNTS", "REJECTED", "ReadCsv", "RecordChunk", "dead_letter", "parse_cell"]
 
 REJECTED = "rejected"
+# Tagged output of (counter name, n) pairs that the commit step adds up: unlike runner metrics
+# they are part of the data, so every runner delivers them exactly once.
+COUNTS = "counts"
 CHUNK_ROWS = 4096
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$",
@@ -126,6 +129,7 @@ class _ReadCsvFile(beam.DoFn):
                                 strict=True)
             columns = list(opts.columns)
             row_number = 0
+            rejected = 0
             chunk: list = []
             numbers: list = []
             first = 1
@@ -141,6 +145,7 @@ class _ReadCsvFile(beam.DoFn):
                     record, error = self._record(columns, cells, by_column, nulls)
                     if error is not None:
                         self._rejected.inc()
+                        rejected += 1
                         feature, reason, value = error
                         yield beam.pvalue.TaggedOutput(
                             REJECTED, dead_letter(path, row_number, feature, reason, value, cells)
@@ -156,12 +161,16 @@ class _ReadCsvFile(beam.DoFn):
             except (csv.Error, UnicodeDecodeError) as err:
                 # The rest of the file cannot be split into rows reliably: reject it as one.
                 self._rejected.inc()
+                rejected += 1
+                row_number += 1
                 yield beam.pvalue.TaggedOutput(
-                    REJECTED, dead_letter(path, row_number + 1, "", f"unreadable CSV from "
+                    REJECTED, dead_letter(path, row_number, "", f"unreadable CSV from "
                                           f"here on: {err}", "", "")
                 )
             if chunk:
                 yield _chunk(path, first, chunk, numbers)
+            yield beam.pvalue.TaggedOutput(COUNTS, ("read", row_number))
+            yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
 
     def _record(self, columns: list[str], cells: list[str], by_column: dict,
                 nulls: set) -> tuple[dict | None, tuple | None]:
@@ -183,7 +192,8 @@ class _ReadCsvFile(beam.DoFn):
 
 
 class ReadCsv(beam.PTransform):
-    """File paths -> RecordChunks (main output) and dead-letter rows (``rejected``)."""
+    """File paths -> RecordChunks (main output), dead-letter rows (``rejected``) and
+    ``counts`` pairs (``read``, ``rejected_at_read``)."""
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec]) -> None:
         super().__init__()
@@ -195,5 +205,5 @@ class ReadCsv(beam.PTransform):
             paths
             | "SpreadFiles" >> beam.Reshuffle()
             | "ParseCsv" >> beam.ParDo(_ReadCsvFile(self._options, self._features))
-            .with_outputs(REJECTED, main="records")
+            .with_outputs(REJECTED, COUNTS, main="records")
         )
