@@ -1,4 +1,4 @@
-"""The ``beam-tfrecords`` command: ``build`` and ``schema`` (``verify`` and ``inspect`` follow).
+"""The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect`` and ``schema``.
 
 Exit status 0 on success; otherwise non-zero with a one-line reason on stderr, because the
 reader is usually a scheduler's log.
@@ -55,13 +55,65 @@ def _build(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"build": _build, "schema": _schema}
+def _verify(argv: Sequence[str]) -> int:
+    from beam_tfrecords.pipelines.verify import format_table, verify_path
+
+    parser = argparse.ArgumentParser(
+        prog="beam-tfrecords verify",
+        description="Check every record's CRCs and framing, record counts, sizes and crc32c "
+                    "against the manifest, and missing or extra shards. Exit 1 on any problem.")
+    parser.add_argument("path", help="a version directory, its manifest.json, or a glob of "
+                                     "shard files (local or gs://)")
+    args = parser.parse_args(argv)
+    checks = verify_path(args.path)
+    print(format_table(checks))
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        print(f"beam-tfrecords verify: {len(bad)} problem file(s); first: {bad[0].path}: "
+              f"{bad[0].problems[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _inspect(argv: Sequence[str]) -> int:
+    import itertools
+
+    from beam_tfrecords.pipelines.inspect import iter_examples, show_value, summarize
+
+    parser = argparse.ArgumentParser(
+        prog="beam-tfrecords inspect",
+        description="Print the first examples as JSON and a per-feature summary.")
+    parser.add_argument("path", help="a version directory, its manifest.json, or a glob")
+    parser.add_argument("--limit", type=int, default=5, help="examples to print (default 5)")
+    parser.add_argument("--scan", type=int, default=100_000,
+                        help="examples the summary reads (default 100000)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON document instead of readable text")
+    args = parser.parse_args(argv)
+    shown = [
+        {name: {"kind": kind, "value": show_value(kind, values)}
+         for name, (kind, values) in sorted(example.items())}
+        for example in itertools.islice(iter_examples(args.path), args.limit)
+    ]
+    summary = summarize(iter_examples(args.path), args.scan)
+    if args.json:
+        print(json.dumps({"examples": shown, "summary": summary}, indent=2))
+        return 0
+    for index, example in enumerate(shown):
+        print(f"example {index}: {json.dumps(example, ensure_ascii=False)}")
+    print(f"summary of {summary['examples_scanned']} example(s):")
+    for name, stats in summary["features"].items():
+        print(f"  {name}: {json.dumps(stats, ensure_ascii=False)}")
+    return 0
+
+
+COMMANDS = {"build": _build, "verify": _verify, "inspect": _inspect, "schema": _schema}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: beam-tfrecords {build,schema} ...  (each command has --help)",
+        print("usage: beam-tfrecords {build,verify,inspect,schema} ...  (each has --help)",
               file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     try:

@@ -1,0 +1,150 @@
+"""``beam-tfrecords verify``: trust what is on disk without TensorFlow.
+
+Given a version directory (or its ``manifest.json``), every shard the manifest lists is read in
+full, once: each record's two CRCs and framing are checked (a corrupt or truncated record is
+reported with its file and byte offset), the records are counted, and the crc32c and size of the
+whole file are compared with the manifest. Shards that are missing, and shard-like files that
+the manifest does not list, are problems too. Given a glob of shards instead, every file is
+checked for framing and counted. Exit status 1 on any problem, for schedulers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import BinaryIO, Iterator
+
+import crc32c
+
+from beam_tfrecords.sinks import manifest as mf
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks import tfrecord_format as tff
+
+__all__ = ["ShardCheck", "verify_path"]
+
+
+@dataclasses.dataclass
+class ShardCheck:
+    """What verify found for one file."""
+
+    path: str
+    records: int = 0
+    bytes: int = 0
+    crc32c: str = ""
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class _CrcReader:
+    """A read-only file wrapper that keeps the crc32c and size of what was read."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.crc = 0
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._handle.read(n)
+        self.crc = crc32c.crc32c(data, self.crc)
+        self.size += len(data)
+        return data
+
+    def drain(self) -> None:
+        for chunk in iter(lambda: self.read(1 << 20), b""):
+            pass
+
+
+def check_file(path: str, compression: str = "auto") -> ShardCheck:
+    """Read one file in full: framing, CRCs, record count, whole-file crc32c and size."""
+    check = ShardCheck(path)
+    try:
+        handle = storage.open_read(path)
+    except Exception as err:  # missing, permission, transport: reported, not raised
+        check.problems.append(f"cannot open: {err}")
+        return check
+    with handle:
+        reader = _CrcReader(handle)
+        try:
+            for _ in tff.iter_records(reader, compression, path=path):
+                check.records += 1
+        except tff.CorruptRecordError as err:
+            check.problems.append(str(err))
+        reader.drain()
+    check.bytes, check.crc32c = reader.size, mf.crc32c_b64(reader.crc)
+    return check
+
+
+def _manifest_path(path: str) -> str | None:
+    path = path.rstrip("/")
+    if path.endswith(".json"):
+        return path
+    candidate = storage.join(path, mf.MANIFEST)
+    return candidate if storage.exists(candidate) else None
+
+
+def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
+    version_dir = manifest_path.rsplit("/", 1)[0]
+    manifest = json.loads(storage.read_text(manifest_path))
+    listed = set()
+    written = 0
+    for split, info in sorted(manifest["splits"].items()):
+        for shard in info["shards"]:
+            path = storage.join(version_dir, shard["path"])
+            listed.add(path)
+            if not storage.exists(path):
+                yield ShardCheck(path, problems=["missing: listed in the manifest, not on disk"])
+                continue
+            check = check_file(path, manifest.get("compression", "auto"))
+            if check.records != shard["records"]:
+                check.problems.append(f"{check.records} records, the manifest says "
+                                      f"{shard['records']}")
+            if check.bytes != shard["bytes"]:
+                check.problems.append(f"{check.bytes} bytes, the manifest says {shard['bytes']}")
+            if check.crc32c != shard["crc32c"]:
+                check.problems.append(f"crc32c {check.crc32c}, the manifest says "
+                                      f"{shard['crc32c']}")
+            written += check.records
+            yield check
+        split_dir = storage.join(version_dir, split)
+        for path in storage.list_files(split_dir):
+            if "-of-" in path.rsplit("/", 1)[-1] and not path.endswith(".index") and (
+                path not in listed
+            ):
+                yield ShardCheck(path, problems=["extra: a shard file the manifest does not "
+                                                 "list"])
+        if info["records"] != sum(s["records"] for s in info["shards"]):
+            yield ShardCheck(storage.join(version_dir, split),
+                             problems=["the split's record total disagrees with its shards"])
+    counts = manifest.get("counts", {})
+    if counts and counts.get("written") != written:
+        yield ShardCheck(manifest_path, problems=[
+            f"counts.written is {counts.get('written')}, the shards hold {written}"])
+    if counts and counts.get("read") != counts.get("written", 0) + counts.get("rejected", 0):
+        yield ShardCheck(manifest_path, problems=["counts: read != written + rejected"])
+
+
+def verify_path(path: str) -> list[ShardCheck]:
+    """Check a version directory, a manifest.json, or a glob of shard files."""
+    manifest_path = _manifest_path(path)
+    if manifest_path is not None:
+        return list(_verify_manifest(manifest_path))
+    files = [m.path for m in storage.match(path)]
+    if not files:
+        raise FileNotFoundError(f"{path} is neither a version directory with a manifest.json "
+                                "nor a glob that matches files")
+    return [check_file(f) for f in files]
+
+
+def format_table(checks: list[ShardCheck]) -> str:
+    width = max([len(c.path) for c in checks] + [4])
+    lines = [f"{'file':<{width}}  {'records':>9}  {'bytes':>12}  {'crc32c':<8}  status"]
+    for c in checks:
+        status = "ok" if c.ok else "; ".join(c.problems)
+        lines.append(f"{c.path:<{width}}  {c.records:>9}  {c.bytes:>12}  {c.crc32c:<8}  {status}")
+    bad = sum(not c.ok for c in checks)
+    lines.append(f"{len(checks)} file(s) checked, {sum(c.records for c in checks)} records, "
+                 f"{bad} with problems")
+    return "\n".join(lines)
