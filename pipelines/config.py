@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
 from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.feature_spec import FeatureSpec, FeatureSpecError
 from beam_tfrecords.transforms.splits import SplitSpec
 
 __all__ = [
@@ -140,7 +140,8 @@ def _json_default(value: Any) -> Any:
 # -- sections ---------------------------------------------------------------------------------
 
 def _parse_csv(key: str, raw: Any) -> CsvOptions:
-    raw = _mapping(key, raw or {}, ("delimiter", "quotechar", "header", "columns", "null_values"))
+    raw = _mapping(key, {} if raw is None else raw,
+                   ("delimiter", "quotechar", "header", "columns", "null_values"))
     opts = {}
     for name in ("delimiter", "quotechar"):
         if name in raw:
@@ -211,7 +212,10 @@ def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
             unit=raw.get("unit", "s"),
             sequence=sequence,
         )
-    except ValueError as err:  # FeatureSpec's own checks, including a bad default value
+    except FeatureSpecError as err:  # FeatureSpec's own checks name the field at fault
+        field = "type" if err.field == "dtype" else err.field
+        raise ConfigError(f"config key '{key}.{field}': {err}") from None
+    except ValueError as err:
         raise ConfigError(f"config key {key!r}: {err}") from None
 
 
@@ -258,7 +262,8 @@ def _parse_splits(raw: Any) -> SplitSpec:
         raise _fail("splits", dict(raw), "names no split")
     total = sum(p for _, p in shares)
     if abs(total - 100.0) > 1e-9:
-        raise _fail("splits", {n: p for n, p in shares}, f"percentages sum to {total:g}, not 100")
+        raise _fail("splits", {n: p for n, p in shares},
+                    f"percentages sum to {total:.12g}, not 100")
     try:
         return SplitSpec(shares=tuple(shares), key=tuple(key.split(".")) if key else ())
     except ValueError as err:
@@ -271,11 +276,14 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
         raise _fail("output.path", path, "must be a non-empty local or gs:// path")
+    compression = raw.get("compression", "none")
+    if compression is not None and not isinstance(compression, str):
+        raise _fail("output.compression", compression,
+                    f"must be one of {', '.join(COMPRESSIONS)}")
     try:
-        compression = normalize_compression(raw.get("compression", "none"))
+        compression = normalize_compression(compression)
     except ValueError as err:
-        raise _fail("output.compression", raw.get("compression"),
-                    f"{err}; choose one of {', '.join(COMPRESSIONS)}") from None
+        raise _fail("output.compression", compression, str(err)) from None
     size = ShardSize()
     if "shard_size" in raw:
         sraw = _mapping("output.shard_size", raw["shard_size"], ("target", "min", "max"))
@@ -302,7 +310,7 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
 
 
 def _parse_errors(raw: Any) -> ErrorPolicy:
-    raw = _mapping("errors", raw or {}, ("max_bad_fraction",))
+    raw = _mapping("errors", {} if raw is None else raw, ("max_bad_fraction",))
     fraction = raw.get("max_bad_fraction", 0.0)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
         0.0 <= fraction <= 1.0

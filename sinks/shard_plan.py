@@ -15,6 +15,7 @@ Pure: no Beam, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import re
 from typing import Sequence
 
@@ -42,7 +43,8 @@ def parse_size(value: int | str) -> int:
             "a size must be a number of bytes or a number with a unit "
             "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '150MB'"
         )
-    size = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    # Decimal, not float: "1.001MB" is 1001000 bytes, not float's 1000999.
+    size = int(decimal.Decimal(match.group(1)) * _UNITS[match.group(2).lower()])
     if size <= 0:
         raise ValueError("a size must be positive")
     return size

@@ -30,6 +30,7 @@ __all__ = [
     "NAN_POLICIES",
     "TIME_UNITS",
     "FeatureSpec",
+    "FeatureSpecError",
     "stored_keys",
     "tf_parse_spec",
 ]
@@ -45,6 +46,14 @@ MISSING_POLICIES = ("error", "omit", "default")
 NAN_POLICIES = ("allow", "error", "missing")
 # Units for dates, datetimes and timestamps stored as int64 (integers since 1970-01-01 UTC).
 TIME_UNITS = ("s", "ms", "us", "ns", "days")
+
+
+class FeatureSpecError(ValueError):
+    """An invalid :class:`FeatureSpec`; ``field`` names the attribute at fault (``shape``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,52 +86,67 @@ class FeatureSpec:
     sequence: bool = False
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("a feature needs a non-empty name")
-        if self.dtype not in DTYPES:
-            raise ValueError(
-                f"feature {self.name!r}: type {self.dtype!r} is not one of {sorted(DTYPES)}"
+        if not isinstance(self.name, str) or not self.name:
+            raise FeatureSpecError("name", f"a feature needs a non-empty name, got {self.name!r}")
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPES:
+            raise FeatureSpecError(
+                "dtype",
+                f"feature {self.name!r}: type {self.dtype!r} is not one of {sorted(DTYPES)}",
             )
         shape = tuple(self.shape)
         for dim in shape:
             if not isinstance(dim, int) or isinstance(dim, bool) or (dim < 0 and dim != -1):
-                raise ValueError(
+                raise FeatureSpecError(
+                    "shape",
                     f"feature {self.name!r}: shape {list(shape)!r} may hold only positive "
-                    "sizes and -1 (variable)"
+                    "sizes and -1 (variable)",
                 )
         if 0 in shape:
-            raise ValueError(f"feature {self.name!r}: shape {list(shape)!r} has a zero size")
+            raise FeatureSpecError(
+                "shape", f"feature {self.name!r}: shape {list(shape)!r} has a zero size"
+            )
         object.__setattr__(self, "shape", shape)
         if not self.source:
             object.__setattr__(self, "source", tuple(self.name.split("/")))
         else:
             object.__setattr__(self, "source", tuple(self.source))
         if self.missing not in MISSING_POLICIES:
-            raise ValueError(
+            raise FeatureSpecError(
+                "missing",
                 f"feature {self.name!r}: missing {self.missing!r} is not one of "
-                f"{list(MISSING_POLICIES)}"
+                f"{list(MISSING_POLICIES)}",
             )
         if self.missing == "default" and self.default is None:
-            raise ValueError(f"feature {self.name!r}: missing: default needs a default value")
+            raise FeatureSpecError(
+                "default", f"feature {self.name!r}: missing: default needs a default value"
+            )
         if self.nan not in NAN_POLICIES:
-            raise ValueError(
-                f"feature {self.name!r}: nan {self.nan!r} is not one of {list(NAN_POLICIES)}"
+            raise FeatureSpecError(
+                "nan",
+                f"feature {self.name!r}: nan {self.nan!r} is not one of {list(NAN_POLICIES)}",
             )
         if self.nan != "allow" and self.dtype != "float":
-            raise ValueError(f"feature {self.name!r}: nan: {self.nan} applies to float features only")
+            raise FeatureSpecError(
+                "nan",
+                f"feature {self.name!r}: nan: {self.nan} applies to float features only "
+                f"(type is {self.dtype})",
+            )
         if self.nan == "missing" and shape:
-            raise ValueError(
+            raise FeatureSpecError(
+                "nan",
                 f"feature {self.name!r}: nan: missing applies to scalar floats only; a NaN "
-                "inside a list cannot make the whole value missing"
+                "inside a list cannot make the whole value missing",
             )
         if self.unit not in TIME_UNITS:
-            raise ValueError(
-                f"feature {self.name!r}: unit {self.unit!r} is not one of {list(TIME_UNITS)}"
+            raise FeatureSpecError(
+                "unit",
+                f"feature {self.name!r}: unit {self.unit!r} is not one of {list(TIME_UNITS)}",
             )
         if self.sequence and self.is_ragged:
-            raise ValueError(
+            raise FeatureSpecError(
+                "shape",
                 f"feature {self.name!r}: a sequence feature's per-step shape "
-                f"{list(shape)!r} may be variable only in its first dimension"
+                f"{list(shape)!r} may be variable only in its first dimension",
             )
 
     @property

@@ -60,6 +60,8 @@ class SplitSpec:
     key: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not self.shares:
+            raise ValueError("a split spec needs at least one split")
         names = [name for name, _ in self.shares]
         if len(set(names)) != len(names):
             raise ValueError(f"split names repeat: {names}")
