@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from typing import Any, Mapping
 
@@ -121,12 +122,23 @@ class Config:
 
     def resolved(self) -> dict[str, Any]:
         """The config with every default filled in, as JSON-ready data (for the manifest)."""
-        return json.loads(json.dumps(dataclasses.asdict(self), default=_json_default))
+        return _finite(json.loads(json.dumps(dataclasses.asdict(self), default=_json_default)))
 
     def sha256(self) -> str:
         """Hash of the resolved config: two builds with equal hashes mean the same thing."""
         canonical = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _finite(value: Any) -> Any:
+    """Strict JSON has no NaN or Infinity: non-finite floats (a default of inf) become text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -200,6 +212,9 @@ def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
     if not isinstance(source, str) or (source and not all(source.split("."))):
         raise _fail(f"{key}.source", source, "must be a field name or a dotted path (a.b.c)")
     sequence = _typed(f"{key}.sequence", raw.get("sequence", False), bool, "true or false")
+    if "default" in raw and raw.get("missing", "error") != "default":
+        raise _fail(f"{key}.default", raw["default"], "is set but would never be used; add "
+                                                     "'missing: default' or remove it")
     try:
         return FeatureSpec(
             name=name,

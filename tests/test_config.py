@@ -550,3 +550,19 @@ def test_refused_duplicate_stored_key_names_both_features():
 def test_refused_error_is_a_value_error():
     with pytest.raises(ValueError):
         parse_config(changed(minimal_config(), ("name", "")))
+
+
+def test_default_without_missing_default_is_refused():
+    raw = {"name": "x", "source": {"format": "csv", "path": "a.csv"},
+           "features": {"f": {"type": "int64", "default": 0}}, "output": {"path": "o"}}
+    with pytest.raises(ConfigError, match=r"features\.f\.default"):
+        parse_config(raw)
+
+
+def test_non_finite_default_keeps_the_manifest_strict_json():
+    raw = {"name": "x", "source": {"format": "csv", "path": "a.csv"},
+           "features": {"f": {"type": "float", "missing": "default", "default": float("inf")}},
+           "output": {"path": "o"}}
+    resolved = parse_config(raw).resolved()
+    json.dumps(resolved, allow_nan=False)
+    assert resolved["features"][0]["default"] == "inf"
