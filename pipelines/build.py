@@ -134,7 +134,7 @@ def check_counts(counts: dict[str, int], written: int, dead_letters: int) -> Non
 
 
 def _commit(_: Any, *, shards: dict, dead: list, counts: dict, config: Config,
-            layout: Layout, inputs: dict, runner: str) -> dict:
+            layout: Layout, inputs: dict, runner: str, keep: int = 5) -> dict:
     """Check the counts, move dead letters, write the spec, the manifest, then LATEST."""
     written = sum(info.records for infos in shards.values() for info in infos)
     rejected = sum(rows for _, rows in dead)
@@ -167,11 +167,39 @@ def _commit(_: Any, *, shards: dict, dead: list, counts: dict, config: Config,
     storage.write_atomic(storage.join(layout.version_dir, mf.MANIFEST), mf.dumps(document))
     storage.write_atomic(storage.join(layout.root, mf.LATEST), (layout.version + "\n").encode())
     storage.delete_tree(layout.staging)
+    apply_retention(layout.root, keep, layout.version)
     return document
 
 
+def committed_versions(root: str) -> list[tuple[str, str]]:
+    """(created, version) of every committed version under ``root``, oldest first."""
+    found = []
+    for version_dir in _version_dirs(root):
+        manifest_path = storage.join(version_dir, mf.MANIFEST)
+        if storage.exists(manifest_path):
+            created = json.loads(storage.read_text(manifest_path)).get("created", "")
+            found.append((created, version_dir.rstrip("/").rsplit("/", 1)[-1]))
+    return sorted(found)
+
+
+def apply_retention(root: str, keep: int, latest: str) -> list[str]:
+    """Delete all but the newest ``keep`` committed versions; never the one LATEST names.
+
+    A version's manifest goes first, so a deletion cut short leaves something that no longer
+    looks like a data set (and the next build removes the rest), never a broken one that does.
+    """
+    versions = [v for _, v in committed_versions(root)]
+    doomed = [v for v in versions[:max(len(versions) - keep, 0)] if v != latest]
+    for version in doomed:
+        version_dir = storage.join(root, version)
+        storage.delete([storage.join(version_dir, mf.MANIFEST)])
+        storage.delete_tree(version_dir)
+        _LOG.info("retention: removed version %s", version)
+    return doomed
+
+
 def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files: Sequence[str],
-                   inputs: dict, runner: str = "DirectRunner") -> dict[str, Any]:
+                   inputs: dict, runner: str = "DirectRunner", keep: int = 5) -> dict[str, Any]:
     """Adds the build to ``p``; returns its main PCollections by name."""
     read = (
         p
@@ -202,7 +230,7 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
             shards=beam.pvalue.AsSingleton(shards),
             dead=beam.pvalue.AsSingleton(dead),
             counts=beam.pvalue.AsDict(counts),
-            config=config, layout=layout, inputs=inputs, runner=runner,
+            config=config, layout=layout, inputs=inputs, runner=runner, keep=keep,
         )
     )
     return {"shards": shards, "dead_letters": dead, "manifest": manifest}
@@ -248,11 +276,38 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", help="override source.path (a glob, local or gs://)")
     parser.add_argument("--output", help="override output.path (local or gs://)")
     parser.add_argument("--version", help="version directory name (default: UTC timestamp)")
+    parser.add_argument("--keep-versions", type=int, default=5, metavar="N",
+                        help="committed versions to keep after a build (default 5); the one "
+                             "LATEST names is never deleted")
+    parser.add_argument("--skip-if-unchanged", action="store_true",
+                        help="exit 0 without writing anything when the inputs fingerprint and "
+                             "the config hash equal those of the version LATEST names")
     return parser
 
 
+def unchanged_since_latest(root: str, inputs: dict, config_sha256: str) -> str | None:
+    """The LATEST version when it was built from the same inputs and config, else None."""
+    latest = read_latest(root)
+    if latest is None:
+        return None
+    manifest_path = storage.join(root, latest, mf.MANIFEST)
+    if not storage.exists(manifest_path):
+        return None
+    manifest = json.loads(storage.read_text(manifest_path))
+    if manifest.get("inputs") == inputs and manifest.get("config_sha256") == config_sha256:
+        return latest
+    return None
+
+
+class Skipped(Exception):
+    """--skip-if-unchanged found nothing new; carries the message for the user."""
+
+
 def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
-    """Build a data set; returns the manifest when the runner ran the job to completion."""
+    """Build a data set; returns the manifest when the runner ran the job to completion.
+
+    Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do.
+    """
     args, beam_args = make_parser().parse_known_args(argv)
     config = load_config(args.config)
     if args.input:
@@ -264,15 +319,22 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     if args.version is not None and not _VERSION_NAME.match(args.version):
         raise BuildError(f"--version {args.version!r}: use letters, digits, '_', '-' or '.', "
                          "not starting with '.'")
+    if args.keep_versions < 1:
+        raise BuildError(f"--keep-versions {args.keep_versions}: keep at least 1")
     root = config.output.path.rstrip("/")
-    layout = Layout(root, args.version or default_version(root))
     input_files, inputs = input_fingerprint(config.source.path)
+    if args.skip_if_unchanged:
+        same = unchanged_since_latest(root, inputs, config.sha256())
+        if same is not None:
+            raise Skipped(f"inputs and config are unchanged since version {same}; nothing "
+                          "written (--skip-if-unchanged)")
+    layout = Layout(root, args.version or default_version(root))
     prepare_output(layout)
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__
     with beam.Pipeline(options=options) as p:
-        build_pipeline(p, config, layout, input_files, inputs, runner)
+        build_pipeline(p, config, layout, input_files, inputs, runner, args.keep_versions)
     manifest_path = storage.join(layout.version_dir, mf.MANIFEST)
     if not storage.exists(manifest_path):
         return None

@@ -39,9 +39,13 @@ def _schema(argv: Sequence[str]) -> int:
 
 
 def _build(argv: Sequence[str]) -> int:
-    from beam_tfrecords.pipelines.build import run
+    from beam_tfrecords.pipelines.build import Skipped, run
 
-    manifest = run(argv)
+    try:
+        manifest = run(argv)
+    except Skipped as skipped:
+        print(skipped)
+        return 0
     if manifest is None:
         print("the runner did not run the job here (e.g. a template was staged); nothing was "
               "committed", file=sys.stderr)

@@ -181,3 +181,35 @@ def test_counts_that_do_not_add_up_refuse_to_commit(counts, written, dead, needl
     with pytest.raises(build.BuildError, match=re.escape(needle)):
         build.check_counts(counts, written, dead)
     build.check_counts({"read": 10, "built": 9, "rejected_at_build": 1}, 9, 1)
+
+
+def test_versions_latest_retention_and_skip_if_unchanged(tmp_path, capsys):
+    from beam_tfrecords.pipelines import cli
+
+    data = tmp_path / "in.csv"
+    data.write_text("id,feature0,feature1,feature2,feature3\n1,true,1,dog,0.5\n")
+    out = tmp_path / "out"
+    base = ["build", "--config", str(DEMO), "--input", str(data), "--output", str(out),
+            "--keep-versions", "2"]
+    assert cli.main(base + ["--version", "a"]) == 0
+    assert cli.main(base + ["--version", "b"]) == 0
+    assert (out / "LATEST").read_text().strip() == "b"
+    capsys.readouterr()
+    # Nothing changed: the third build is skipped and writes nothing.
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert cli.main(base + ["--version", "c", "--skip-if-unchanged"]) == 0
+    assert "unchanged since version b" in capsys.readouterr().out
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    # A changed input builds; retention keeps the newest two, LATEST names the newest.
+    data.write_text("id,feature0,feature1,feature2,feature3\n1,true,1,dog,0.5\n2,true,1,x,1\n")
+    assert cli.main(base + ["--version", "d", "--skip-if-unchanged"]) == 0
+    assert (out / "LATEST").read_text().strip() == "d"
+    assert sorted(p.name for p in out.iterdir()) == ["LATEST", "b", "d"]
+
+
+def test_retention_never_deletes_the_version_latest_names(tmp_path):
+    for name, created in [("old", "2020"), ("pinned", "2021"), ("new", "2022")]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"created": created}))
+    assert build.apply_retention(str(tmp_path), 1, "pinned") == ["old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "pinned"]
