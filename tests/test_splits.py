@@ -92,18 +92,19 @@ EIGHTY_TWENTY = SplitSpec(shares=(("train", 80.0), ("eval", 20.0)))
 THIRDS = SplitSpec(shares=(("a", 33.33), ("b", 33.33), ("c", 33.34)))
 
 PINNED_SPLITS = [
-    # (key, 80/20 split, thirds split), computed once with BLAKE2b(person=b"btfr-split")
+    # (key, 80/20 split, thirds split), computed once with BLAKE2b(person=b"btfr-split"),
+    # buckets laid out in split-name order
     (0, "train", "a"),
-    (1, "train", "a"),
-    (2, "eval", "c"),
+    (1, "eval", "a"),
+    (2, "train", "c"),
     (4, "train", "b"),
     (5, "train", "c"),
     (7, "train", "c"),
     (8, "train", "b"),
-    ("user-1", "train", "a"),
-    ("user-2", "eval", "c"),
-    (True, "eval", "c"),
-    (None, "eval", "c"),
+    ("user-1", "eval", "a"),
+    ("user-2", "train", "c"),
+    (True, "train", "c"),
+    (None, "train", "c"),
     ([1, "x"], "train", "b"),
 ]
 
@@ -143,8 +144,8 @@ def test_proportions_over_many_keys(spec):
 
 
 def test_bounds_cover_every_bucket():
-    assert THIRDS._bounds == (3333, 6666, BUCKETS)  # type: ignore[attr-defined]
-    assert EIGHTY_TWENTY._bounds == (8000, BUCKETS)  # type: ignore[attr-defined]
+    assert THIRDS._ranges == (("a", 3333), ("b", 6666), ("c", BUCKETS))  # type: ignore[attr-defined]  # noqa: E501
+    assert EIGHTY_TWENTY._ranges == (("eval", 2000), ("train", BUCKETS))  # type: ignore[attr-defined]
 
 
 def test_single_split_takes_everything():
@@ -172,3 +173,10 @@ BAD_SPECS = [
 def test_split_spec_refuses(shares, reason):
     with pytest.raises(ValueError, match=reason):
         SplitSpec(shares=shares)
+
+
+def test_assignment_does_not_depend_on_the_order_splits_are_listed():
+    a = SplitSpec(shares=(("train", 80.0), ("eval", 20.0)))
+    b = SplitSpec(shares=(("eval", 20.0), ("train", 80.0)))
+    keys = [str(i).encode() for i in range(2000)]
+    assert [a.choose(k) for k in keys] == [b.choose(k) for k in keys]

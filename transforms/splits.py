@@ -65,13 +65,16 @@ class SplitSpec:
         names = [name for name, _ in self.shares]
         if len(set(names)) != len(names):
             raise ValueError(f"split names repeat: {names}")
-        # Cumulative bucket bounds; the last one is BUCKETS exactly, so no bucket is lost.
+        # Buckets are laid out in split-name order, not in the order the config lists them, so
+        # reformatting a YAML file (or a tool that sorts keys) never moves records between
+        # splits. The last bound is BUCKETS exactly, so no bucket is lost.
+        ordered = sorted(self.shares)
         bounds, total = [], 0.0
-        for _, pct in self.shares:
+        for _, pct in ordered:
             total += pct
             bounds.append(round(total * BUCKETS / 100.0))
         bounds[-1] = BUCKETS
-        object.__setattr__(self, "_bounds", tuple(bounds))
+        object.__setattr__(self, "_ranges", tuple(zip((n for n, _ in ordered), bounds)))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -83,7 +86,7 @@ class SplitSpec:
             return self.shares[0][0]
         digest = hashlib.blake2b(key, digest_size=8, person=b"btfr-split").digest()
         bucket = int.from_bytes(digest, "big") % BUCKETS
-        for (name, _), bound in zip(self.shares, self._bounds):  # type: ignore[attr-defined]
+        for name, bound in self._ranges:  # type: ignore[attr-defined]
             if bucket < bound:
                 return name
-        return self.shares[-1][0]
+        return self._ranges[-1][0]  # type: ignore[attr-defined]
