@@ -3,13 +3,31 @@
 Everything goes through ``apache_beam.io.filesystems.FileSystems`` so the sink works wherever
 Beam does. Compression is always ``UNCOMPRESSED`` at this layer: FileSystems would otherwise
 guess from a ``.gz`` suffix and compress a second time; the TFRecord writer compresses itself.
+
+Cloud Storage (``gs://``) gets a few things FileSystems cannot do well, through
+``google-cloud-storage``:
+
+- ``concatenate`` joins objects server-side with the compose API (no bytes through the
+  worker) and returns the crc32c Cloud Storage computed for the result;
+- ``file_crc32c`` reads an object's size and crc32c from its metadata;
+- ``exists``, ``list_files`` and ``delete_tree`` treat a name prefix as a directory, as on
+  local disk (Cloud Storage has no directories, and FileSystems only knows objects);
+- ``write_atomic`` uploads in one retried request (an object appears only once complete).
+
+The client is built lazily, once per process (never at import, never pickled). When
+``STORAGE_EMULATOR_HOST`` is set, both our client and Beam's run anonymously against that
+emulator; otherwise our client uses the application default credentials.
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
+import threading
 import uuid
-from typing import BinaryIO, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, BinaryIO
 
 import crc32c
 from apache_beam.io.filesystem import CompressionTypes
@@ -18,8 +36,13 @@ from apache_beam.io.filesystems import FileSystems
 __all__ = [
     "CrcCountingWriter",
     "concatenate",
+    "delete",
     "delete_tree",
     "exists",
+    "file_crc32c",
+    "gcs_client",
+    "is_gcs",
+    "is_local",
     "join",
     "list_files",
     "match",
@@ -30,8 +53,13 @@ __all__ = [
     "write_atomic",
 ]
 
+_LOG = logging.getLogger(__name__)
 _COPY_CHUNK = 8 * 1024 * 1024
 _RAW = CompressionTypes.UNCOMPRESSED
+_GCS = "gs://"
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+COMPOSE_LIMIT = 32  # source objects per compose request, fixed by Cloud Storage
+_DELETE_BATCH = 100  # objects per batch request
 
 
 def join(base: str, *parts: str) -> str:
@@ -42,14 +70,142 @@ def is_local(path: str) -> bool:
     return "://" not in path
 
 
+def is_gcs(path: str) -> bool:
+    return path.startswith(_GCS)
+
+
+# --- Cloud Storage plumbing -----------------------------------------------------------------
+
+_clients: dict[tuple[int, str], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _split_gcs(path: str) -> tuple[str, str]:
+    """``gs://bucket/name`` -> ``(bucket, name)``; the name may be empty."""
+    bucket, _, name = path[len(_GCS):].partition("/")
+    if not bucket:
+        raise ValueError(f"{path!r} names no bucket")
+    return bucket, name
+
+
+def _gcs_path(bucket: str, name: str) -> str:
+    return f"{_GCS}{bucket}/{name}"
+
+
+def _retry():
+    """The retry policy for every request we send ourselves.
+
+    google-cloud-storage's default policy (exponential backoff on 408/429/5xx and dropped or
+    timed-out connections). It is passed explicitly because the library applies it to
+    compose, copy and uploads only when a generation precondition is given. Every request we
+    retry is safe to repeat: compose reads immutable staged parts, uploads carry the whole
+    content, deletes tolerate a lost 404.
+    """
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return DEFAULT_RETRY
+
+
+def _emulator_credentials_for_beam() -> None:
+    """Against an emulator, stop Beam from searching for credentials it cannot use.
+
+    Beam looks for application default credentials before its first ``gs://`` request in
+    every process; without any it retries with backoff for ~22 s and then connects
+    anonymously anyway. google-cloud-storage goes anonymous at once when
+    ``STORAGE_EMULATOR_HOST`` is set; this makes Beam do the same, by marking its
+    credential cache as resolved to "no credentials". Only with the emulator variable set.
+    """
+    if not os.environ.get(EMULATOR_ENV):
+        return
+    try:
+        from apache_beam.internal.gcp import auth
+
+        cache = auth._Credentials  # pylint: disable=protected-access
+        with cache._credentials_lock:
+            if not cache._credentials_init:
+                cache._credentials = None
+                cache._credentials_init = True
+    except (ImportError, AttributeError):  # a Beam without this cache: slower, not wrong
+        pass
+
+
+def _touch(path: str) -> None:
+    """Called before any filesystem work on ``path``."""
+    if is_gcs(path):
+        _emulator_credentials_for_beam()
+
+
+def gcs_client():
+    """This process's ``google.cloud.storage.Client``, built on first use.
+
+    One per process and emulator setting: a forked worker builds its own, and a test that
+    points ``STORAGE_EMULATOR_HOST`` elsewhere gets a client for that endpoint.
+    """
+    emulator = os.environ.get(EMULATOR_ENV, "")
+    key = (os.getpid(), emulator)
+    client = _clients.get(key)
+    if client is not None:
+        return client
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            from google.cloud import storage as gcs
+
+            if emulator:
+                from google.auth.credentials import AnonymousCredentials
+
+                # The library reads STORAGE_EMULATOR_HOST itself for the endpoint.
+                client = gcs.Client(credentials=AnonymousCredentials())
+            else:
+                client = gcs.Client()
+            _clients[key] = client
+    return client
+
+
+def _blob_crc32c(blob) -> int:
+    """Cloud Storage reports crc32c as base64 of the big-endian 4 bytes."""
+    if not blob.crc32c:
+        raise OSError(f"{_gcs_path(blob.bucket.name, blob.name)} has no crc32c in its metadata")
+    return int.from_bytes(base64.b64decode(blob.crc32c), "big")
+
+
+def _gcs_list(prefix: str) -> list[str]:
+    """Names of every object below a directory-like prefix, sorted."""
+    bucket, name = _split_gcs(prefix)
+    below = name.rstrip("/") + "/" if name.rstrip("/") else ""
+    blobs = gcs_client().list_blobs(bucket, prefix=below, retry=_retry())
+    return sorted(_gcs_path(bucket, b.name) for b in blobs)
+
+
+def _gcs_delete(paths: Sequence[str]) -> None:
+    """Delete objects in batches; a missing object counts as deleted; failures raise."""
+    if not paths:
+        return
+    from apache_beam.io.gcp.gcsio import GcsIO
+
+    io = GcsIO(storage_client=gcs_client(), pipeline_options={})  # {}: not sys.argv
+    failed = []
+    for start in range(0, len(paths), _DELETE_BATCH):
+        failed += [(p, e) for p, e in io.delete_batch(list(paths[start:start + _DELETE_BATCH]))
+                   if e is not None]
+    if failed:
+        raise OSError(f"could not delete {len(failed)} object(s), e.g. {failed[0][0]} "
+                      f"(HTTP {failed[0][1]})")
+
+
+# --- the interface ----------------------------------------------------------------------------
+
+
 def open_write(path: str) -> BinaryIO:
     """A new file for writing; local parent directories are created."""
     if is_local(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _touch(path)
     return FileSystems.create(path, compression_type=_RAW)
 
 
 def open_read(path: str) -> BinaryIO:
+    _touch(path)
     return FileSystems.open(path, compression_type=_RAW)
 
 
@@ -59,22 +215,44 @@ def read_text(path: str) -> str:
 
 
 def exists(path: str) -> bool:
-    return FileSystems.exists(path)
+    """A file, or a directory. On ``gs://`` a directory is a prefix with objects below it."""
+    if not is_gcs(path):
+        return FileSystems.exists(path)
+    bucket, name = _split_gcs(path)
+    client = gcs_client()
+    if not name.rstrip("/"):
+        return client.bucket(bucket).exists(retry=_retry())
+    if not name.endswith("/") and client.bucket(bucket).blob(name).exists(retry=_retry()):
+        return True
+    below = client.list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1,
+                              retry=_retry())
+    return any(True for _ in below)
 
 
 def match(pattern: str) -> list:
     """FileMetadata (path, size_in_bytes, last_updated_in_seconds) of a glob, sorted by path."""
+    _touch(pattern)
     result = FileSystems.match([pattern])[0]
     return sorted(result.metadata_list, key=lambda m: m.path)
 
 
 def list_files(prefix: str) -> list[str]:
     """Every file below a directory-like prefix."""
+    if is_gcs(prefix):
+        return [p for p in _gcs_list(prefix) if not p.endswith("/")]
     return [m.path for m in match(join(prefix, "**"))] if exists(prefix) else []
 
 
 def delete_tree(prefix: str) -> None:
     """Remove a directory-like prefix and everything below it, if present."""
+    if is_gcs(prefix):
+        # Everything below the prefix (folder placeholders too), and an object of that name.
+        paths = _gcs_list(prefix)
+        name = _split_gcs(prefix)[1]
+        if name and not name.endswith("/"):
+            paths.append(prefix)
+        _gcs_delete(paths)
+        return
     if not exists(prefix):
         return
     if is_local(prefix):
@@ -86,17 +264,26 @@ def delete_tree(prefix: str) -> None:
 
 
 def rename(source: str, destination: str) -> None:
+    """Move a file. On object stores this is a copy and a delete (FileSystems does both)."""
     if is_local(destination):
         os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+    _touch(source)
+    _touch(destination)
     FileSystems.rename([source], [destination])
 
 
 def write_atomic(path: str, data: bytes) -> None:
     """Readers see the old content or the new, never a partial file.
 
-    Locally: write a unique temporary beside it, then ``os.replace``. On object stores an
-    object becomes visible only when its upload completes, so a plain write is atomic.
+    Locally: write a unique temporary beside it, then ``os.replace``. On Cloud Storage an
+    object becomes visible only when its upload completes, so one upload (retried whole) is
+    atomic; other object stores behave alike through FileSystems.
     """
+    if is_gcs(path):
+        bucket, name = _split_gcs(path)
+        blob = gcs_client().bucket(bucket).blob(name)
+        blob.upload_from_string(data, content_type="application/octet-stream", retry=_retry())
+        return
     if not is_local(path):
         with open_write(path) as handle:
             handle.write(data)
@@ -138,7 +325,15 @@ class CrcCountingWriter:
 
 
 def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
-    """Byte-concatenate files into ``destination`` (atomically); returns (bytes, crc32c)."""
+    """Byte-concatenate files into ``destination`` (atomically); returns (bytes, crc32c).
+
+    Sources are left in place. On ``gs://`` (sources and destination in one bucket) the
+    objects are composed server-side and the crc32c is the one Cloud Storage reports.
+    """
+    if sources and is_gcs(destination) and all(is_gcs(s) for s in sources):
+        bucket = _split_gcs(destination)[0]
+        if all(_split_gcs(s)[0] == bucket for s in sources):
+            return _compose(sources, destination)
     tmp = destination + f".tmp-{uuid.uuid4().hex}"
     out = CrcCountingWriter(open_write(tmp))
     try:
@@ -155,8 +350,72 @@ def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
     return out.bytes, out.crc32c
 
 
+def _compose(sources: Sequence[str], destination: str) -> tuple[int, int]:
+    """Compose ``sources`` into ``destination`` with as few requests as possible.
+
+    A compose request takes at most 32 sources, so longer lists are first reduced: runs of
+    consecutive sources are composed into temporary objects (``<destination>.tmp-<id>-<n>``)
+    until 32 components remain, keeping the order. The last request composes straight into
+    the final name: Cloud Storage creates the composed object atomically (a reader sees no
+    object, the previous generation, or the whole new one -- never a part), so composing to
+    a temporary name and copying it over would add a request without adding safety.
+    Temporary objects are deleted whether or not the compose succeeds.
+    """
+    from google.api_core.exceptions import NotFound
+
+    client = gcs_client()
+    bucket_name, final_name = _split_gcs(destination)
+    bucket = client.bucket(bucket_name)
+    token = uuid.uuid4().hex
+    temps: list = []
+
+    def compose(components: list, name: str):
+        target = bucket.blob(name)
+        target.content_type = "application/octet-stream"
+        target.compose(components, retry=_retry())
+        return target
+
+    components = [bucket.blob(_split_gcs(s)[1]) for s in sources]
+    try:
+        while len(components) > COMPOSE_LIMIT:
+            reduced: list = []
+            i = 0
+            while i < len(components):
+                remaining = len(components) - i
+                if len(reduced) + remaining <= COMPOSE_LIMIT:
+                    reduced.extend(components[i:])
+                    break
+                # Merge just enough to reach the limit (at most 32 at a time).
+                take = min(COMPOSE_LIMIT, len(reduced) + remaining - COMPOSE_LIMIT + 1)
+                temp = compose(components[i:i + take], f"{final_name}.tmp-{token}-{len(temps)}")
+                temps.append(temp)
+                reduced.append(temp)
+                i += take
+            components = reduced
+        result = compose(components, final_name)
+    except NotFound as error:  # a missing source; the final object was not created
+        raise FileNotFoundError(f"cannot compose {destination}: a source object is missing "
+                                f"({error.message})") from error
+    finally:
+        if temps:
+            try:
+                _gcs_delete([_gcs_path(bucket_name, t.name) for t in temps])
+            except Exception:  # noqa: BLE001 -- leftovers under a .tmp- name are harmless
+                _LOG.warning("could not delete temporary compose objects of %s", destination,
+                             exc_info=True)
+    if result.size is None:
+        result.reload(retry=_retry())
+    return int(result.size), _blob_crc32c(result)
+
+
 def file_crc32c(path: str) -> tuple[int, int]:
-    """(bytes, crc32c) of a stored file, read in full."""
+    """(bytes, crc32c) of a stored file: from its metadata on ``gs://``, else read in full."""
+    if is_gcs(path):
+        bucket, name = _split_gcs(path)
+        blob = gcs_client().bucket(bucket).get_blob(name, retry=_retry())
+        if blob is None:
+            raise FileNotFoundError(path)
+        return int(blob.size), _blob_crc32c(blob)
     size, crc = 0, 0
     with open_read(path) as handle:
         for chunk in iter(lambda: handle.read(_COPY_CHUNK), b""):
@@ -167,5 +426,8 @@ def file_crc32c(path: str) -> tuple[int, int]:
 
 def delete(paths: Iterable[str]) -> None:
     paths = [p for p in paths if exists(p)]
-    if paths:
-        FileSystems.delete(paths)
+    if not paths:
+        return
+    for path in paths:
+        _touch(path)
+    FileSystems.delete(paths)

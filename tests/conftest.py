@@ -46,3 +46,38 @@ def read_with_tf(tf_python, tmp_path):
         return json.loads(out.read_text())
 
     return run
+
+
+def _gcs_emulator_module():
+    """tests/gcs_emulator.py, loaded by path (tests/ is not a package on sys.path here)."""
+    import importlib.util
+    import sys
+
+    name = "beam_tfrecords_tests_gcs_emulator"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "gcs_emulator.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """A Cloud Storage emulator on 127.0.0.1 with one bucket, for the whole session.
+
+    Started as a subprocess (``gcp-storage-emulator``); while it runs, STORAGE_EMULATOR_HOST
+    and NO_GCE_CHECK are set in os.environ (worker subprocesses inherit them) and Beam's
+    credential lookup is skipped. Yields a ``GcsEmulator``: ``.bucket``, ``.url``,
+    ``.client()``, ``.path(...)``, ``.unique_prefix(label)``, ``.blob(gs_path)``,
+    ``.fault_proxy(fault)``. A failure to start fails the tests that use it, with the log.
+    """
+    module = _gcs_emulator_module()
+    try:
+        emulator = module.start()
+    except module.EmulatorError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield emulator
+    finally:
+        emulator.stop()

@@ -1,0 +1,154 @@
+"""The whole build with input and output on gs:// (a GCS emulator on 127.0.0.1), DirectRunner.
+
+What Cloud Storage itself reports (size, crc32c) must equal the manifest; our reader must
+read every record back through storage.open_read; no staging or temporary objects remain.
+The tiny-band run on two worker processes makes several parts per split, so shards are
+composed on gs:// from more than one part.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+from collections import Counter
+
+import apache_beam as beam
+import pytest
+import yaml
+from apache_beam.metrics.metric import MetricsFilter
+from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines.config import load_config
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.transforms.splits import key_bytes
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEMO = ROOT / "configs" / "demo.yaml"
+DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
+TINY_BAND = {"target": "20KB", "min": "12KB", "max": "40KB"}
+
+
+def expected_split_counts(config_path: pathlib.Path) -> Counter:
+    config = load_config(str(config_path))
+    with open(DEMO_CSV, newline="") as handle:
+        return Counter(config.splits.choose(key_bytes(row["id"])) for row in csv.DictReader(handle))
+
+
+@pytest.fixture
+def gcs_input(gcs_emulator):
+    """The demo CSV uploaded to the bucket; returns its gs:// path."""
+    path = gcs_emulator.unique_prefix("input") + "/demo.csv"
+    gcs_emulator.upload(path, DEMO_CSV.read_bytes())
+    return path
+
+
+@pytest.fixture
+def gcs_input_files(gcs_emulator):
+    """The demo CSV as 4 files (each with the header) in the bucket; returns a gs:// glob.
+    Several inputs let the two workers each write a bundle, so each split has several tails."""
+    lines = DEMO_CSV.read_bytes().splitlines(keepends=True)
+    header, rows = lines[0], lines[1:]
+    prefix = gcs_emulator.unique_prefix("inputs")
+    quarter = -(-len(rows) // 4)
+    for i in range(4):
+        gcs_emulator.upload(f"{prefix}/demo-{i}.csv",
+                            header + b"".join(rows[i * quarter:(i + 1) * quarter]))
+    return f"{prefix}/demo-*.csv"
+
+
+@pytest.fixture
+def pipeline_results(monkeypatch):
+    """Every PipelineResult the build produces, for its metrics (the runner collects them
+    from worker processes too)."""
+    results = []
+    original = beam.Pipeline.run
+
+    def run(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(beam.Pipeline, "run", run)
+    return results
+
+
+def counter(result, name: str) -> int:
+    found = result.metrics().query(MetricsFilter().with_name(name))["counters"]
+    return sum(c.committed if c.committed is not None else c.attempted for c in found)
+
+
+def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
+                       version: str = "v1") -> dict:
+    """The committed version as Cloud Storage shows it; returns {split: [shard sizes]}."""
+    assert manifest is not None, "the build did not commit"
+    version_dir = storage.join(out, version)
+    assert emulator.blob(storage.join(out, "LATEST")) is not None
+    assert storage.read_text(storage.join(out, "LATEST")).strip() == version
+    assert emulator.blob(storage.join(version_dir, "manifest.json")) is not None
+    assert json.loads(storage.read_text(storage.join(version_dir, "manifest.json"))) == manifest
+    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0}
+
+    expected = expected_split_counts(config)
+    sizes: dict[str, list[int]] = {}
+    shard_names = []
+    for split, entry in manifest["splits"].items():
+        records_in_split = 0
+        for shard in entry["shards"]:
+            path = storage.join(version_dir, shard["path"])
+            blob = emulator.blob(path)
+            assert blob is not None, path
+            assert blob.size == shard["bytes"], path
+            assert blob.crc32c == shard["crc32c"], path  # GCS's own crc32c of the object
+            with storage.open_read(path) as handle:
+                count = sum(1 for _ in tff.iter_records(handle, manifest["compression"],
+                                                        path=path))
+            assert count == shard["records"], path
+            records_in_split += count
+            shard_names.append(emulator.name_of(path))
+        assert records_in_split == entry["records"] == expected[split], split
+        sizes[split] = [s["bytes"] for s in entry["shards"]]
+
+    everything = emulator.names(out)
+    assert not [n for n in everything if "/.staging/" in n or ".staging" in n.split("/")]
+    assert not [n for n in everything if ".tmp-" in n]
+    assert set(everything) == {emulator.name_of(storage.join(out, "LATEST")),
+                               emulator.name_of(storage.join(version_dir, "manifest.json")),
+                               emulator.name_of(storage.join(version_dir, "feature_spec.json")),
+                               *shard_names}
+    return sizes
+
+
+def test_build_from_and_to_gcs(gcs_emulator, gcs_input):
+    out = gcs_emulator.unique_prefix("build")
+    manifest = build.run(["--config", str(DEMO), "--input", gcs_input, "--output", out,
+                          "--version", "v1"])
+    sizes = check_build_on_gcs(gcs_emulator, out, manifest, DEMO)
+    assert {split: len(s) for split, s in sizes.items()} == {"train": 1, "eval": 1}
+    assert manifest["inputs"]["pattern"] == gcs_input
+
+
+def test_tiny_band_two_workers_composes_parts_on_gcs(gcs_emulator, gcs_input_files, tmp_path,
+                                                      pipeline_results):
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["output"]["shard_size"] = dict(TINY_BAND)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))  # split order matters
+    out = gcs_emulator.unique_prefix("tiny")
+    manifest = build.run(["--config", str(config), "--input", gcs_input_files, "--output", out,
+                          "--version", "v1", "--direct_running_mode=multi_processing",
+                          "--direct_num_workers=2"])
+    sizes = check_build_on_gcs(gcs_emulator, out, manifest, config)
+    assert manifest["inputs"]["files"] == 4
+
+    band = load_config(str(config)).output.shard_size
+    for split, split_sizes in sizes.items():
+        assert len(split_sizes) > 1, (split, split_sizes)
+        outside = [s for s in split_sizes if not band.min <= s <= band.max]
+        assert len(outside) <= 1, (split, split_sizes)  # at most the remainder
+
+    (result,) = pipeline_results
+    parts, shards = counter(result, "parts_written"), counter(result, "shards_finalized")
+    assert shards == sum(len(s) for s in sizes.values())
+    # More staged parts than shards: at least one shard was composed from several parts.
+    assert parts > shards, (parts, shards)
