@@ -16,7 +16,8 @@ import hashlib
 import json
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
 from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import crc32c
 
@@ -53,7 +54,7 @@ class _CrcReader:
         return data
 
     def drain(self) -> None:
-        for chunk in iter(lambda: self.read(1 << 20), b""):
+        while self.read(1 << 20):
             pass
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "LATEST",

@@ -8,7 +8,7 @@ records travel between steps in batches: one ``bytes`` payload and an int64 offs
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class SerializedBatch:
         self.offsets = offsets
 
     @classmethod
-    def from_records(cls, records: Sequence[bytes]) -> "SerializedBatch":
+    def from_records(cls, records: Sequence[bytes]) -> SerializedBatch:
         offsets = np.zeros(len(records) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in records], out=offsets[1:])
         return cls(b"".join(records), offsets)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["Part", "ShardSize", "parse_size", "plan_shards", "should_roll_before"]
 

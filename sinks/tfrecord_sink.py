@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -231,7 +232,7 @@ def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = Fals
     else:
         size, crc = storage.concatenate([p.path for p in group], path)
     if size != expected and not path.endswith(tff.file_suffix(tff.ZLIB)):
-        raise IOError(f"shard {path} has {size} bytes, its parts add up to {expected}")
+        raise OSError(f"shard {path} has {size} bytes, its parts add up to {expected}")
     _SHARDS.inc()
     return ShardInfo(split, path, records, size, crc, path + INDEX_SUFFIX if index else "")
 

@@ -34,7 +34,10 @@ def read_with_tf(tf_python, tmp_path):
 
     def run(files, *, spec=None, compression="none", example_type="Example"):
         out = tmp_path / f"tf-{len(list(tmp_path.iterdir()))}.json"
-        mode = ["--spec", str(spec), "--validate-ragged"] if spec else ["--dump-raw", "--example-type", example_type]
+        if spec:
+            mode = ["--spec", str(spec), "--validate-ragged"]
+        else:
+            mode = ["--dump-raw", "--example-type", example_type]
         done = subprocess.run(
             [tf_python, str(TF_READER), *mode, "--compression", compression, "--out", str(out),
              *map(str, files)],

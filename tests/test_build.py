@@ -63,7 +63,7 @@ def test_manifest_contract(demo_build):
     assert not (version_dir / ".staging").exists()
     assert not (version_dir / "dead_letter").exists()
     total = 0
-    for split, info in manifest["splits"].items():
+    for info in manifest["splits"].values():
         assert info["records"] == sum(s["records"] for s in info["shards"])
         for shard in info["shards"]:
             path = version_dir / shard["path"]

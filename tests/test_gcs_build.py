@@ -17,6 +17,7 @@ import apache_beam as beam
 import pytest
 import yaml
 from apache_beam.metrics.metric import MetricsFilter
+
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import storage

@@ -6,11 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import pathlib
 import struct
 
 import pytest
-
-import pathlib
 
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.transforms import wire

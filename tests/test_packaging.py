@@ -73,3 +73,9 @@ def test_our_messages_coexist_with_another_tensorflow_example_in_the_default_poo
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "tensorflow.Example"
+
+
+def test_ruff_lint_is_clean():
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]

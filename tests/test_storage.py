@@ -12,6 +12,7 @@ import pickle
 
 import crc32c
 import pytest
+
 from beam_tfrecords.sinks import storage
 
 

@@ -15,7 +15,8 @@ from beam_tfrecords.transforms.proto import example_pb2 as pb
 names = st.text(min_size=0, max_size=12)
 int64s = st.lists(st.integers(-(2**63), 2**63 - 1), max_size=8)
 float32s = st.lists(
-    st.floats(width=32, allow_nan=False).map(lambda f: struct.unpack("<f", struct.pack("<f", f))[0]),
+    st.floats(width=32, allow_nan=False).map(
+        lambda f: struct.unpack("<f", struct.pack("<f", f))[0]),
     max_size=8,
 )
 bytess = st.lists(st.binary(max_size=20), max_size=5)

@@ -10,7 +10,8 @@ so the commit step can check read = written + rejected without trusting runner m
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics

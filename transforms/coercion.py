@@ -25,7 +25,8 @@ import datetime
 import decimal
 import math
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -19,7 +19,8 @@ import io
 import json
 import math
 import re
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -88,7 +89,8 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
         try:
             return json.loads(text)
         except ValueError as err:
-            raise CellError(f"a list-shaped feature needs a JSON array in the cell: {err}")
+            raise CellError(
+                f"a list-shaped feature needs a JSON array in the cell: {err}") from None
     cell = text.strip()
     if spec.dtype == "int64":
         lowered = cell.lower()

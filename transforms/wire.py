@@ -22,7 +22,8 @@ Pure: no Beam, no I/O.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
