@@ -21,9 +21,12 @@ def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.transforms.feature_spec import tf_parse_spec
 
     parser = argparse.ArgumentParser(prog="beam-tfrecords schema",
-                                     description="Print the tf.io parse spec as JSON.")
+                                     description="Print the tf.io parse spec as JSON "
+                                                 "(or as Python with --python).")
     parser.add_argument("path", nargs="?", help="a version directory or its manifest.json")
     parser.add_argument("--config", help="a data set config instead of a built version")
+    parser.add_argument("--python", action="store_true",
+                        help="print ready-to-paste Python building the tf.io objects")
     args = parser.parse_args(argv)
     if bool(args.path) == bool(args.config):
         parser.error("give either PATH or --config")
@@ -34,7 +37,12 @@ def _schema(argv: Sequence[str]) -> int:
         if not path.endswith(".json"):
             path = storage.join(path, mf.MANIFEST)
         spec = json.loads(storage.read_text(path))["feature_spec"]
-    print(json.dumps(spec, indent=2))
+    if args.python:
+        from beam_tfrecords.transforms.feature_spec import tf_parse_spec_python
+
+        print(tf_parse_spec_python(spec), end="")
+    else:
+        print(json.dumps(spec, indent=2))
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import pathlib
 import random
 import struct
 
@@ -16,6 +17,8 @@ from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.transforms.example_codec import ExampleEncoder
 from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
+
+TF_READER = pathlib.Path(__file__).resolve().parent / "tf_oracle" / "read_with_tf.py"
 
 SPECS = [
     F("i", "int64"),
@@ -135,3 +138,35 @@ def test_tensorflow_parses_sequence_examples(tmp_path, read_with_tf):
         words = [[base64.b64encode(w.encode()).decode() for w in step]
                  for step in record["words"]]
         assert got["sequence"]["words"] == words
+
+
+SEQUENCE_SPECS = [F("n", "int64"), F("steps", "float", (2,), sequence=True),
+                  F("w", "string", (-1,), sequence=True)]
+
+
+@pytest.mark.parametrize("specs", [SPECS, SEQUENCE_SPECS], ids=["example", "sequence"])
+def test_python_snippet_builds_the_same_tf_objects(tmp_path, tf_python, specs):
+    """`schema --python` output runs in TensorFlow and builds exactly the objects that the
+    oracle builds from feature_spec.json."""
+    import subprocess
+
+    from beam_tfrecords.transforms.feature_spec import tf_parse_spec_python
+
+    doc = tf_parse_spec(specs)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(doc))
+    check = tf_parse_spec_python(doc) + (
+        "import json, importlib.util\n"
+        f"s = importlib.util.spec_from_file_location('oracle', {str(TF_READER)!r})\n"
+        "oracle = importlib.util.module_from_spec(s)\n"
+        "s.loader.exec_module(oracle)\n"
+        f"_, ctx, seq = oracle.build_parse_spec(tf, json.load(open({str(spec_file)!r})))\n"
+        "if seq is None:\n"
+        "    assert features == ctx, (features, ctx)\n"
+        "else:\n"
+        "    assert context_features == ctx and sequence_features == seq\n"
+        "print('same', len(ctx) + len(seq or {}))\n"
+    )
+    done = subprocess.run([tf_python, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == f"same {len(specs)}"

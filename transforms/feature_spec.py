@@ -33,6 +33,7 @@ __all__ = [
     "FeatureSpecError",
     "stored_keys",
     "tf_parse_spec",
+    "tf_parse_spec_python",
 ]
 
 # Our type names -> (the tf.train list kind they are stored in, the tf.io dtype name).
@@ -247,3 +248,45 @@ def tf_parse_spec(specs: tuple[FeatureSpec, ...] | list[FeatureSpec]) -> dict[st
     if sequence:
         doc["sequence_features"] = {s.name: _sequence_parse_spec(s) for s in specs if s.sequence}
     return doc
+
+
+def _py_dtype(name: str) -> str:
+    return f"tf.{name}"
+
+
+def _py_feature(spec: dict[str, Any]) -> str:
+    kind, dtype = spec["type"], _py_dtype(spec["dtype"])
+    if kind == "FixedLenFeature":
+        return f"tf.io.FixedLenFeature({spec['shape']}, {dtype})"
+    if kind == "FixedLenSequenceFeature":
+        return (f"tf.io.FixedLenSequenceFeature({spec['shape']}, {dtype}, "
+                f"allow_missing={spec.get('allow_missing', False)})")
+    if kind == "VarLenFeature":
+        return f"tf.io.VarLenFeature({dtype})"
+    parts = []
+    for part in spec["partitions"]:
+        if part["type"] == "RowLengths":
+            parts.append(f"tf.io.RaggedFeature.RowLengths({part['key']!r})")
+        else:
+            parts.append(f"tf.io.RaggedFeature.UniformRowLength({part['length']})")
+    return (f"tf.io.RaggedFeature({dtype}, value_key={spec['value_key']!r}, "
+            f"partitions=[{', '.join(parts)}], row_splits_dtype=tf.int64)")
+
+
+def tf_parse_spec_python(doc: dict[str, Any]) -> str:
+    """``feature_spec.json`` as ready-to-paste Python that builds the ``tf.io`` objects."""
+    lines = ["import tensorflow as tf", ""]
+    groups = [("features", doc["features"])]
+    if doc.get("example_type") == "SequenceExample":
+        groups = [("context_features", doc["features"]),
+                  ("sequence_features", doc.get("sequence_features", {}))]
+    for variable, entries in groups:
+        lines.append(f"{variable} = {{")
+        lines.extend(f"    {name!r}: {_py_feature(spec)}," for name, spec in entries.items())
+        lines.append("}")
+    if doc.get("example_type") == "SequenceExample":
+        lines.append("# tf.io.parse_sequence_example(serialized, context_features, "
+                     "sequence_features)")
+    else:
+        lines.append("# tf.io.parse_example(serialized, features)")
+    return "\n".join(lines) + "\n"
