@@ -30,7 +30,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 import beam_tfrecords
-from beam_tfrecords.pipelines.config import Config, load_config
+from beam_tfrecords.pipelines.config import Config, check_columns, load_config
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
@@ -262,6 +262,20 @@ def _version_dirs(root: str) -> list[str]:
     return sorted(dirs)
 
 
+def first_columns(config: Config, path: str) -> list[str]:
+    """The field names of the first input, to validate the config before the pipeline."""
+    import csv
+    import io
+
+    opts = config.source.csv
+    if not opts.header:
+        return list(opts.columns)
+    with storage.open_read(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        header = next(csv.reader(text, delimiter=opts.delimiter, quotechar=opts.quotechar), [])
+    return header
+
+
 def read_latest(root: str) -> str | None:
     path = storage.join(root, mf.LATEST)
     return storage.read_text(path).strip() if storage.exists(path) else None
@@ -324,6 +338,7 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         raise BuildError(f"--keep-versions {args.keep_versions}: keep at least 1")
     root = config.output.path.rstrip("/")
     input_files, inputs = input_fingerprint(config.source.path)
+    check_columns(config, first_columns(config, input_files[0]), input_files[0])
     if args.skip_if_unchanged:
         same = unchanged_since_latest(root, inputs, config.sha256())
         if same is not None:

@@ -367,3 +367,25 @@ def load_config(path: str) -> Config:
     except yaml.YAMLError as err:
         raise ConfigError(f"config {path!r} is not valid YAML: {err}".replace("\n", " ")) from None
     return parse_config(raw)
+
+
+def check_columns(config: Config, columns: list[str], where: str) -> None:
+    """Every required feature's source field, and the split key, exist in the data.
+
+    ``columns`` are the top-level field names of the first input (a CSV header, a schema).
+    A literal dotted column name (``meta.label``) counts as present for ``source: meta.label``.
+    """
+    available = set(columns)
+    shown = ", ".join(columns[:20]) + (", ..." if len(columns) > 20 else "")
+
+    def present(path: tuple[str, ...]) -> bool:
+        return path[0] in available or ".".join(path) in available or "/".join(
+            path) in available
+
+    for spec in config.features:
+        if spec.missing == "error" and not present(spec.source):
+            raise _fail(f"features.{spec.name}.source", ".".join(spec.source),
+                        f"no field {spec.source[0]!r} in {where} (fields: {shown})")
+    if config.splits.key and not present(config.splits.key):
+        raise _fail("splits.key", ".".join(config.splits.key),
+                    f"no field {config.splits.key[0]!r} in {where} (fields: {shown})")

@@ -213,3 +213,13 @@ def test_retention_never_deletes_the_version_latest_names(tmp_path):
         (tmp_path / name / "manifest.json").write_text(json.dumps({"created": created}))
     assert build.apply_retention(str(tmp_path), 1, "pinned") == ["old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "pinned"]
+
+
+def test_missing_source_column_is_a_config_error_before_the_pipeline(tmp_path):
+    from beam_tfrecords.pipelines.config import ConfigError
+
+    data = tmp_path / "in.csv"
+    data.write_text("id,feature0,feature1,feature2\n1,true,1,dog\n")  # no feature3
+    with pytest.raises(ConfigError, match=r"features\.feature3\.source.*no field 'feature3'"):
+        build.run(["--config", str(DEMO), "--input", str(data), "--output", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
