@@ -46,15 +46,15 @@ def gcs_input(gcs_emulator):
 
 @pytest.fixture
 def gcs_input_files(gcs_emulator):
-    """The demo CSV as 4 files (each with the header) in the bucket; returns a gs:// glob.
-    Several inputs let the two workers each write a bundle, so each split has several tails."""
+    """The demo CSV as 40 files (each with the header) in the bucket; returns a gs:// glob.
+    Many inputs let 20 workers each write a bundle, so each split has many tails."""
     lines = DEMO_CSV.read_bytes().splitlines(keepends=True)
     header, rows = lines[0], lines[1:]
     prefix = gcs_emulator.unique_prefix("inputs")
-    quarter = -(-len(rows) // 4)
-    for i in range(4):
-        gcs_emulator.upload(f"{prefix}/demo-{i}.csv",
-                            header + b"".join(rows[i * quarter:(i + 1) * quarter]))
+    part = -(-len(rows) // 40)
+    for i in range(40):
+        gcs_emulator.upload(f"{prefix}/demo-{i:02d}.csv",
+                            header + b"".join(rows[i * part:(i + 1) * part]))
     return f"{prefix}/demo-*.csv"
 
 
@@ -129,18 +129,21 @@ def test_build_from_and_to_gcs(gcs_emulator, gcs_input):
     assert manifest["inputs"]["pattern"] == gcs_input
 
 
-def test_tiny_band_two_workers_composes_parts_on_gcs(gcs_emulator, gcs_input_files, tmp_path,
-                                                      pipeline_results):
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_tiny_band_twenty_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_files, tmp_path,
+                                                        pipeline_results, compression,
+                                                        read_with_tf):
     raw = yaml.safe_load(DEMO.read_text())
     raw["output"]["shard_size"] = dict(TINY_BAND)
+    raw["output"]["compression"] = compression
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(raw, sort_keys=False))  # split order matters
     out = gcs_emulator.unique_prefix("tiny")
     manifest = build.run(["--config", str(config), "--input", gcs_input_files, "--output", out,
                           "--version", "v1", "--direct_running_mode=multi_processing",
-                          "--direct_num_workers=2"])
+                          "--direct_num_workers=20"])
     sizes = check_build_on_gcs(gcs_emulator, out, manifest, config)
-    assert manifest["inputs"]["files"] == 4
+    assert manifest["inputs"]["files"] == 40
 
     band = load_config(str(config)).output.shard_size
     for split, split_sizes in sizes.items():
@@ -149,7 +152,21 @@ def test_tiny_band_two_workers_composes_parts_on_gcs(gcs_emulator, gcs_input_fil
         assert len(outside) <= 1, (split, split_sizes)  # at most the remainder
 
     (result,) = pipeline_results
+    assert counter(result, "bundles_written") >= 20
     parts, shards = counter(result, "parts_written"), counter(result, "shards_finalized")
     assert shards == sum(len(s) for s in sizes.values())
     # More staged parts than shards: at least one shard was composed from several parts.
     assert parts > shards, (parts, shards)
+
+    # TensorFlow reads every composed shard (copied down byte for byte).
+    local = []
+    version_dir = storage.join(out, "v1")
+    for entry in manifest["splits"].values():
+        for shard in entry["shards"]:
+            target = tmp_path / shard["path"].replace("/", "_")
+            with storage.open_read(storage.join(version_dir, shard["path"])) as handle:
+                target.write_bytes(handle.read())
+            local.append(target)
+    spec = tmp_path / "feature_spec.json"
+    spec.write_text(storage.read_text(storage.join(version_dir, "feature_spec.json")))
+    assert read_with_tf(local, spec=spec, compression=compression)["count"] == 10000
