@@ -1,0 +1,383 @@
+"""Image sources: folders of images or a manifest CSV -> chunks of image records, plus rejects.
+
+Two layouts (``source.images.layout``):
+
+- ``folders``: ``<root>/<label>/<file>`` or ``<root>/<split>/<label>/<file>``; which one is
+  decided by the depth of the files below the root, and mixed depths are an error.
+- ``manifest``: a CSV with a header naming at least ``path`` and ``label``; relative paths
+  resolve against the CSV's folder, absolute and ``scheme://`` paths are used as they are;
+  any further columns pass through as string fields (a ``split`` column becomes the split).
+
+Listing and planning happen at launch, before the pipeline: :func:`plan_images` is pure and
+returns the per-image :class:`ImageEntry` s (sorted by path for folders, in file order for a
+manifest) and the label vocabulary (sorted label texts; a label's int is its index), which
+the build records in its manifest. :func:`list_images` adds the file access.
+
+:class:`ReadImages` then reads every file once (``storage.open_read``), keeps its bytes
+unchanged, reads height/width/channels/format from the header (never a full decode), and
+emits :class:`sources.RecordChunk` s of at most ``CHUNK_IMAGES`` records or ``CHUNK_BYTES``
+bytes -- the same contract as ``ReadCsv``: main output ``records``, dead-letter rows on
+``rejected`` (unreadable, empty, truncated or non-image files, naming the path and reason) and
+``counts`` pairs (``read``, ``rejected_at_read``). A chunk's ``path`` is the root folder or the
+manifest, and its row numbers are the images' 1-based positions in the plan (for a manifest,
+its data row numbers), so BuildExamples' dead letters point back to the entry.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import posixpath
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.transforms.image_header import (
+    ImageHeaderError,
+    check_complete,
+    read_header,
+)
+from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
+
+__all__ = [
+    "DEFAULT_EXTENSIONS",
+    "ImageEntry",
+    "ImagePlan",
+    "ImagesOptions",
+    "ReadImages",
+    "list_images",
+    "parse_images_options",
+    "plan_images",
+]
+
+DEFAULT_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
+LAYOUTS = ("folders", "manifest")
+# Fields every image record has; manifest columns may not reuse them (``split`` excepted).
+RESERVED = ("image", "path", "label", "label_text", "height", "width", "channels", "format")
+CHUNK_IMAGES = 256
+CHUNK_BYTES = 64 * 1024 * 1024
+_BATCH = 256  # entries per element before the read step
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagesOptions:
+    """``source.images``: how image files are found and checked."""
+
+    layout: str = "folders"  # folders | manifest
+    manifest: str = ""  # the manifest CSV; empty: source.path names it
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS  # lower case, with the dot
+    check_complete: bool = True  # reject files cut short after their header
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageEntry:
+    """One image to read: where it is, its label, split and pass-through fields."""
+
+    path: str
+    label: int
+    label_text: str
+    split: str | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+    row: int = 0  # 1-based position in the plan (a manifest's data row number)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePlan:
+    source: str  # the root folder or the manifest CSV
+    entries: tuple[ImageEntry, ...]
+    vocabulary: tuple[str, ...]  # label texts, sorted; index = the int label
+    skipped: tuple[str, ...] = ()  # listed files without an image extension
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(sorted({e.split for e in self.entries if e.split is not None}))
+
+
+# -- options ----------------------------------------------------------------------------------
+
+def _fail(key: str, value: Any, reason: str) -> ValueError:
+    shown = json.dumps(value, default=repr)
+    if len(shown) > 120:
+        shown = shown[:117] + "..."
+    return ValueError(f"config key {key!r}: {reason} (got {shown})")
+
+
+def parse_images_options(raw: Any, key: str = "source.images") -> ImagesOptions:
+    """The ``source.images`` mapping (or None) as :class:`ImagesOptions`; ValueError names
+    ``key.<field>`` and echoes the bad value."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise _fail(key, raw, "must be a mapping")
+    fields = [f.name for f in dataclasses.fields(ImagesOptions)]
+    for name in raw:
+        if name not in fields:
+            raise _fail(f"{key}.{name}", raw[name],
+                        f"unknown key; allowed here: {', '.join(fields)}")
+    opts: dict[str, Any] = {}
+    if "layout" in raw:
+        if raw["layout"] not in LAYOUTS:
+            raise _fail(f"{key}.layout", raw["layout"], f"must be one of {', '.join(LAYOUTS)}")
+        opts["layout"] = raw["layout"]
+    if "manifest" in raw:
+        value = raw["manifest"]
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(f"{key}.manifest", value, "must be a non-empty path to a CSV file")
+        opts["manifest"] = value
+    if "extensions" in raw:
+        value = raw["extensions"]
+        if (not isinstance(value, list) or not value
+                or not all(isinstance(e, str) and len(e) > 1 and e.startswith(".")
+                           and "/" not in e for e in value)):
+            raise _fail(f"{key}.extensions", value,
+                        "must be a non-empty list of file extensions such as .jpg")
+        opts["extensions"] = tuple(dict.fromkeys(e.lower() for e in value))
+    if "check_complete" in raw:
+        if not isinstance(raw["check_complete"], bool):
+            raise _fail(f"{key}.check_complete", raw["check_complete"], "must be true or false")
+        opts["check_complete"] = raw["check_complete"]
+    options = ImagesOptions(**opts)
+    if options.manifest and options.layout != "manifest":
+        raise _fail(f"{key}.manifest", options.manifest, "applies to layout manifest only")
+    return options
+
+
+# -- planning (pure) --------------------------------------------------------------------------
+
+def _relative(root: str, path: str) -> str:
+    prefix = root.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"image listing: {path!r} is not below the root {root!r}")
+    return path[len(prefix):]
+
+
+def _vocabulary(labels: Sequence[str]) -> tuple[tuple[str, ...], dict[str, int]]:
+    vocabulary = tuple(sorted(set(labels)))
+    return vocabulary, {text: index for index, text in enumerate(vocabulary)}
+
+
+def _plan_folders(root: str, paths: Sequence[str], extensions: Sequence[str]) -> ImagePlan:
+    wanted = tuple(e.lower() for e in extensions)
+    images, skipped, by_depth = [], [], {}
+    for path in sorted(set(paths)):
+        rel = _relative(root, path)
+        if not rel.lower().endswith(wanted):
+            skipped.append(path)
+            continue
+        parts = rel.split("/")
+        by_depth.setdefault(len(parts), rel)
+        images.append((path, parts))
+    if not images:
+        raise ValueError(f"image folders: no files ending in {', '.join(wanted)} below "
+                         f"{root!r} ({len(skipped)} other files)")
+    depths = sorted(by_depth)
+    if len(depths) > 1:
+        shown = "; ".join(f"{by_depth[d]!r} ({d} levels)" for d in depths)
+        raise ValueError(f"image folders below {root!r} mix layouts: {shown}; use "
+                         "<label>/<file> or <split>/<label>/<file> throughout")
+    depth = depths[0]
+    if depth not in (2, 3):
+        raise ValueError(f"image folders below {root!r}: {by_depth[depth]!r} is {depth} "
+                         "levels deep; expected <label>/<file> or <split>/<label>/<file>")
+    vocabulary, index = _vocabulary([parts[-2] for _, parts in images])
+    entries = tuple(
+        ImageEntry(path=path, label=index[parts[-2]], label_text=parts[-2],
+                   split=parts[0] if depth == 3 else None, row=row)
+        for row, (path, parts) in enumerate(images, start=1)
+    )
+    return ImagePlan(root, entries, vocabulary, tuple(skipped))
+
+
+def _resolve(base_dir: str, path: str) -> str:
+    """A manifest path: absolute and ``scheme://`` paths as they are, others below the CSV."""
+    if "://" in path or path.startswith("/"):
+        return path
+    scheme, sep, rest = base_dir.rpartition("://")
+    return f"{scheme}{sep}{posixpath.normpath(posixpath.join(rest, path))}"
+
+
+def _plan_manifest(manifest: str, rows: Sequence[Mapping[str, Any]]) -> ImagePlan:
+    base_dir = manifest.rsplit("/", 1)[0] if "/" in manifest else "."
+    if not rows:
+        raise ValueError(f"image manifest {manifest!r} has no data rows")
+    columns = list(rows[0].keys())
+    for needed in ("path", "label"):
+        if needed not in columns:
+            raise ValueError(f"image manifest {manifest!r} has no {needed!r} column "
+                             f"(columns: {', '.join(map(str, columns))})")
+    clashes = [c for c in columns if c in RESERVED and c not in ("path", "label")]
+    if clashes:
+        raise ValueError(f"image manifest {manifest!r}: column(s) {', '.join(clashes)} would "
+                         "overwrite fields read from the image; rename them")
+    extra_columns = [c for c in columns if c not in ("path", "label", "split")]
+    checked = []
+    for row, cells in enumerate(rows, start=1):
+        path, label = cells.get("path"), cells.get("label")
+        if None in cells or any(cells.get(c) is None for c in columns):
+            raise ValueError(f"image manifest {manifest!r}, data row {row}: expected "
+                             f"{len(columns)} cells ({', '.join(columns)})")
+        if not path or not path.strip():
+            raise ValueError(f"image manifest {manifest!r}, data row {row}: empty path")
+        if not label or not label.strip():
+            raise ValueError(f"image manifest {manifest!r}, data row {row}: empty label "
+                             f"for {path!r}")
+        checked.append((row, _resolve(base_dir, path.strip()), label, cells))
+    vocabulary, index = _vocabulary([label for _, _, label, _ in checked])
+    entries = tuple(
+        ImageEntry(path=path, label=index[label], label_text=label,
+                   split=cells["split"] if "split" in columns else None,
+                   extra=tuple((c, cells[c]) for c in extra_columns), row=row)
+        for row, path, label, cells in checked
+    )
+    return ImagePlan(manifest, entries, vocabulary)
+
+
+def plan_images(options: ImagesOptions, source: str, *, paths: Sequence[str] = (),
+                rows: Sequence[Mapping[str, Any]] = ()) -> ImagePlan:
+    """The images to read and the label vocabulary; pure, raises ValueError on a bad layout.
+
+    ``folders``: ``source`` is the root and ``paths`` every file below it (any order).
+    ``manifest``: ``source`` is the manifest CSV and ``rows`` its data rows as mappings
+    (``csv.DictReader`` rows); the vocabulary holds the labels the manifest uses.
+    """
+    if options.layout == "folders":
+        return _plan_folders(source.rstrip("/"), paths, options.extensions)
+    if options.layout == "manifest":
+        return _plan_manifest(source, rows)
+    raise ValueError(f"unknown image layout {options.layout!r}")
+
+
+def list_images(path: str, options: ImagesOptions) -> ImagePlan:
+    """List (folders) or read (manifest) at launch time, then :func:`plan_images`.
+
+    ``path`` is ``source.path``: the root folder for ``folders``; for ``manifest`` the CSV
+    itself unless ``options.manifest`` names it.
+    """
+    if options.layout == "manifest":
+        manifest = options.manifest or path
+        with storage.open_read(manifest) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+            try:
+                rows = list(csv.DictReader(text, strict=True))
+            except (csv.Error, UnicodeDecodeError) as err:
+                raise ValueError(f"image manifest {manifest!r} is not readable CSV: {err}"
+                                 ) from None
+        return plan_images(options, manifest, rows=rows)
+    root = path.rstrip("/")
+    listed = [m.path for m in storage.match(root + "/**")]
+    return plan_images(options, root, paths=listed)
+
+
+# -- reading (Beam) ---------------------------------------------------------------------------
+
+def image_record(entry: ImageEntry, data: bytes, check: bool = True) -> dict[str, Any]:
+    """The record for one image's bytes; raises ImageHeaderError for a bad file."""
+    info = read_header(data)
+    if check:
+        check_complete(data, info)
+    record: dict[str, Any] = {
+        "image": data,
+        "path": entry.path,
+        "label": entry.label,
+        "label_text": entry.label_text,
+    }
+    if entry.split is not None:
+        record["split"] = entry.split
+    record.update({"height": info.height, "width": info.width, "channels": info.channels,
+                   "format": info.format})
+    record.update(entry.extra)
+    return record
+
+
+def _describe(entry: ImageEntry) -> dict[str, Any]:
+    return {"path": entry.path, "label_text": entry.label_text, "split": entry.split,
+            **dict(entry.extra)}
+
+
+class _ReadImageBatch(beam.DoFn):
+    """A batch of entries -> RecordChunks of image records; bad files -> rejected."""
+
+    def __init__(self, source: str, check: bool) -> None:
+        self._source = source
+        self._check = check
+        self._read = Metrics.counter("sources", "images_read")
+        self._rejected = Metrics.counter("sources", "images_rejected_at_read")
+
+    def process(self, batch: Sequence[ImageEntry]) -> Iterator[Any]:
+        chunk: list = []
+        numbers: list = []
+        size = 0
+        rejected = 0
+        for entry in batch:
+            self._read.inc()
+            data = b""
+            try:
+                with storage.open_read(entry.path) as handle:
+                    data = handle.read()
+                record = image_record(entry, data, self._check)
+            except (OSError, ImageHeaderError) as err:
+                reason = (str(err) if isinstance(err, ImageHeaderError)
+                          else f"cannot read the file: {err}")
+                rejected += 1
+                self._rejected.inc()
+                yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
+                    entry.path, entry.row, "image", f"{entry.path}: {reason}", data[:32],
+                    _describe(entry)))
+                continue
+            chunk.append(record)
+            numbers.append(entry.row)
+            size += len(data)
+            if len(chunk) >= CHUNK_IMAGES or size >= CHUNK_BYTES:
+                yield _chunk(self._source, chunk, numbers)
+                chunk, numbers, size = [], [], 0
+        if chunk:
+            yield _chunk(self._source, chunk, numbers)
+        yield beam.pvalue.TaggedOutput(COUNTS, ("read", len(batch)))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+
+
+def _chunk(source: str, rows: list, numbers: list) -> RecordChunk:
+    contiguous = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    return RecordChunk(source, numbers[0], rows, () if contiguous else tuple(numbers))
+
+
+class ReadImages(beam.PTransform):
+    """A pipeline root: an :class:`ImagePlan` (or entries) -> RecordChunks of image records
+    (main output ``records``), dead-letter rows (``rejected``) and ``counts`` pairs.
+
+    ``ReadImages(plan)``; or ``ReadImages(entries, source=...)``; or
+    ``ReadImages(options, path=...)``, which lists the images when constructed.
+    """
+
+    def __init__(self, entries_or_options: ImagePlan | Sequence[ImageEntry] | ImagesOptions,
+                 *, path: str = "", source: str = "", check_complete: bool | None = None
+                 ) -> None:
+        super().__init__()
+        check = True
+        if isinstance(entries_or_options, ImagesOptions):
+            if not path:
+                raise ValueError("ReadImages(options) needs path= (source.path)")
+            check = entries_or_options.check_complete
+            entries_or_options = list_images(path, entries_or_options)
+        if isinstance(entries_or_options, ImagePlan):
+            source = source or entries_or_options.source
+            entries_or_options = entries_or_options.entries
+        self._entries = tuple(entries_or_options)
+        self._source = source
+        self._check = check if check_complete is None else check_complete
+
+    def expand(self, pbegin):
+        entries = self._entries
+        batches = [list(entries[i:i + _BATCH]) for i in range(0, len(entries), _BATCH)]
+        return (
+            pbegin
+            | "ListImages" >> beam.Create(batches, reshuffle=False)
+            | "SpreadImages" >> beam.Reshuffle()
+            | "ReadImageFiles" >> beam.ParDo(_ReadImageBatch(self._source, self._check))
+            .with_outputs(REJECTED, COUNTS, main="records")
+        )
