@@ -1,0 +1,394 @@
+"""JSON Lines, Parquet and Avro readers: records, row numbers, rejects and counts on
+DirectRunner, and values surviving BuildExamples -> ExampleDecoder."""
+
+from __future__ import annotations
+
+import datetime
+
+import apache_beam as beam
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_tfrecords.transforms.build_examples import BuildExamples
+from beam_tfrecords.transforms.example_codec import ExampleDecoder
+from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.sources import CHUNK_ROWS, COUNTS, REJECTED
+from beam_tfrecords.transforms.tabular_sources import (
+    AvroOptions,
+    JsonlOptions,
+    ParquetOptions,
+    ReadAvro,
+    ReadJsonl,
+    ReadParquet,
+    needed_columns,
+    parse_avro_options,
+    parse_jsonl_options,
+    parse_parquet_options,
+    top_level_fields,
+)
+
+UTC = datetime.timezone.utc
+T0 = datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _numbered(chunk):
+    return [(chunk.row_number(i), row) for i, row in enumerate(chunk.rows)]
+
+
+def _rejects_match(expected):
+    """Matcher: the dead letters are exactly ``expected`` [(row, reason substring)]."""
+
+    def check(actual):
+        got = sorted((d["row"], d["reason"]) for d in actual)
+        assert [row for row, _ in got] == sorted(row for row, _ in expected), got
+        for (row, reason), (_, want) in zip(got, sorted(expected)):
+            assert want in reason, (row, reason, want)
+            assert all(key in d for d in actual
+                       for key in ("source", "row", "feature", "reason", "value", "record"))
+
+    return check
+
+
+def expect(reader, paths, records=None, rejects=(), counts=None, chunks=None):
+    """Run ``reader`` over ``paths`` and check every output."""
+    with test_pipeline.TestPipeline() as p:
+        out = p | beam.Create([str(path) for path in paths]) | reader
+        if records is not None:
+            assert_that(out.records | "Numbered" >> beam.FlatMap(_numbered), equal_to(records),
+                        label="CheckRecords")
+        if chunks is not None:
+            assert_that(out.records | beam.Map(lambda c: (c.first_row, len(c.rows))),
+                        equal_to(chunks), label="CheckChunks")
+        assert_that(out[REJECTED], _rejects_match(list(rejects)), label="CheckRejects")
+        if counts is not None:
+            assert_that(out[COUNTS], equal_to(counts), label="CheckCounts")
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def expect_built(reader, paths, features, expected):
+    """Reader -> BuildExamples -> ExampleDecoder gives ``expected`` (a list of dicts)."""
+    decoder_specs = tuple(features)
+
+    def decode(item):
+        _, batch = item
+        decoder = ExampleDecoder(decoder_specs)
+        return [{k: _plain(v) for k, v in decoder.decode(data).items()} for data in batch]
+
+    def check(actual):
+        key = lambda d: d["id"]  # noqa: E731
+        assert sorted(actual, key=key) == sorted(expected, key=key)
+
+    with test_pipeline.TestPipeline() as p:
+        read = p | beam.Create([str(path) for path in paths]) | reader
+        built = read.records | BuildExamples(features)
+        assert_that(built.examples | beam.FlatMap(decode), check, label="CheckDecoded")
+        assert_that(built[REJECTED], equal_to([]), label="NoBuildRejects")
+
+
+# -- options ----------------------------------------------------------------------------------
+
+def test_parse_options_defaults_and_values():
+    assert parse_jsonl_options(None, "source.jsonl") == JsonlOptions()
+    assert parse_jsonl_options({"max_depth": 8, "max_line_bytes": 1000}, "source.jsonl") == \
+        JsonlOptions(max_depth=8, max_line_bytes=1000)
+    assert parse_parquet_options(None, "source.parquet") == ParquetOptions()
+    assert parse_parquet_options({}, "source.parquet") == ParquetOptions()
+    assert parse_avro_options(None, "source.avro") == AvroOptions()
+
+
+@pytest.mark.parametrize("parse,section,raw,key,echo", [
+    (parse_jsonl_options, "source.jsonl", {"depth": 3}, "source.jsonl.depth", "3"),
+    (parse_jsonl_options, "source.jsonl", {"max_depth": "64"}, "source.jsonl.max_depth",
+     '"64"'),
+    (parse_jsonl_options, "source.jsonl", {"max_depth": True}, "source.jsonl.max_depth",
+     "true"),
+    (parse_jsonl_options, "source.jsonl", {"max_depth": 0}, "source.jsonl.max_depth", "0"),
+    (parse_jsonl_options, "source.jsonl", {"max_line_bytes": 1.5},
+     "source.jsonl.max_line_bytes", "1.5"),
+    (parse_jsonl_options, "source.jsonl", ["max_depth"], "source.jsonl", '["max_depth"]'),
+    (parse_parquet_options, "source.parquet", {"columns": ["a"]}, "source.parquet.columns",
+     '["a"]'),
+    (parse_avro_options, "source.avro", {"codec": "snappy"}, "source.avro.codec",
+     '"snappy"'),
+])
+def test_parse_options_rejects_unknown_keys_and_bad_types(parse, section, raw, key, echo):
+    with pytest.raises(ValueError) as info:
+        parse(raw, section)
+    message = str(info.value)
+    assert f"config key {key!r}" in message
+    assert message.endswith(f"(got {echo})")
+
+
+def test_needed_columns_are_top_level_fields_plus_literal_dotted_names():
+    specs = [F("a", "int64"), F("h", "int64", source=("meta", "h")), F("b", "bytes")]
+    assert needed_columns(specs, ["key"]) == ["a", "meta", "meta.h", "meta/h", "b", "key"]
+
+
+# -- JSON Lines -------------------------------------------------------------------------------
+
+def _jsonl_file(tmp_path):
+    deep = '{"a":' * 70 + "1" + "}" * 70
+    lines = [
+        b"\xef\xbb\xbf" + '{"id": 1, "meta": {"h": 10, "tags": ["x", "y"]}, '
+        '"name": "héllo ✓"}\r\n'.encode(),  # 1: BOM, CRLF, nested, unicode
+        b"\r\n",                                   # 2: blank, skipped, not counted
+        b'{"id": 2, "vals": [1, 2, 3], "none": null, "zero": 0}\n',
+        b'{"id": 3,\n',                            # 4: malformed
+        b"[1, 2]\n",                               # 5: not an object
+        deep.encode() + b"\n",                     # 6: too deep
+        b'{"id": "\xff"}\n',                       # 7: invalid UTF-8
+        b"   \n",                                  # 8: blank
+        b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}\n",  # 9: deeper than json can parse
+        b'{"id": 4, "f": 1.5e3}',                  # 10: no final newline
+    ]
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def test_jsonl_records_rows_rejects_and_counts(tmp_path):
+    path = _jsonl_file(tmp_path)
+    expect(
+        ReadJsonl(JsonlOptions(), [F("id", "int64")]), [path],
+        records=[
+            (1, {"id": 1, "meta": {"h": 10, "tags": ["x", "y"]}, "name": "héllo ✓"}),
+            (3, {"id": 2, "vals": [1, 2, 3], "none": None, "zero": 0}),
+            (10, {"id": 4, "f": 1500.0}),
+        ],
+        rejects=[(4, "not valid JSON"), (5, "not a JSON object: a list"),
+                 (6, "nested deeper than max_depth (64)"), (7, "invalid UTF-8 at byte 8"),
+                 (9, "nested deeper than max_depth")],
+        counts=[("read", 8), ("rejected_at_read", 5)],
+    )
+
+
+def test_jsonl_long_lines_are_skipped_not_held_and_chunks_split(tmp_path):
+    path = tmp_path / "many.jsonl"
+    body = [b'{"i": %d}\n' % i for i in range(CHUNK_ROWS + 10)]
+    body[3] = b'{"pad": "' + b"x" * 500 + b'"}\n'
+    path.write_bytes(b"".join(body))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    expect(
+        ReadJsonl(JsonlOptions(max_line_bytes=100), [F("i", "int64")]), [path, empty],
+        chunks=[(1, CHUNK_ROWS), (CHUNK_ROWS + 2, 9)],
+        rejects=[(4, "line longer than max_line_bytes (100)")],
+        counts=[("read", CHUNK_ROWS + 10), ("rejected_at_read", 1),
+                ("read", 0), ("rejected_at_read", 0)],
+    )
+
+
+def test_jsonl_end_to_end(tmp_path):
+    path = tmp_path / "e2e.jsonl"
+    path.write_text(
+        '{"id": 1, "tokens": [1, 2, 3], "meta": {"h": 7}, "opt": 0.5, "name": "ä"}\n'
+        '{"id": 2, "tokens": [], "meta": {"h": 8}, "opt": null, "name": ""}\n',
+        encoding="utf-8")
+    features = [F("id", "int64"), F("tokens", "int64", (-1,)),
+                F("h", "int64", source=("meta", "h")),
+                F("opt", "float", missing="omit"), F("name", "string")]
+    expect_built(ReadJsonl(JsonlOptions(), features), [path], features, [
+        {"id": 1, "tokens": [1, 2, 3], "h": 7, "opt": 0.5, "name": "ä"},
+        {"id": 2, "tokens": [], "h": 8, "opt": None, "name": ""},
+    ])
+
+
+# -- Parquet ----------------------------------------------------------------------------------
+
+def _parquet_table():
+    return pa.table({
+        "id": pa.array([1, 2, 3], pa.int64()),
+        "tokens": pa.array([[1, 2], None, []], pa.list_(pa.int64())),
+        "meta": pa.array([{"h": 10, "name": "a"}, {"h": None, "name": "b"}, None],
+                         pa.struct([("h", pa.int64()), ("name", pa.string())])),
+        "ts": pa.array([T0, None, T0 + datetime.timedelta(seconds=1)],
+                       pa.timestamp("us", tz="UTC")),
+        "day": pa.array([datetime.date(2024, 1, 2)] * 3, pa.date32()),
+        "opt": pa.array([0.5, None, 0.0], pa.float64()),
+        "blob": pa.array([b"\x00\xff", b"", None], pa.binary()),
+        "unused": pa.array(["u1", "u2", "u3"]),
+    })
+
+
+def test_parquet_records_only_needed_columns(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(_parquet_table(), path)
+    features = [F("id", "int64"), F("tokens", "int64", (-1,)),
+                F("h", "int64", source=("meta", "h")), F("ts", "int64"),
+                F("day", "int64", unit="days"), F("opt", "float"), F("blob", "bytes"),
+                F("absent", "int64", missing="omit")]
+    base = {"meta": {"h": 10, "name": "a"}}
+    expect(
+        ReadParquet(ParquetOptions(), features), [path],
+        records=[
+            (1, {"id": 1, "tokens": [1, 2], **base, "ts": T0,
+                 "day": datetime.date(2024, 1, 2), "opt": 0.5, "blob": b"\x00\xff"}),
+            (2, {"id": 2, "tokens": None, "meta": {"h": None, "name": "b"}, "ts": None,
+                 "day": datetime.date(2024, 1, 2), "opt": None, "blob": b""}),
+            (3, {"id": 3, "tokens": [], "meta": None,
+                 "ts": T0 + datetime.timedelta(seconds=1),
+                 "day": datetime.date(2024, 1, 2), "opt": 0.0, "blob": None}),
+        ],
+        counts=[("read", 3), ("rejected_at_read", 0)],
+    )
+    assert top_level_fields("parquet", str(path)) == _parquet_table().column_names
+
+
+def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
+    path = tmp_path / "big.parquet"
+    n = CHUNK_ROWS + 5
+    pq.write_table(pa.table({"i": np.arange(n), "k": np.arange(n) * 2}), path,
+                   row_group_size=1000)
+    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"]), [path],
+           chunks=[(1, CHUNK_ROWS), (CHUNK_ROWS + 1, 5)],
+           counts=[("read", n), ("rejected_at_read", 0)])
+    small = tmp_path / "small.parquet"
+    pq.write_table(pa.table({"i": [5], "k": [6]}), small)
+    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"]), [small],
+           records=[(1, {"i": 5, "k": 6})])
+    expect(ReadParquet(ParquetOptions(), []), [small], records=[(1, {"i": 5, "k": 6})])
+
+
+def test_parquet_corrupt_files_are_one_dead_letter_each(tmp_path):
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"this is not parquet at all")
+    broken = tmp_path / "broken.parquet"
+    pq.write_table(pa.table({"i": list(range(30))}), broken, row_group_size=10,
+                   compression="none")
+    meta = pq.ParquetFile(broken).metadata
+    offset = meta.row_group(1).column(0).data_page_offset
+    data = bytearray(broken.read_bytes())
+    data[offset:offset + 24] = b"\xff" * 24
+    broken.write_bytes(bytes(data))
+    expect(
+        ReadParquet(ParquetOptions(), [F("i", "int64")]), [junk, broken],
+        # the middle row group is lost (one dead letter); the groups around it are read
+        records=[(row, {"i": row - 1}) for row in [*range(1, 11), *range(21, 31)]],
+        rejects=[(0, "not a readable Parquet file"),
+                 (11, "unreadable Parquet data from row 11 (row group 1, rows 11-20")],
+        counts=[("read", 1), ("rejected_at_read", 1), ("read", 21), ("rejected_at_read", 1)],
+    )
+
+
+def test_parquet_end_to_end(tmp_path):
+    path = tmp_path / "e2e.parquet"
+    pq.write_table(_parquet_table(), path)
+    features = [F("id", "int64"), F("tokens", "int64", (-1,), missing="omit"),
+                F("h", "int64", source=("meta", "h"), missing="default", default=-1),
+                F("ts", "int64", missing="omit"), F("opt", "float", missing="omit"),
+                F("blob", "bytes", missing="omit")]
+    seconds = int(T0.timestamp())
+    expect_built(ReadParquet(ParquetOptions(), features), [path], features, [
+        {"id": 1, "tokens": [1, 2], "h": 10, "ts": seconds, "opt": 0.5, "blob": b"\x00\xff"},
+        {"id": 2, "tokens": None, "h": -1, "ts": None, "opt": None, "blob": b""},
+        {"id": 3, "tokens": [], "h": -1, "ts": seconds + 1, "opt": 0.0, "blob": None},
+    ])
+
+
+# -- Avro -------------------------------------------------------------------------------------
+
+AVRO_SCHEMA = {
+    "type": "record", "name": "Row", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "tokens", "type": {"type": "array", "items": "long"}},
+        {"name": "opt", "type": ["null", "double"], "default": None},
+        {"name": "meta", "type": {"type": "record", "name": "Meta", "fields": [
+            {"name": "h", "type": "long"},
+            {"name": "inner", "type": ["null", {"type": "record", "name": "Inner",
+                                                "fields": [{"name": "z", "type": "string"}]}]},
+        ]}},
+        {"name": "blob", "type": "bytes"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+AVRO_ROWS = [
+    {"id": 1, "tokens": [1, 2, 3], "opt": 0.25, "meta": {"h": 5, "inner": {"z": "ü"}},
+     "blob": b"\x00\x01", "ts": T0},
+    {"id": 2, "tokens": [], "opt": None, "meta": {"h": 6, "inner": None},
+     "blob": b"", "ts": T0 + datetime.timedelta(seconds=2)},
+]
+
+
+def _write_avro(path, rows, **kwargs):
+    with open(path, "wb") as handle:
+        fastavro.writer(handle, fastavro.parse_schema(AVRO_SCHEMA), rows, **kwargs)
+
+
+def test_avro_records_rows_and_counts(tmp_path):
+    path = tmp_path / "t.avro"
+    _write_avro(path, AVRO_ROWS, codec="deflate")
+    expect(ReadAvro(AvroOptions(), [F("id", "int64")]), [path],
+           records=[(1, AVRO_ROWS[0]), (2, AVRO_ROWS[1])],
+           counts=[("read", 2), ("rejected_at_read", 0)])
+    assert top_level_fields("avro", str(path)) == ["id", "tokens", "opt", "meta", "blob", "ts"]
+
+
+def test_avro_corrupt_files_are_one_dead_letter_each(tmp_path):
+    junk = tmp_path / "junk.avro"
+    junk.write_bytes(b"definitely not avro")
+    cut = tmp_path / "cut.avro"
+    rows = [dict(AVRO_ROWS[1], id=i) for i in range(1, 301)]
+    _write_avro(cut, rows, sync_interval=200)  # many small blocks
+    data = cut.read_bytes()
+    cut.write_bytes(data[: len(data) - 40])  # the last block is truncated
+    with open(cut, "rb") as handle:
+        readable = 0
+        try:
+            for _ in fastavro.reader(handle):
+                readable += 1
+        except Exception:  # noqa: BLE001 - we only count what fastavro yields before failing
+            pass
+    assert 0 < readable < 300
+    expect(
+        ReadAvro(AvroOptions(), [F("id", "int64")]), [junk, cut],
+        records=[(i, rows[i - 1]) for i in range(1, readable + 1)],
+        rejects=[(0, "not a readable Avro file"),
+                 (readable + 1, f"unreadable Avro data from record {readable + 1}")],
+        counts=[("read", 1), ("rejected_at_read", 1),
+                ("read", readable + 1), ("rejected_at_read", 1)],
+    )
+
+
+def test_avro_end_to_end(tmp_path):
+    path = tmp_path / "e2e.avro"
+    _write_avro(path, AVRO_ROWS)
+    features = [F("id", "int64"), F("tokens", "int64", (-1,)),
+                F("h", "int64", source=("meta", "h")),
+                F("z", "string", source=("meta", "inner", "z"), missing="omit"),
+                F("opt", "float", missing="omit"), F("blob", "bytes"),
+                F("ts", "int64", unit="ms")]
+    millis = int(T0.timestamp()) * 1000
+    expect_built(ReadAvro(AvroOptions(), features), [path], features, [
+        {"id": 1, "tokens": [1, 2, 3], "h": 5, "z": "ü", "opt": 0.25,
+         "blob": b"\x00\x01", "ts": millis},
+        {"id": 2, "tokens": [], "h": 6, "z": None, "opt": None, "blob": b"",
+         "ts": millis + 2000},
+    ])
+
+
+def test_depth_limit_is_inclusive_and_iterative():
+    from beam_tfrecords.transforms.tabular_sources import _too_deep
+
+    def nest(levels):
+        value = {}
+        for _ in range(levels - 1):
+            value = {"a": value}
+        return value
+
+    assert not _too_deep(nest(64), 64)
+    assert _too_deep(nest(65), 64)
+    assert not _too_deep({"a": [1, {"b": []}]}, 4)  # dict, list, dict, list
+    assert _too_deep({"a": [1, {"b": []}]}, 3)
+    assert _too_deep(nest(100_000), 64)  # far past the interpreter's recursion limit

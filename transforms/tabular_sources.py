@@ -1,0 +1,416 @@
+"""JSON Lines, Parquet and Avro readers with the contract of :class:`sources.ReadCsv`.
+
+Each reader turns a PCollection of file paths into
+
+* ``records`` (main): :class:`sources.RecordChunk` s of at most ``CHUNK_ROWS`` Python dicts;
+* ``rejected``: dead-letter rows (:func:`sources.dead_letter`) for what cannot be read;
+* ``counts``: exactly one ``("read", n)`` and one ``("rejected_at_read", n)`` per file, where
+  ``read`` counts every record, the rejected ones included.
+
+Values keep their natural Python form: nested objects/structs/records are dicts, arrays are
+lists, nulls are None, Parquet and Avro timestamps and dates are ``datetime`` / ``date``
+objects, Avro and Parquet binary stays ``bytes``. The encoder's dotted ``source`` paths reach
+into the nested values; the coercion policy types them.
+
+Row numbers are 1-based: the physical line for JSON Lines (blank lines are skipped and not
+counted as records, but they do advance the line number), the row (record) index across the
+file for Parquet and Avro. A Parquet or Avro file that cannot be opened at all becomes one
+dead letter at row 0. Damage found part way becomes one dead letter at the first row that
+could not be read, after the rows read before it: for Avro the rest of the file is lost; for
+Parquet only the rest of that row group (the footer says where the next group starts). Each
+such dead letter counts as one record read and rejected, so read = built + rejected still
+holds, and the counts are always emitted. Any exception while decoding a file is treated as
+damage (a dead letter, which the error threshold then reports), not as a crash.
+
+Parquet reads only the top-level columns the features need (plus ``extra_fields``, e.g. the
+split key's column), when the features are known; JSON Lines and Avro records keep every
+field. JSON Lines text is streamed line by line: a line longer than ``max_line_bytes`` or
+nested deeper than ``max_depth`` is a dead letter, never a memory blow-up or RecursionError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.sources import (
+    CHUNK_ROWS,
+    COUNTS,
+    REJECTED,
+    RecordChunk,
+    _chunk,
+    dead_letter,
+)
+
+__all__ = [
+    "AvroOptions",
+    "JsonlOptions",
+    "ParquetOptions",
+    "ReadAvro",
+    "ReadJsonl",
+    "ReadParquet",
+    "needed_columns",
+    "parse_avro_options",
+    "parse_jsonl_options",
+    "parse_parquet_options",
+    "top_level_fields",
+]
+
+_BOM = b"\xef\xbb\xbf"
+_END = object()
+_MAX_DEPTH_LIMIT = 512  # json's C parser raises RecursionError somewhat below 1000 levels
+
+
+# -- options ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class JsonlOptions:
+    """How JSON Lines text is read.
+
+    ``max_depth``: a line whose objects/arrays nest deeper than this (the line's object is
+    level 1) is a dead letter. ``max_line_bytes``: a longer physical line is a dead letter
+    and is skipped without being held in memory.
+    """
+
+    max_depth: int = 64
+    max_line_bytes: int = 64 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class ParquetOptions:
+    """Parquet needs no options yet; the section exists so configs can name it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AvroOptions:
+    """Avro needs no options yet; the section exists so configs can name it."""
+
+
+def _fail(key: str, value: Any, reason: str) -> ValueError:
+    shown = json.dumps(value, default=repr)
+    if len(shown) > 120:
+        shown = shown[:117] + "..."
+    return ValueError(f"config key {key!r}: {reason} (got {shown})")
+
+
+def _section(key: str, raw: Any, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    raw = {} if raw is None else raw
+    if not isinstance(raw, Mapping):
+        raise _fail(key, raw, "must be a mapping")
+    for name in raw:
+        if name not in allowed:
+            where = ", ".join(allowed) if allowed else "nothing (no options yet)"
+            raise _fail(f"{key}.{name}", raw[name], f"unknown key; allowed here: {where}")
+    return raw
+
+
+def _int_in(key: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _fail(key, value, f"must be an integer from {low} to {high}")
+    return value
+
+
+def parse_jsonl_options(raw: Any, key: str = "source.jsonl") -> JsonlOptions:
+    """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`."""
+    raw = _section(key, raw, ("max_depth", "max_line_bytes"))
+    opts: dict[str, int] = {}
+    if "max_depth" in raw:
+        opts["max_depth"] = _int_in(f"{key}.max_depth", raw["max_depth"], 1, _MAX_DEPTH_LIMIT)
+    if "max_line_bytes" in raw:
+        opts["max_line_bytes"] = _int_in(f"{key}.max_line_bytes", raw["max_line_bytes"], 1,
+                                         2**40)
+    return JsonlOptions(**opts)
+
+
+def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
+    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`."""
+    _section(key, raw, ())
+    return ParquetOptions()
+
+
+def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
+    """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`."""
+    _section(key, raw, ())
+    return AvroOptions()
+
+
+def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -> list[str]:
+    """Top-level fields the features read (plus ``extra``, e.g. the split key's first part).
+
+    A dotted source also names its literal column (``meta.label``), which ``lookup`` accepts.
+    """
+    names: dict[str, None] = {}
+    for spec in features:
+        names[spec.source[0]] = None
+        if len(spec.source) > 1:
+            names[".".join(spec.source)] = None
+            names["/".join(spec.source)] = None
+    for name in extra:
+        names[name] = None
+    return list(names)
+
+
+def top_level_fields(fmt: str, path: str) -> list[str] | None:
+    """The top-level field names a Parquet or Avro file declares (None for JSON Lines, whose
+    records need not share fields), to validate a config before the pipeline runs."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with storage.open_read(path) as handle:
+            return list(pq.ParquetFile(handle).schema_arrow.names)
+    if fmt == "avro":
+        import fastavro
+
+        with storage.open_read(path) as handle:
+            schema = fastavro.reader(handle).writer_schema
+        if isinstance(schema, Mapping) and schema.get("type") == "record":
+            return [field["name"] for field in schema.get("fields", ())]
+        return []
+    return None
+
+
+# -- the shared per-file DoFn -----------------------------------------------------------------
+
+class _ReadFileFn(beam.DoFn):
+    """One file -> RecordChunks, rejects and counts; subclasses parse with ``_items``.
+
+    ``_items(path, handle)`` yields ``(row, record, None)`` for a good record and
+    ``(row, None, (feature, reason, value, record))`` for one that cannot be read.
+    """
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec],
+                 extra_fields: Sequence[str] = ()) -> None:
+        self._options = options
+        self._features = tuple(features)
+        self._extra = tuple(extra_fields)
+        self._read = Metrics.counter("sources", "records_read")
+        self._rejected = Metrics.counter("sources", "records_rejected_at_parse")
+
+    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+        raise NotImplementedError
+
+    def process(self, path: str) -> Iterator[Any]:
+        read = rejected = 0
+        chunk: list = []
+        numbers: list = []
+        with storage.open_read(path) as handle:
+            for row, record, error in self._items(path, handle):
+                read += 1
+                if error is not None:
+                    rejected += 1
+                    feature, reason, value, whole = error
+                    yield beam.pvalue.TaggedOutput(
+                        REJECTED, dead_letter(path, row, feature, reason, value, whole))
+                    continue
+                chunk.append(record)
+                numbers.append(row)
+                if len(chunk) >= CHUNK_ROWS:
+                    yield self._emit(path, chunk, numbers)
+                    chunk, numbers = [], []
+        if chunk:
+            yield self._emit(path, chunk, numbers)
+        self._read.inc(read)
+        self._rejected.inc(rejected)
+        yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+
+    @staticmethod
+    def _emit(path: str, chunk: list, numbers: list) -> RecordChunk:
+        return _chunk(path, numbers[0], chunk, numbers)
+
+
+class _ReadTransform(beam.PTransform):
+    _fn: type[_ReadFileFn]
+    _label: str
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec],
+                 extra_fields: Sequence[str] = ()) -> None:
+        super().__init__()
+        self._options = options
+        self._features = tuple(features)
+        self._extra = tuple(extra_fields)
+
+    def expand(self, paths):
+        return (
+            paths
+            | "SpreadFiles" >> beam.Reshuffle()
+            | self._label >> beam.ParDo(self._fn(self._options, self._features, self._extra))
+            .with_outputs(REJECTED, COUNTS, main="records")
+        )
+
+
+# -- JSON Lines -------------------------------------------------------------------------------
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether dicts/lists in ``value`` nest deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return False
+
+
+class _ReadJsonlFile(_ReadFileFn):
+    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+        limit = self._options.max_line_bytes
+        max_depth = self._options.max_depth
+        line_number = 0
+        while True:
+            line = handle.readline(limit + 1)
+            if not line:
+                return
+            line_number += 1
+            if len(line) > limit:
+                head = line[:200]
+                while not line.endswith(b"\n"):  # skip the rest without holding it
+                    line = handle.readline(1 << 20)
+                    if not line:
+                        break
+                yield line_number, None, ("", f"line longer than max_line_bytes ({limit})",
+                                          head, "")
+                continue
+            if line_number == 1 and line.startswith(_BOM):
+                line = line[len(_BOM):]
+            if not line.strip():  # blank: not a record, not counted
+                continue
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield line_number, None, ("", f"invalid UTF-8 at byte {err.start}: {err.reason}",
+                                          line[max(0, err.start - 20):err.start + 20], line)
+                continue
+            # Cheap guard first: a line with few brackets cannot nest deeply.
+            maybe_deep = text.count("{") + text.count("[") > max_depth
+            try:
+                record = json.loads(text)
+            except RecursionError:
+                yield line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
+                                          text, text)
+                continue
+            except ValueError as err:
+                yield line_number, None, ("", f"not valid JSON: {err}", text, text)
+                continue
+            if not isinstance(record, dict):
+                yield line_number, None, ("", f"not a JSON object: a {type(record).__name__}; "
+                                              "each line must hold one object", record, text)
+                continue
+            if maybe_deep and _too_deep(record, max_depth):
+                yield line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
+                                          text, text)
+                continue
+            yield line_number, record, None
+
+
+class ReadJsonl(_ReadTransform):
+    """JSON Lines file paths -> RecordChunks of dicts (main ``records``), dead-letter rows
+    (``rejected``) and ``counts`` pairs (``read``, ``rejected_at_read``)."""
+
+    _fn = _ReadJsonlFile
+    _label = "ParseJsonl"
+
+
+# -- Parquet ----------------------------------------------------------------------------------
+
+class _ReadParquetFile(_ReadFileFn):
+    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+        import pyarrow.parquet as pq
+
+        try:
+            parquet = pq.ParquetFile(handle)
+            columns = None
+            if self._features:
+                present = set(parquet.schema_arrow.names)
+                columns = [c for c in needed_columns(self._features, self._extra)
+                           if c in present]
+            groups = [parquet.metadata.row_group(i).num_rows
+                      for i in range(parquet.metadata.num_row_groups)]
+        except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+            yield 0, None, ("", f"not a readable Parquet file: {type(err).__name__}: {err}",
+                            "", "")
+            return
+        # Row group by row group: a damaged group costs its own rows only (the footer still
+        # says where the next one starts), and batches never mix rows of two groups.
+        start = 0  # rows before this group
+        for group, size in enumerate(groups):
+            row = start
+            try:
+                batches = parquet.iter_batches(batch_size=CHUNK_ROWS, row_groups=[group],
+                                               columns=columns)
+            except Exception as err:  # noqa: BLE001
+                batches, failure = iter(()), err
+            else:
+                failure = None
+            while failure is None:
+                try:
+                    batch = next(batches, None)
+                    rows = None if batch is None else batch.to_pylist()
+                except Exception as err:  # noqa: BLE001 - corrupt or truncated data
+                    failure = err
+                    break
+                if rows is None:
+                    break
+                for record in rows:
+                    row += 1
+                    yield row, record, None
+            if failure is not None:
+                yield row + 1, None, (
+                    "", f"unreadable Parquet data from row {row + 1} (row group {group}, rows "
+                        f"{start + 1}-{start + size}; the rest of the group is skipped): "
+                        f"{type(failure).__name__}: {failure}", "", "")
+            start += size
+
+
+class ReadParquet(_ReadTransform):
+    """Parquet file paths -> RecordChunks of dicts; reads only the top-level columns the
+    features (and ``extra_fields``, e.g. the split key) name, when the features are known."""
+
+    _fn = _ReadParquetFile
+    _label = "ParseParquet"
+
+
+# -- Avro -------------------------------------------------------------------------------------
+
+class _ReadAvroFile(_ReadFileFn):
+    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+        import fastavro
+
+        row = 0
+        try:
+            records = iter(fastavro.reader(handle))
+        except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+            yield 0, None, ("", f"not a readable Avro file: {type(err).__name__}: {err}",
+                            "", "")
+            return
+        while True:
+            try:
+                record = next(records, _END)
+            except Exception as err:  # noqa: BLE001 - corrupt or truncated data
+                yield row + 1, None, ("", f"unreadable Avro data from record {row + 1} on: "
+                                          f"{type(err).__name__}: {err}", "", "")
+                return
+            if record is _END:
+                return
+            row += 1
+            if not isinstance(record, dict):  # a file whose schema is not a record
+                yield row, None, ("", f"not an Avro record: a {type(record).__name__}",
+                                  record, record)
+                continue
+            yield row, record, None
+
+
+class ReadAvro(_ReadTransform):
+    """Avro object container file paths -> RecordChunks of dicts."""
+
+    _fn = _ReadAvroFile
+    _label = "ParseAvro"
