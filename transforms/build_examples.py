@@ -40,7 +40,7 @@ class _BuildExamplesFn(beam.DoFn):
         by_split: dict[str, list[bytes]] = {}
         splits = self._splits
         key = splits.key
-        for offset, record in enumerate(chunk.rows):
+        for offset, record in enumerate(chunk.records()):
             try:
                 data = self._encoder.encode(record)
                 split_key = key_bytes(lookup(record, key)) if key else data
@@ -58,7 +58,7 @@ class _BuildExamplesFn(beam.DoFn):
             yield split, SerializedBatch.from_records(records)  # (split, SerializedBatch)
         self._built.inc(built)
         yield beam.pvalue.TaggedOutput(COUNTS, ("built", built))
-        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk.rows) - built))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk) - built))
 
 
 class BuildExamples(beam.PTransform):

@@ -46,14 +46,25 @@ _TRUE = {"true": 1, "false": 0}
 class RecordChunk:
     """Records of one source file with their 1-based data row numbers.
 
-    ``rows[i]`` is row ``row_numbers[i]``, or ``first_row + i`` when ``row_numbers`` is empty
-    (no row of the run was rejected while parsing).
+    The records travel either as Python mappings (``rows``) or, on the columnar fast path, as
+    one ``pyarrow.RecordBatch`` (``batch``, with ``rows`` empty); consumers that need
+    mappings call :meth:`records`. Record ``i`` is row ``row_numbers[i]``, or
+    ``first_row + i`` when ``row_numbers`` is empty (no row of the run was rejected while
+    parsing).
     """
 
     path: str
     first_row: int
     rows: list
     row_numbers: tuple = ()
+    batch: Any = None  # pyarrow.RecordBatch holding the records column-wise, or None
+
+    def __len__(self) -> int:
+        return self.batch.num_rows if self.batch is not None else len(self.rows)
+
+    def records(self) -> list:
+        """The records as mappings (converted from ``batch`` when the chunk is columnar)."""
+        return self.batch.to_pylist() if self.batch is not None else self.rows
 
     def row_number(self, index: int) -> int:
         return self.row_numbers[index] if self.row_numbers else self.first_row + index
