@@ -180,3 +180,18 @@ def test_assignment_does_not_depend_on_the_order_splits_are_listed():
     b = SplitSpec(shares=(("eval", 20.0), ("train", 80.0)))
     keys = [str(i).encode() for i in range(2000)]
     assert [a.choose(k) for k in keys] == [b.choose(k) for k in keys]
+
+
+def test_field_mode_takes_the_split_a_record_names():
+    spec = SplitSpec(shares=(("train", 50.0), ("eval", 50.0)), field=("split",))
+    assert spec.named("eval") == "eval"
+    assert spec.named(b"train") == "train"
+    with pytest.raises(ValueError, match="names split 'test', expected one of train, eval"):
+        spec.named("test")
+    with pytest.raises(ValueError, match="names split None"):
+        spec.named(None)
+
+
+def test_field_and_key_exclude_each_other():
+    with pytest.raises(ValueError, match="not both"):
+        SplitSpec(shares=(("train", 100.0),), key=("id",), field=("split",))

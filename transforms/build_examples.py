@@ -43,7 +43,10 @@ class _BuildExamplesFn(beam.DoFn):
         for offset, record in enumerate(chunk.records()):
             try:
                 data = self._encoder.encode(record)
-                split_key = key_bytes(lookup(record, key)) if key else data
+                if splits.field:
+                    split = self._named_split(record)
+                else:
+                    split = splits.choose(key_bytes(lookup(record, key)) if key else data)
             except (FeatureValueError, TypeError) as err:
                 feature = getattr(err, "feature", ".".join(key))
                 value = getattr(err, "value", None)
@@ -51,7 +54,7 @@ class _BuildExamplesFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
                     chunk.path, chunk.row_number(offset), feature, str(err), value, record))
                 continue
-            by_split.setdefault(splits.choose(split_key), []).append(data)
+            by_split.setdefault(split, []).append(data)
         built = 0
         for split, records in by_split.items():
             built += len(records)
@@ -59,6 +62,16 @@ class _BuildExamplesFn(beam.DoFn):
         self._built.inc(built)
         yield beam.pvalue.TaggedOutput(COUNTS, ("built", built))
         yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk) - built))
+
+
+    def _named_split(self, record: Any) -> str:
+        """The split a record names in the split field (image folders); rejects others."""
+        field = self._splits.field
+        value = lookup(record, field)
+        try:
+            return self._splits.named(value)
+        except ValueError as err:
+            raise FeatureValueError(".".join(field), value, "a split name", str(err)) from None
 
 
 class BuildExamples(beam.PTransform):

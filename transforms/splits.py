@@ -54,10 +54,16 @@ def key_bytes(value: Any) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class SplitSpec:
-    """Named shares in percent, in order, and the key path (empty: the whole record)."""
+    """Named shares in percent, in order, and the key path (empty: the whole record).
+
+    With ``field`` set the split is not hashed but read from that field of each record (an
+    image folder laid out as ``<split>/<label>/<file>``); the shares then only name the
+    splits, and a record naming another split is rejected.
+    """
 
     shares: tuple[tuple[str, float], ...] = (("train", 100.0),)
     key: tuple[str, ...] = ()
+    field: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.shares:
@@ -65,6 +71,9 @@ class SplitSpec:
         names = [name for name, _ in self.shares]
         if len(set(names)) != len(names):
             raise ValueError(f"split names repeat: {names}")
+        if self.field and self.key:
+            raise ValueError("a split spec takes the split from a field or hashes a key, "
+                             "not both")
         # Buckets are laid out in split-name order, not in the order the config lists them, so
         # reformatting a YAML file (or a tool that sorts keys) never moves records between
         # splits. The last bound is BUCKETS exactly, so no bucket is lost.
@@ -90,3 +99,11 @@ class SplitSpec:
             if bucket < bound:
                 return name
         return self._ranges[-1][0]  # type: ignore[attr-defined]
+
+    def named(self, value: Any) -> str:
+        """The split a record names in ``field``; ValueError when it is not one of ours."""
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if not isinstance(value, str) or value not in self.names:
+            raise ValueError(f"names split {value!r}, expected one of {', '.join(self.names)}")
+        return value
