@@ -36,7 +36,15 @@ from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.images import RESERVED, ImagePlan, ReadImages, list_images
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, ReadCsv
+from beam_tfrecords.transforms.splits import SplitSpec
+from beam_tfrecords.transforms.tabular_sources import (
+    ReadAvro,
+    ReadJsonl,
+    ReadParquet,
+    top_level_fields,
+)
 
 __all__ = ["BuildError", "Layout", "build_pipeline", "input_fingerprint", "run"]
 
@@ -76,9 +84,13 @@ def default_version(root: str) -> str:
     return version
 
 
-def input_fingerprint(pattern: str) -> tuple[list[str], dict[str, Any]]:
-    """The matched input files and a fingerprint of them (paths, sizes, modification times)."""
-    metadata = storage.match(pattern)
+def input_fingerprint(pattern: str, metadata: Sequence[Any] | None = None
+                      ) -> tuple[list[str], dict[str, Any]]:
+    """The matched input files and a fingerprint of them (paths, sizes, modification times).
+
+    ``metadata`` (Beam FileMetadata) when the caller has listed the files already.
+    """
+    metadata = storage.match(pattern) if metadata is None else list(metadata)
     if not metadata:
         raise BuildError(f"no input files match {pattern!r}")
     digest = hashlib.sha256()
@@ -135,7 +147,8 @@ def check_counts(counts: dict[str, int], written: int, dead_letters: int) -> Non
 
 
 def _commit(_: Any, *, shards: dict, dead: list, counts: dict, config: Config,
-            layout: Layout, inputs: dict, runner: str, keep: int = 5) -> dict:
+            layout: Layout, inputs: dict, runner: str, keep: int = 5,
+            vocabulary: Sequence[str] | None = None) -> dict:
     """Check the counts, move dead letters, write the spec, the manifest, then LATEST."""
     written = sum(info.records for infos in shards.values() for info in infos)
     rejected = sum(rows for _, rows in dead)
@@ -165,6 +178,8 @@ def _commit(_: Any, *, shards: dict, dead: list, counts: dict, config: Config,
         config_sha256=config.sha256(), inputs=inputs,
         tool_version=beam_tfrecords.__version__, runner=runner,
     )
+    if vocabulary is not None:  # image labels: the int label is the index into this list
+        document["label_vocabulary"] = list(vocabulary)
     storage.write_atomic(storage.join(layout.version_dir, mf.MANIFEST), mf.dumps(document))
     storage.write_atomic(storage.join(layout.root, mf.LATEST), (layout.version + "\n").encode())
     storage.delete_tree(layout.staging)
@@ -199,14 +214,36 @@ def apply_retention(root: str, keep: int, latest: str) -> list[str]:
     return doomed
 
 
+def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
+                images: ImagePlan | None = None):
+    """The reader the source format calls for; its outputs are ``records`` (RecordChunks),
+    ``rejected`` (dead-letter rows) and ``counts`` whatever the format."""
+    source = config.source
+    if source.format == "images":
+        if images is None:
+            raise ValueError("an images source needs the ImagePlan made at launch")
+        return p | "ReadImages" >> ReadImages(images,
+                                              check_complete=source.images.check_complete)
+    extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
+    readers = {
+        "csv": lambda: ("ReadCsv", ReadCsv(source.csv, config.features)),
+        "jsonl": lambda: ("ReadJsonl", ReadJsonl(source.jsonl, config.features, extra)),
+        "parquet": lambda: ("ReadParquet", ReadParquet(source.parquet, config.features, extra)),
+        "avro": lambda: ("ReadAvro", ReadAvro(source.avro, config.features, extra)),
+    }
+    label, reader = readers[source.format]()
+    files = p | "ListInputs" >> beam.Create(sorted(input_files))  # file paths
+    return files | label >> reader
+
+
 def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files: Sequence[str],
-                   inputs: dict, runner: str = "DirectRunner", keep: int = 5) -> dict[str, Any]:
-    """Adds the build to ``p``; returns its main PCollections by name."""
-    read = (
-        p
-        | "ListInputs" >> beam.Create(sorted(input_files))
-        | "ReadCsv" >> ReadCsv(config.source.csv, config.features)
-    )
+                   inputs: dict, runner: str = "DirectRunner", keep: int = 5,
+                   images: ImagePlan | None = None) -> dict[str, Any]:
+    """Adds the build to ``p``; returns its main PCollections by name.
+
+    ``images``: the plan :func:`plan_inputs` made at launch for an images source.
+    """
+    read = read_source(p, config, input_files, images)
     built = read.records | "BuildExamples" >> BuildExamples(config.features, config.splits)
     shards = built.examples | "WriteShards" >> WriteTFRecordShards(
         layout.version_dir, layout.staging, config.output.shard_name, config.splits.names,
@@ -232,6 +269,7 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
             dead=beam.pvalue.AsSingleton(dead),
             counts=beam.pvalue.AsDict(counts),
             config=config, layout=layout, inputs=inputs, runner=runner, keep=keep,
+            vocabulary=images.vocabulary if images is not None else None,
         )
     )
     return {"shards": shards, "dead_letters": dead, "manifest": manifest}
@@ -262,11 +300,82 @@ def _version_dirs(root: str) -> list[str]:
     return sorted(dirs)
 
 
-def first_columns(config: Config, path: str) -> list[str]:
-    """The field names of the first input, to validate the config before the pipeline."""
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """What a build reads, found at launch: the files, their fingerprint, the image plan."""
+
+    files: list[str]
+    fingerprint: dict[str, Any]
+    images: ImagePlan | None = None
+
+
+def plan_inputs(config: Config) -> tuple[Config, Inputs]:
+    """List the inputs and check the config against the first one, before any pipeline.
+
+    An images source is listed (folders) or read (manifest CSV) here: its fingerprint covers
+    every image file, and a folder layout with ``<split>/`` levels supplies the splits when
+    the config names none.
+    """
+    source = config.source
+    if source.format != "images":
+        files, fingerprint = input_fingerprint(source.path)
+        columns = first_columns(config, files[0])
+        if columns is not None:
+            check_columns(config, columns, files[0])
+        return config, Inputs(files, fingerprint)
+    try:
+        plan = list_images(source.path, source.images)
+    except (ValueError, OSError) as err:
+        raise BuildError(f"source {source.path!r}: {err}") from None
+    image_paths = sorted({entry.path for entry in plan.entries})
+    _, fingerprint = input_fingerprint(source.path, _image_metadata(config, image_paths))
+    if plan.splits and config.splits == SplitSpec():
+        share = 100.0 / len(plan.splits)
+        config = dataclasses.replace(config, splits=SplitSpec(
+            shares=tuple((name, share) for name in plan.splits), field=("split",)))
+    fields = list(RESERVED) + (["split"] if plan.splits else [])
+    fields += [name for name, _ in (plan.entries[0].extra if plan.entries else ())]
+    check_columns(config, fields, source.path)
+    return config, Inputs(image_paths, fingerprint, plan)
+
+
+def _image_metadata(config: Config, image_paths: Sequence[str]) -> list:
+    """FileMetadata of the image files (and of the manifest CSV), for the fingerprint.
+
+    One listing of the images' common folder instead of one request per image; a file the
+    listing lacks is simply absent (its read becomes a dead letter).
+    """
+    opts = config.source.images
+    if opts.layout == "folders":
+        return storage.match(config.source.path.rstrip("/") + "/**")
+    manifest = storage.match(opts.manifest or config.source.path)
+    dirs = [path.split("/")[:-1] for path in image_paths]
+    common = dirs[0] if dirs else []
+    for parts in dirs[1:]:
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    if len([c for c in common if c and not c.endswith(":")]) < 1:  # no folder in common
+        found = [m for path in image_paths for m in storage.match(path)]
+    else:
+        wanted = set(image_paths)
+        found = [m for m in storage.match("/".join(common) + "/**") if m.path in wanted]
+    return sorted(found + manifest, key=lambda m: m.path)
+
+
+def first_columns(config: Config, path: str) -> list[str] | None:
+    """The field names of the first input, to validate the config before the pipeline; None
+    when the format has no header or schema to check against (JSON Lines)."""
     import csv
     import io
 
+    if config.source.format != "csv":
+        try:
+            return top_level_fields(config.source.format, path)
+        except Exception as err:  # not a Parquet/Avro file, unreadable: say which
+            raise BuildError(f"cannot read the schema of {path!r} "
+                             f"({config.source.format}): {err}") from None
     opts = config.source.csv
     if not opts.header:
         return list(opts.columns)
@@ -337,10 +446,9 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     if args.keep_versions < 1:
         raise BuildError(f"--keep-versions {args.keep_versions}: keep at least 1")
     root = config.output.path.rstrip("/")
-    input_files, inputs = input_fingerprint(config.source.path)
-    check_columns(config, first_columns(config, input_files[0]), input_files[0])
+    config, found = plan_inputs(config)
     if args.skip_if_unchanged:
-        same = unchanged_since_latest(root, inputs, config.sha256())
+        same = unchanged_since_latest(root, found.fingerprint, config.sha256())
         if same is not None:
             raise Skipped(f"inputs and config are unchanged since version {same}; nothing "
                           "written (--skip-if-unchanged)")
@@ -350,7 +458,8 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__
     with beam.Pipeline(options=options) as p:
-        build_pipeline(p, config, layout, input_files, inputs, runner, args.keep_versions)
+        build_pipeline(p, config, layout, found.files, found.fingerprint, runner,
+                       args.keep_versions, images=found.images)
     manifest_path = storage.join(layout.version_dir, mf.MANIFEST)
     if not storage.exists(manifest_path):
         return None

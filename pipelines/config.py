@@ -22,7 +22,16 @@ from typing import Any
 from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
 from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression
 from beam_tfrecords.transforms.feature_spec import FeatureSpec, FeatureSpecError
+from beam_tfrecords.transforms.images import ImagesOptions, parse_images_options
 from beam_tfrecords.transforms.splits import SplitSpec
+from beam_tfrecords.transforms.tabular_sources import (
+    AvroOptions,
+    JsonlOptions,
+    ParquetOptions,
+    parse_avro_options,
+    parse_jsonl_options,
+    parse_parquet_options,
+)
 
 __all__ = [
     "Config",
@@ -91,9 +100,16 @@ class CsvOptions:
 
 @dataclasses.dataclass(frozen=True)
 class SourceConfig:
+    """``source``: the format, the input glob (an image root folder or manifest CSV for
+    ``images``) and the options section of that format (the others keep their defaults)."""
+
     format: str
     path: str
     csv: CsvOptions = CsvOptions()
+    jsonl: JsonlOptions = JsonlOptions()
+    parquet: ParquetOptions = ParquetOptions()
+    avro: AvroOptions = AvroOptions()
+    images: ImagesOptions = ImagesOptions()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +138,14 @@ class Config:
     errors: ErrorPolicy = ErrorPolicy()
 
     def resolved(self) -> dict[str, Any]:
-        """The config with every default filled in, as JSON-ready data (for the manifest)."""
-        return _finite(json.loads(json.dumps(dataclasses.asdict(self), default=_json_default)))
+        """The config with every default filled in, as JSON-ready data (for the manifest);
+        of the source's option sections only the one its format uses."""
+        resolved = _finite(json.loads(json.dumps(dataclasses.asdict(self),
+                                                 default=_json_default)))
+        for section in SOURCE_FORMATS:
+            if section != self.source.format:
+                resolved["source"].pop(section, None)
+        return resolved
 
     def sha256(self) -> str:
         """Hash of the resolved config: two builds with equal hashes mean the same thing."""
@@ -184,17 +206,31 @@ def _parse_csv(key: str, raw: Any) -> CsvOptions:
     return options
 
 
+_OPTION_PARSERS = {
+    "jsonl": parse_jsonl_options,
+    "parquet": parse_parquet_options,
+    "avro": parse_avro_options,
+    "images": parse_images_options,
+}
+
+
 def _parse_source(raw: Any) -> SourceConfig:
-    raw = _mapping("source", raw, ("format", "path", "csv"), ("format", "path"))
+    raw = _mapping("source", raw, ("format", "path", *SOURCE_FORMATS), ("format", "path"))
     fmt = _choice("source.format", raw["format"], SOURCE_FORMATS)
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
         raise _fail("source.path", path, "must be a non-empty path or glob")
-    if "csv" in raw and fmt != "csv":
-        raise _fail("source.csv", raw["csv"], f"applies to format csv, not {fmt}")
-    if fmt != "csv":
-        raise _fail("source.format", fmt, "is not supported yet by this version; use csv")
-    return SourceConfig(format=fmt, path=path, csv=_parse_csv("source.csv", raw.get("csv")))
+    for section in SOURCE_FORMATS:
+        if section in raw and section != fmt:
+            raise _fail(f"source.{section}", raw[section],
+                        f"applies to format {section}, not {fmt}")
+    if fmt == "csv":
+        return SourceConfig(format=fmt, path=path, csv=_parse_csv("source.csv", raw.get("csv")))
+    try:  # the readers own their option parsing; their ValueErrors already name the key
+        options = _OPTION_PARSERS[fmt](raw.get(fmt), f"source.{fmt}")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return SourceConfig(format=fmt, path=path, **{fmt: options})
 
 
 _FEATURE_KEYS = ("type", "shape", "source", "missing", "default", "nan", "unit", "sequence")
@@ -261,6 +297,8 @@ def _parse_splits(raw: Any) -> SplitSpec:
         return SplitSpec()
     if not isinstance(raw, Mapping):
         raise _fail("splits", raw, "must map split names to percentages (and an optional key)")
+    if "field" in raw:
+        return _parse_field_splits(raw)
     key = raw.get("key")
     if key is not None and (not isinstance(key, str) or not key or not all(key.split("."))):
         raise _fail("splits.key", key, "must be a field name or a dotted path")
@@ -284,6 +322,22 @@ def _parse_splits(raw: Any) -> SplitSpec:
         return SplitSpec(shares=tuple(shares), key=tuple(key.split(".")) if key else ())
     except ValueError as err:
         raise ConfigError(f"config key 'splits': {err}") from None
+
+
+def _parse_field_splits(raw: Mapping[str, Any]) -> SplitSpec:
+    """``splits: {field: split, names: [train, eval]}``: each record names its split."""
+    raw = _mapping("splits", raw, ("field", "names"), ("field", "names"))
+    field = raw["field"]
+    if not isinstance(field, str) or not field or not all(field.split(".")):
+        raise _fail("splits.field", field, "must be a field name or a dotted path")
+    names = raw["names"]
+    if (not isinstance(names, list) or not names or len(set(map(str, names))) != len(names)
+            or not all(isinstance(n, str) and _NAME.match(n) and n != "dead_letter"
+                       for n in names)):
+        raise _fail("splits.names", names, "must list distinct split names (letters, digits, "
+                                           "'_', '-', '.'; not 'dead_letter')")
+    share = 100.0 / len(names)
+    return SplitSpec(shares=tuple((n, share) for n in names), field=tuple(field.split(".")))
 
 
 def _parse_output(raw: Any, name: str) -> OutputConfig:
@@ -386,6 +440,7 @@ def check_columns(config: Config, columns: list[str], where: str) -> None:
         if spec.missing == "error" and not present(spec.source):
             raise _fail(f"features.{spec.name}.source", ".".join(spec.source),
                         f"no field {spec.source[0]!r} in {where} (fields: {shown})")
-    if config.splits.key and not present(config.splits.key):
-        raise _fail("splits.key", ".".join(config.splits.key),
-                    f"no field {config.splits.key[0]!r} in {where} (fields: {shown})")
+    for name, path in (("key", config.splits.key), ("field", config.splits.field)):
+        if path and not present(path):
+            raise _fail(f"splits.{name}", ".".join(path),
+                        f"no field {path[0]!r} in {where} (fields: {shown})")
