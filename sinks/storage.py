@@ -22,11 +22,12 @@ emulator; otherwise our client uses the application default credentials.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import crc32c
@@ -50,6 +51,7 @@ __all__ = [
     "open_write",
     "read_text",
     "rename",
+    "retry_timeout",
     "write_atomic",
 ]
 
@@ -92,6 +94,29 @@ def _gcs_path(bucket: str, name: str) -> str:
     return f"{_GCS}{bucket}/{name}"
 
 
+RETRY_TIMEOUT_ENV = "BEAM_TFRECORDS_GCS_RETRY_TIMEOUT"  # seconds, default 120
+RETRY_INITIAL_ENV = "BEAM_TFRECORDS_GCS_RETRY_INITIAL"  # first backoff, seconds, default 1
+RETRY_MAXIMUM_ENV = "BEAM_TFRECORDS_GCS_RETRY_MAXIMUM"  # longest backoff, seconds, default 60
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a number of seconds") from None
+    if not value > 0:
+        raise ValueError(f"{name}={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def retry_timeout() -> float:
+    """How long one request of ours is retried before the build gives up (seconds)."""
+    return _env_seconds(RETRY_TIMEOUT_ENV, 120.0)
+
+
 def _retry():
     """The retry policy for every request we send ourselves.
 
@@ -100,10 +125,32 @@ def _retry():
     compose, copy and uploads only when a generation precondition is given. Every request we
     retry is safe to repeat: compose reads immutable staged parts, uploads carry the whole
     content, deletes tolerate a lost 404.
+
+    The overall deadline and the backoff bounds come from the environment
+    (``BEAM_TFRECORDS_GCS_RETRY_TIMEOUT``, ``..._INITIAL``, ``..._MAXIMUM``; defaults 120 s,
+    1 s, 60 s as in the library), so a scheduler can bound how long a build waits on an outage
+    and tests can make persistent errors fail fast. Workers inherit the environment.
     """
     from google.cloud.storage.retry import DEFAULT_RETRY
 
-    return DEFAULT_RETRY
+    return DEFAULT_RETRY.with_timeout(retry_timeout()).with_delay(
+        initial=_env_seconds(RETRY_INITIAL_ENV, 1.0),
+        maximum=_env_seconds(RETRY_MAXIMUM_ENV, 60.0))
+
+
+@contextlib.contextmanager
+def _gcs_errors(action: str, path: str) -> Iterator[None]:
+    """Turn retries that ran out into one clear line naming the request and the last error."""
+    from google.api_core.exceptions import RetryError
+
+    try:
+        yield
+    except RetryError as error:
+        cause = error.cause
+        last = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
+        last = " ".join(last.split())[:300]
+        raise OSError(f"Cloud Storage {action} {path} still failing after {retry_timeout():g} "
+                      f"s of retries (last error: {last})") from None
 
 
 def _emulator_credentials_for_beam() -> None:
@@ -173,8 +220,9 @@ def _gcs_list(prefix: str) -> list[str]:
     """Names of every object below a directory-like prefix, sorted."""
     bucket, name = _split_gcs(prefix)
     below = name.rstrip("/") + "/" if name.rstrip("/") else ""
-    blobs = gcs_client().list_blobs(bucket, prefix=below, retry=_retry())
-    return sorted(_gcs_path(bucket, b.name) for b in blobs)
+    with _gcs_errors("list", prefix):
+        blobs = gcs_client().list_blobs(bucket, prefix=below, retry=_retry())
+        return sorted(_gcs_path(bucket, b.name) for b in blobs)
 
 
 def _gcs_delete(paths: Sequence[str]) -> None:
@@ -220,13 +268,14 @@ def exists(path: str) -> bool:
         return FileSystems.exists(path)
     bucket, name = _split_gcs(path)
     client = gcs_client()
-    if not name.rstrip("/"):
-        return client.bucket(bucket).exists(retry=_retry())
-    if not name.endswith("/") and client.bucket(bucket).blob(name).exists(retry=_retry()):
-        return True
-    below = client.list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1,
-                              retry=_retry())
-    return any(True for _ in below)
+    with _gcs_errors("exists", path):
+        if not name.rstrip("/"):
+            return client.bucket(bucket).exists(retry=_retry())
+        if not name.endswith("/") and client.bucket(bucket).blob(name).exists(retry=_retry()):
+            return True
+        below = client.list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1,
+                                  retry=_retry())
+        return any(True for _ in below)
 
 
 def match(pattern: str) -> list:
@@ -282,7 +331,9 @@ def write_atomic(path: str, data: bytes) -> None:
     if is_gcs(path):
         bucket, name = _split_gcs(path)
         blob = gcs_client().bucket(bucket).blob(name)
-        blob.upload_from_string(data, content_type="application/octet-stream", retry=_retry())
+        with _gcs_errors("upload of", path):
+            blob.upload_from_string(data, content_type="application/octet-stream",
+                                    retry=_retry())
         return
     if not is_local(path):
         with open_write(path) as handle:
@@ -372,7 +423,8 @@ def _compose(sources: Sequence[str], destination: str) -> tuple[int, int]:
     def compose(components: list, name: str):
         target = bucket.blob(name)
         target.content_type = "application/octet-stream"
-        target.compose(components, retry=_retry())
+        with _gcs_errors("compose of", _gcs_path(bucket_name, name)):
+            target.compose(components, retry=_retry())
         return target
 
     components = [bucket.blob(_split_gcs(s)[1]) for s in sources]
@@ -404,7 +456,8 @@ def _compose(sources: Sequence[str], destination: str) -> tuple[int, int]:
                 _LOG.warning("could not delete temporary compose objects of %s", destination,
                              exc_info=True)
     if result.size is None:
-        result.reload(retry=_retry())
+        with _gcs_errors("metadata of", destination):
+            result.reload(retry=_retry())
     return int(result.size), _blob_crc32c(result)
 
 
@@ -412,7 +465,8 @@ def file_crc32c(path: str) -> tuple[int, int]:
     """(bytes, crc32c) of a stored file: from its metadata on ``gs://``, else read in full."""
     if is_gcs(path):
         bucket, name = _split_gcs(path)
-        blob = gcs_client().bucket(bucket).get_blob(name, retry=_retry())
+        with _gcs_errors("metadata of", path):
+            blob = gcs_client().bucket(bucket).get_blob(name, retry=_retry())
         if blob is None:
             raise FileNotFoundError(path)
         return int(blob.size), _blob_crc32c(blob)

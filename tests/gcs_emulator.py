@@ -6,8 +6,8 @@ Beam's multi-process workers inherit both), skips the credential lookup Beam wou
 spend ~22 s on, and creates a bucket. ``GcsEmulator.stop()`` undoes all of it.
 
 ``GcsEmulator.fault_proxy()`` puts a small HTTP proxy in front of the emulator that fails
-chosen requests (HTTP 503/429 or a dropped connection) -- the emulator injects no faults
-itself -- so retries can be tested.
+chosen requests (HTTP 503/429, a dropped connection, or a slow answer) -- the emulator
+injects no faults itself -- so retries can be tested.
 
 Loaded by ``tests/conftest.py`` (the ``gcs_emulator`` fixture); nothing here is installed.
 """
@@ -18,6 +18,7 @@ import contextlib
 import http.client
 import http.server
 import importlib.util
+import inspect
 import os
 import pathlib
 import socket
@@ -117,7 +118,9 @@ class GcsEmulator:
     @contextlib.contextmanager
     def fault_proxy(self, fault: Callable[[str, str], object]) -> Iterator[FaultProxy]:
         """A proxy to this emulator; ``fault(method, path)`` returns None (forward), an
-        HTTP status to answer with, or ``"drop"`` to close the connection unanswered."""
+        HTTP status to answer with, ``"drop"`` to close the connection unanswered, or
+        ``("slow", seconds)`` to forward after a delay. A ``fault`` taking three arguments
+        also gets the request body (an upload names its object there, not in the path)."""
         proxy = FaultProxy(self.port, fault)
         try:
             yield proxy
@@ -231,6 +234,7 @@ class FaultProxy:
         self.injected: list[tuple[str, str, object]] = []
         self.forwarded: list[tuple[str, str]] = []
         proxy = self
+        with_body = len(inspect.signature(fault).parameters) >= 3
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.0"  # one request per connection: simplest to relay
@@ -241,7 +245,12 @@ class FaultProxy:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                action = fault(self.command, self.path)
+                action = (fault(self.command, self.path, body) if with_body
+                          else fault(self.command, self.path))
+                if isinstance(action, tuple) and action[0] == "slow":
+                    proxy.injected.append((self.command, self.path, action))
+                    time.sleep(action[1])
+                    action = None
                 if action == "drop":
                     proxy.injected.append((self.command, self.path, action))
                     self.close_connection = True
