@@ -30,6 +30,7 @@ from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.shard_plan import Part, ShardSize, plan_shards, should_roll_before
 
@@ -93,11 +94,20 @@ class _PartWriter:
 
 
 class _WriteParts(beam.DoFn):
-    """Streams (split, records) into staged, size-rolled files; emits (split, Part)."""
+    """Streams (split, records) into staged, size-rolled files; emits (split, Part).
+
+    With ``progress_dir`` it also leaves its running totals there for a launcher's progress
+    line (``sinks/progress_files.py``): a clock read per batch, a small file every few seconds.
+    """
 
     def __init__(self, staging: str, compression: str, size: ShardSize,
-                 index: bool = False) -> None:
+                 index: bool = False, progress_dir: str | None = None) -> None:
         self._staging = staging
+        self._progress_dir = progress_dir
+        self._progress: ProgressFile | None = None  # made per instance, in the worker
+        self._total_records = 0  # this instance's, across bundles, for the progress file
+        self._closed_bytes = 0
+        self._reported = 0
         self._index = index
         self._compression = compression
         self._size = size
@@ -125,7 +135,16 @@ class _WriteParts(beam.DoFn):
         part = self._open.pop(split).close()
         self._parts.inc()
         self._bytes.inc(part.bytes)
+        self._closed_bytes += part.bytes
         self._done.append((split, part))
+
+    def _report_progress(self, force: bool = False) -> None:
+        if self._progress is None:
+            self._progress = ProgressFile(self._progress_dir)  # type: ignore[arg-type]
+        if self._total_records != self._reported and (force or self._progress.due()):
+            stored = self._closed_bytes + sum(w.stored_estimate() for w in self._open.values())
+            self._progress.write(self._total_records, stored)
+            self._reported = self._total_records
 
     def process(self, element: tuple[str, Any]) -> None:
         split, records = element  # (split, bytes | SerializedBatch)
@@ -137,6 +156,9 @@ class _WriteParts(beam.DoFn):
         bounds = records.offsets + _FRAME_OVERHEAD * np.arange(len(records) + 1)
         self._write_framed(split, framed, bounds)
         self._records.inc(len(records))
+        self._total_records += len(records)
+        if self._progress_dir:
+            self._report_progress()
 
     def _write_framed(self, split: str, framed: bytes, bounds: np.ndarray) -> None:
         size = self._size
@@ -174,6 +196,8 @@ class _WriteParts(beam.DoFn):
             self._bundles.inc()
         for split in list(self._open):
             self._roll(split)
+        if self._progress_dir:
+            self._report_progress(force=True)
         for split, part in self._done:
             yield beam.utils.windowed_value.WindowedValue(
                 (split, part), -1, [beam.transforms.window.GlobalWindow()]
@@ -271,14 +295,17 @@ class WriteTFRecordShards(beam.PTransform):
       size: the shard-size band on stored bytes.
       index: also write ``<shard>.index`` sidecars (``offset length`` per record; only for
         uncompressed shards, where offsets address the file directly).
+      progress_dir: where writers leave running totals for a progress line; default: the
+        pipeline option ``--tfrecords_progress_dir``, else none.
 
     Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
     """
 
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  compression: str = tff.NONE, size: ShardSize = ShardSize(),
-                 index: bool = False) -> None:
+                 index: bool = False, progress_dir: str | None = None) -> None:
         super().__init__()
+        self._progress_dir = progress_dir
         compression = tff.normalize_compression(compression)
         if index and compression != tff.NONE:
             raise ValueError("index sidecars need uncompressed shards: offsets into a "
@@ -292,8 +319,11 @@ class WriteTFRecordShards(beam.PTransform):
         self._size = size
 
     def expand(self, records):
+        progress_dir = self._progress_dir
+        if progress_dir is None and records.pipeline.options is not None:
+            progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
         parts = records | "WriteParts" >> beam.ParDo(
-            _WriteParts(self._staging, self._compression, self._size, self._index)
+            _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir)
         )  # (split, Part)
         planned = (
             parts

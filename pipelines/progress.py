@@ -1,0 +1,122 @@
+"""Progress of a long build: one line per interval with the totals of every writer.
+
+On DirectRunner the work may run in other processes (``multi_processing``), so the launcher
+cannot count records itself. The sink's writers leave their running totals in small files
+(``sinks/progress_files.py``); the launcher polls them and prints one aggregated line, e.g.
+
+    progress: 1,234,567 records, 456.7 MB written, 98,765 records/s, 36.5 MB/s, 0:01:40 elapsed
+
+This module is the launcher's side and is free of Beam and of I/O: :class:`ProgressMeter`
+turns successive totals into a line (rates over the last interval), and
+:class:`ProgressReporter` is the thread that polls and prints, given the functions to do so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["ProgressMeter", "ProgressReporter", "format_bytes", "format_duration",
+           "format_progress"]
+
+_LOG = logging.getLogger(__name__)
+DEFAULT_INTERVAL = 10.0  # seconds between lines
+
+
+def format_bytes(n: float) -> str:
+    """Decimal units, as in the config's sizes (``150MB`` is 150 * 10**6 bytes)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def format_duration(seconds: float) -> str:
+    """``8.2 s`` under a minute, ``1:02:03`` (h:mm:ss) from then on."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def format_progress(records: int, nbytes: int, records_per_s: float, bytes_per_s: float,
+                    elapsed: float) -> str:
+    return (f"progress: {records:,} records, {format_bytes(nbytes)} written, "
+            f"{records_per_s:,.0f} records/s, {format_bytes(bytes_per_s)}/s, "
+            f"{format_duration(elapsed)} elapsed")
+
+
+class ProgressMeter:
+    """Successive (time, records, bytes) totals -> progress lines.
+
+    Totals never go backwards on the line: a writer's file that cannot be read at one poll
+    (or staging removed by the commit) must not make the count drop. Rates are over the last
+    interval, so a stall shows as 0 records/s rather than a slowly sinking average.
+    """
+
+    def __init__(self, start: float) -> None:
+        self._start = start
+        self._last_time = start
+        self._records = 0
+        self._bytes = 0
+
+    def update(self, now: float, records: int, nbytes: int) -> str:
+        records, nbytes = max(records, self._records), max(nbytes, self._bytes)
+        span = now - self._last_time
+        rate = (records - self._records) / span if span > 0 else 0.0
+        byte_rate = (nbytes - self._bytes) / span if span > 0 else 0.0
+        self._last_time, self._records, self._bytes = now, records, nbytes
+        return format_progress(records, nbytes, rate, byte_rate, now - self._start)
+
+
+class ProgressReporter:
+    """A daemon thread that every ``interval`` seconds polls the totals and emits one line.
+
+    ``poll`` returns ``(records, bytes)`` across all writers; ``emit`` prints a line. A poll
+    that fails is skipped: progress must never fail a build. Use as a context manager around
+    the pipeline run; nothing is emitted after it exits.
+    """
+
+    def __init__(self, poll: Callable[[], tuple[int, int]], emit: Callable[[str], None],
+                 interval: float = DEFAULT_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if interval <= 0:
+            raise ValueError(f"a progress interval must be positive, got {interval}")
+        self._poll = poll
+        self._emit = emit
+        self._interval = interval
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self, meter: ProgressMeter) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                records, nbytes = self._poll()
+            except Exception as err:  # progress is best effort, the build is what matters
+                _LOG.debug("progress poll failed: %s", err)
+                continue
+            if not self._stop.is_set():
+                self._emit(meter.update(self._clock(), records, nbytes))
+
+    def start(self) -> ProgressReporter:
+        meter = ProgressMeter(self._clock())
+        self._thread = threading.Thread(target=self._loop, args=(meter,),
+                                        name="beam-tfrecords-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> ProgressReporter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
