@@ -427,12 +427,25 @@ class Skipped(Exception):
     """--skip-if-unchanged found nothing new; carries the message for the user."""
 
 
-def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
+def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
+        ) -> dict[str, Any] | None:
     """Build a data set; returns the manifest when the runner ran the job to completion.
 
-    Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do.
+    Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do. With a progress
+    interval (``--progress-interval``; default ``progress_interval``, off for library callers,
+    10 s from the command line) a line with the records and bytes written so far, summed over
+    every writer process, goes to stderr that often -- except on Dataflow, whose job page
+    shows the sink's counters.
     """
-    args, beam_args = make_parser().parse_known_args(argv)
+    import contextlib
+
+    parser = make_parser()
+    parser.add_argument("--progress-interval", type=float, default=progress_interval,
+                        metavar="SECONDS", help="seconds between progress lines on stderr "
+                        f"(default {progress_interval:g}; 0: none)")
+    args, beam_args = parser.parse_known_args(argv)
+    if args.progress_interval < 0:
+        raise BuildError(f"--progress-interval {args.progress_interval}: use 0 (off) or more")
     config = load_config(args.config)
     if args.input:
         config = dataclasses.replace(config, source=dataclasses.replace(config.source,
@@ -457,7 +470,17 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__
-    with beam.Pipeline(options=options) as p:
+    progress: Any = contextlib.nullcontext()
+    if args.progress_interval > 0 and "Dataflow" not in runner:
+        from beam_tfrecords.pipelines.progress import ProgressReporter
+        from beam_tfrecords.sinks.progress_files import ProgressOptions, read_totals
+
+        progress_dir = storage.join(layout.staging, ".progress")  # removed by the commit
+        options.view_as(ProgressOptions).tfrecords_progress_dir = progress_dir
+        progress = ProgressReporter(lambda: read_totals(progress_dir),
+                                    lambda line: print(line, file=sys.stderr, flush=True),
+                                    args.progress_interval)
+    with progress, beam.Pipeline(options=options) as p:
         build_pipeline(p, config, layout, found.files, found.fingerprint, runner,
                        args.keep_versions, images=found.images)
     manifest_path = storage.join(layout.version_dir, mf.MANIFEST)
