@@ -47,10 +47,15 @@ def _schema(argv: Sequence[str]) -> int:
 
 
 def _build(argv: Sequence[str]) -> int:
-    from beam_tfrecords.pipelines.build import Skipped, run
+    import time
 
+    from beam_tfrecords.pipelines.build import Skipped, run
+    from beam_tfrecords.pipelines.progress import DEFAULT_INTERVAL
+    from beam_tfrecords.pipelines.summary import format_summary
+
+    started = time.monotonic()
     try:
-        manifest = run(argv)
+        manifest = run(argv, progress_interval=DEFAULT_INTERVAL)
     except Skipped as skipped:
         print(skipped)
         return 0
@@ -61,9 +66,7 @@ def _build(argv: Sequence[str]) -> int:
     counts = manifest["counts"]
     print(f"built {manifest['name']} version {manifest['version']}: read {counts['read']}, "
           f"written {counts['written']}, rejected {counts['rejected']}")
-    for split, info in manifest["splits"].items():
-        print(f"  {split}: {info['records']} records in {len(info['shards'])} shard(s), "
-              f"{info['bytes']} bytes")
+    print(format_summary(manifest, time.monotonic() - started))
     return 0
 
 
