@@ -1,0 +1,13 @@
+"""The script a Dataflow Flex Template launcher runs (FLEX_TEMPLATE_PYTHON_PY_FILE).
+
+It lives in a folder of its own because Python puts the script's folder first on sys.path:
+next to ``pipelines/inspect.py`` it would shadow the standard library's ``inspect``. All the
+logic is in the installed package, ``beam_tfrecords.pipelines.flex_template``.
+"""
+
+import sys
+
+from beam_tfrecords.pipelines.flex_template import main
+
+if __name__ == "__main__":
+    sys.exit(main())
