@@ -86,9 +86,59 @@ def _manifest_path(path: str) -> str | None:
     return candidate if storage.exists(candidate) else None
 
 
+class ManifestError(ValueError):
+    """A manifest that cannot be trusted to describe its version: unreadable or malformed."""
+
+
+def _expect(condition: bool, what: str) -> None:
+    if not condition:
+        raise ManifestError(what)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_manifest(manifest: object) -> dict:
+    """The parts of a manifest verify relies on, checked for shape before any is used.
+
+    A damaged or hand-edited manifest becomes one reported problem instead of a traceback;
+    shard paths must stay inside the version directory (no ``..``, not absolute).
+    """
+    _expect(isinstance(manifest, dict), "not a JSON object")
+    splits = manifest.get("splits")
+    _expect(isinstance(splits, dict), "'splits' is not an object")
+    for split, info in splits.items():
+        _expect(isinstance(info, dict) and isinstance(info.get("shards"), list)
+                and _is_count(info.get("records")),
+                f"split {split!r} needs 'records' and a list of 'shards'")
+        _expect("/" not in split and split not in ("", ".", ".."),
+                f"split name {split!r} is not a directory name")
+        for shard in info["shards"]:
+            _expect(isinstance(shard, dict) and isinstance(shard.get("path"), str)
+                    and _is_count(shard.get("records")) and _is_count(shard.get("bytes"))
+                    and isinstance(shard.get("crc32c"), str),
+                    f"a shard of split {split!r} needs path, records, bytes and crc32c")
+            parts = shard["path"].split("/")
+            _expect(not shard["path"].startswith("/") and "://" not in shard["path"]
+                    and ".." not in parts and "" not in parts,
+                    f"shard path {shard['path']!r} leaves the version directory")
+    compression = manifest.get("compression", "auto")
+    _expect(compression == "auto" or compression in tff.COMPRESSIONS,
+            f"unknown compression {compression!r}")
+    counts = manifest.get("counts", {})
+    _expect(isinstance(counts, dict) and all(_is_count(v) for v in counts.values()),
+            "'counts' must map names to record counts")
+    return manifest
+
+
 def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
     version_dir = manifest_path.rsplit("/", 1)[0]
-    manifest = json.loads(storage.read_text(manifest_path))
+    try:
+        manifest = check_manifest(json.loads(storage.read_text(manifest_path)))
+    except (ManifestError, ValueError) as err:  # JSONDecodeError, UnicodeDecodeError too
+        yield ShardCheck(manifest_path, problems=[f"unusable manifest: {err}"])
+        return
     listed = set()
     written = 0
     for split, info in sorted(manifest["splits"].items()):
