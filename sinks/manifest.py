@@ -15,6 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beam_tfrecords.sinks.redact import redact
+
 __all__ = [
     "LATEST",
     "MANIFEST",
@@ -51,7 +53,11 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
                   dead_letters: Sequence[tuple[str, int]], feature_spec: Mapping[str, Any],
                   config: Mapping[str, Any], config_sha256: str, inputs: Mapping[str, Any],
                   tool_version: str, runner: str) -> dict[str, Any]:
-    """The manifest document. ``shards`` maps a split to its ShardInfo-like objects."""
+    """The manifest document. ``shards`` maps a split to its ShardInfo-like objects.
+
+    ``config`` and ``inputs`` hold user-given paths and patterns, so credentials in them
+    (signed-URL parameters, tokens, ``user:password@``) are redacted (sinks/redact.py).
+    """
     splits = {}
     for split, infos in sorted(shards.items()):
         entries = []
@@ -83,9 +89,9 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
             for path, records in dead_letters
         ],
         "feature_spec": dict(feature_spec),
-        "config": dict(config),
+        "config": redact(dict(config)),
         "config_sha256": config_sha256,
-        "inputs": dict(inputs),
+        "inputs": redact(dict(inputs)),
         "tool_version": tool_version,
         "runner": runner,
     }

@@ -34,6 +34,8 @@ import crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_tfrecords.sinks.redact import install_log_redaction, redact_text
+
 __all__ = [
     "CrcCountingWriter",
     "concatenate",
@@ -56,6 +58,7 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger(__name__)
+install_log_redaction()  # every process that touches storage: launcher and workers
 _COPY_CHUNK = 8 * 1024 * 1024
 _RAW = CompressionTypes.UNCOMPRESSED
 _GCS = "gs://"
@@ -149,8 +152,9 @@ def _gcs_errors(action: str, path: str) -> Iterator[None]:
         cause = error.cause
         last = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
         last = " ".join(last.split())[:300]
-        raise OSError(f"Cloud Storage {action} {path} still failing after {retry_timeout():g} "
-                      f"s of retries (last error: {last})") from None
+        raise OSError(redact_text(f"Cloud Storage {action} {path} still failing after "
+                                  f"{retry_timeout():g} s of retries (last error: {last})")
+                      ) from None
 
 
 def _emulator_credentials_for_beam() -> None:
