@@ -135,3 +135,15 @@ def test_dockerfile_launcher_env_points_at_files_in_the_image():
     entrypoints = [line for line in stage if line.startswith("ENTRYPOINT")]
     assert entrypoints in ([], ['ENTRYPOINT ["/opt/apache/beam/boot"]'])
     assert stage[0].startswith("FROM apache/beam_python3.11_sdk:${BEAM_VERSION}")
+
+
+@pytest.mark.parametrize("name, runner, prefix", [
+    ("dataflow", "DataflowRunner", "gs://"), ("flink", "FlinkRunner", "/shared/"),
+])
+def test_runner_example_configs_are_valid(name, runner, prefix):
+    from beam_tfrecords.pipelines.config import load_config
+
+    path = ROOT / "configs" / f"{name}.yaml"
+    config = load_config(str(path))
+    assert config.source.path.startswith(prefix) and config.output.path.startswith(prefix)
+    assert f"--runner {runner}" in path.read_text()  # the command line that runs it

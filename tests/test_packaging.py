@@ -47,6 +47,17 @@ def test_dockerfile_beam_version_matches_setup():
     assert apache_beam.__version__ == setup_version
 
 
+def test_dockerfile_launcher_is_pinned_and_matches_the_sdk_python():
+    """The Flex Template launcher binary comes from the launcher image of the SDK's Python."""
+    docker = (ROOT / "Dockerfile").read_text()
+    sdk_python = re.search(r"^FROM apache/beam_python3\.(\d+)_sdk:", docker, re.M)[1]
+    launcher = re.search(r"^FROM gcr\.io/dataflow-templates-base/python3(\d+)-template-launcher-"
+                         r"base:\$\{LAUNCHER_TAG\} AS (\w+)$", docker, re.M)
+    assert launcher[1] == sdk_python
+    assert re.search(r"^ARG LAUNCHER_TAG=(\S+)$", docker, re.M)[1] not in ("", "latest")
+    assert f"COPY --from={launcher[2]} /opt/google/dataflow/python_template_launcher " in docker
+
+
 def test_generated_proto_module_is_current():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--check"],
                           capture_output=True, text=True)
