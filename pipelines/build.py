@@ -380,7 +380,9 @@ def first_columns(config: Config, path: str) -> list[str] | None:
     if not opts.header:
         return list(opts.columns)
     with storage.open_read(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        # Only the header matters here; a bad byte further down is the reader's dead letter,
+        # not a reason to refuse the build (the decoder reads ahead a whole buffer).
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
         header = next(csv.reader(text, delimiter=opts.delimiter, quotechar=opts.quotechar), [])
     return header
 
