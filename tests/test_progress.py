@@ -148,8 +148,7 @@ def test_build_command_prints_progress_lines_on_stderr(tmp_path, capsys):
 
     out = tmp_path / "out"
     assert cli.main(["build", "--config", str(ROOT / "configs" / "demo.yaml"), "--output",
-                     str(out), "--version", "v", "--progress-interval", "0.05",
-                     "--direct_running_mode=multi_processing", "--direct_num_workers=2"]) == 0
+                     str(out), "--version", "v", "--progress-interval", "0.05"]) == 0
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.startswith("progress:")]
     assert lines and all(LINE.match(line) for line in lines)
