@@ -30,9 +30,12 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 import beam_tfrecords
+from beam_tfrecords.pipelines import output_guard
 from beam_tfrecords.pipelines.config import Config, check_columns, load_config
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.redact import redact
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
@@ -105,7 +108,9 @@ def input_fingerprint(pattern: str, metadata: Sequence[Any] | None = None
 
 
 class _WriteDeadLetters(beam.DoFn):
-    """Dead-letter rows -> one staged JSONL file per bundle; emits (path, rows)."""
+    """Dead-letter rows -> one staged JSONL file per bundle; emits (path, rows).
+
+    Rows are redacted (sinks/redact.py): a source path may carry a token or a signature."""
 
     def __init__(self, staging: str) -> None:
         self._staging = staging
@@ -118,7 +123,8 @@ class _WriteDeadLetters(beam.DoFn):
         if self._handle is None:
             self._path = storage.join(self._staging, "dead_letter", f"{uuid.uuid4().hex}.jsonl")
             self._handle = storage.open_write(self._path)
-        self._handle.write(json.dumps(row, ensure_ascii=False, default=repr).encode() + b"\n")
+        self._handle.write(json.dumps(redact(row), ensure_ascii=False, default=repr).encode()
+                           + b"\n")
         self._rows += 1
 
     def finish_bundle(self):
@@ -275,15 +281,22 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
     return {"shards": shards, "dead_letters": dead, "manifest": manifest}
 
 
-def prepare_output(layout: Layout) -> None:
-    """Refuse to overwrite a committed version; clean what failed builds left behind."""
+def prepare_output(layout: Layout, allow_non_empty: bool = False) -> None:
+    """Refuse to overwrite a committed version, or to write into a non-empty location that is
+    not ours (unless ``allow_non_empty``); clean what our failed builds left behind -- only
+    that, never files of others (pipelines/output_guard.py)."""
     if storage.exists(storage.join(layout.version_dir, mf.MANIFEST)):
         raise BuildError(f"version {layout.version!r} is already committed at "
                          f"{layout.version_dir}; choose another --version")
+    files = storage.list_files(layout.root) if storage.exists(layout.root) else []
+    try:
+        state = output_guard.check_output_state(layout.root, files, allow_non_empty)
+    except output_guard.OutputGuardError as err:
+        raise BuildError(str(err)) from None
     latest = read_latest(layout.root)
-    for version_dir in _version_dirs(layout.root):
-        name = version_dir.rstrip("/").rsplit("/", 1)[-1]
-        if name != latest and not storage.exists(storage.join(version_dir, mf.MANIFEST)):
+    for name in state.leftovers:
+        if name != latest:
+            version_dir = storage.join(layout.root, name)
             _LOG.info("removing leftovers of an unfinished build: %s", version_dir)
             storage.delete_tree(version_dir)
 
@@ -364,12 +377,30 @@ def _image_metadata(config: Config, image_paths: Sequence[str]) -> list:
     return sorted(found + manifest, key=lambda m: m.path)
 
 
+def _jsonl_fields(path: str, lines: int = 100) -> list[str] | None:
+    """The top-level keys of the first ``lines`` JSON objects of a JSON Lines file; None when
+    none of them parses (the readers report bad lines, this check is only a shortcut: a required
+    field that none of the first records has would reject them all)."""
+    fields: dict[str, None] = {}
+    with storage.open_read(path) as handle:
+        for _, raw in zip(range(lines), handle):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                fields.update(dict.fromkeys(record))
+    return list(fields) or None
+
+
 def first_columns(config: Config, path: str) -> list[str] | None:
-    """The field names of the first input, to validate the config before the pipeline; None
-    when the format has no header or schema to check against (JSON Lines)."""
+    """The field names of the first input, to validate the config before the pipeline (for
+    JSON Lines, those of its first records); None when there is nothing to check against."""
     import csv
     import io
 
+    if config.source.format == "jsonl":
+        return _jsonl_fields(path)
     if config.source.format != "csv":
         try:
             return top_level_fields(config.source.format, path)
@@ -405,6 +436,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-versions", type=int, default=5, metavar="N",
                         help="committed versions to keep after a build (default 5); the one "
                              "LATEST names is never deleted")
+    parser.add_argument("--allow-non-empty-output", action="store_true",
+                        help="write into an output location that holds files which are not "
+                             "beam-tfrecords versions (refused by default); those files are "
+                             "left alone")
     parser.add_argument("--skip-if-unchanged", action="store_true",
                         help="exit 0 without writing anything when the inputs fingerprint and "
                              "the config hash equal those of the version LATEST names")
@@ -462,13 +497,21 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
         raise BuildError(f"--keep-versions {args.keep_versions}: keep at least 1")
     root = config.output.path.rstrip("/")
     config, found = plan_inputs(config)
-    if args.skip_if_unchanged:
-        same = unchanged_since_latest(root, found.fingerprint, config.sha256())
+    suffix = tff.file_suffix(config.output.compression)
+    try:  # the output is not the input, not matched by its glob, does not hold it
+        output_guard.check_locations(config.source.path, root, [
+            f"v/{mf.MANIFEST}", "v/dead_letter/rejected-00000-of-00001.jsonl",
+            *(f"v/{split}/{config.output.shard_name or config.name}-00000-of-00001{suffix}"
+              for split in config.splits.names)])
+    except output_guard.OutputGuardError as err:
+        raise BuildError(str(err)) from None
+    if args.skip_if_unchanged:  # the manifest holds the fingerprint redacted
+        same = unchanged_since_latest(root, redact(found.fingerprint), config.sha256())
         if same is not None:
             raise Skipped(f"inputs and config are unchanged since version {same}; nothing "
                           "written (--skip-if-unchanged)")
     layout = Layout(root, args.version or default_version(root))
-    prepare_output(layout)
+    prepare_output(layout, args.allow_non_empty_output)
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__

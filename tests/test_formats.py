@@ -278,3 +278,20 @@ def test_csv_sample_has_the_hard_parts():
     assert any("\n" in cell for row in rows for cell in row)  # quoted newline
     assert any("," in cell for row in rows[1:] for cell in row[:2])  # quoted delimiter
     assert {"nan", "inf", "-inf"} <= {row[4] for row in rows[1:]}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_source_field_missing_from_the_data_fails_before_the_pipeline(name, tmp_path):
+    import yaml
+
+    from beam_tfrecords.pipelines.config import ConfigError
+
+    raw = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    raw["source"]["path"] = str(ROOT / raw["source"]["path"])
+    raw["features"]["nope"] = {"type": "int64", "source": "no_such.field"}
+    raw["output"]["path"] = str(tmp_path / "out")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"features\.nope\.source.*no field 'no_such'"):
+        build.run(["--config", str(config)])
+    assert not (tmp_path / "out").exists()
