@@ -1,0 +1,296 @@
+"""The columnar encoder against the per-row encoder: same bytes, same rejects, same messages.
+
+The reference is what the row path does with the same batch: ``ExampleEncoder.encode`` on every
+row of ``batch.to_pylist()``. Hypothesis draws Arrow schemas, feature specs and values (nulls,
+empty lists, NaN, inf, huge ints, unicode and invalid UTF-8, float32 overflow); the tables pin
+which feature/column combinations are encoded column-wise and which fall back per row.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
+from beam_tfrecords.transforms.columnar_encoder import COLUMNAR, PER_ROW, ColumnarEncoder
+from beam_tfrecords.transforms.example_codec import ExampleEncoder
+from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+
+
+def row_path(specs, batch):
+    """(accepted row indices, their bytes, [(row, message)]) the per-row encoder produces."""
+    encoder = ExampleEncoder(specs)
+    good, data, rejects = [], [], []
+    for index, record in enumerate(batch.to_pylist()):
+        try:
+            data.append(encoder.encode(record))
+            good.append(index)
+        except FeatureValueError as err:
+            rejects.append((index, str(err)))
+    return good, data, rejects
+
+
+def assert_same_as_rows(specs, batch, encoder=None):
+    encoder = encoder or ColumnarEncoder(specs)
+    out, good, rejects = encoder.encode(batch)
+    want_good, want_data, want_rejects = row_path(specs, batch)
+    assert good.tolist() == want_good
+    assert list(out) == want_data
+    assert [(i, str(err)) for i, err in rejects] == want_rejects
+    assert all(isinstance(err, FeatureValueError) for _, err in rejects)
+    return encoder
+
+
+# -- strategies -------------------------------------------------------------------------------
+
+INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1),
+                  st.sampled_from([0, 1, -1, 127, 128, 2**63 - 1, -(2**63), 300, -300]))
+FLOAT64 = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.5, 1e40, -1e40, 3.4028234663852886e38, FLOAT32_OVERFLOW,
+                     -FLOAT32_OVERFLOW, np.nextafter(FLOAT32_OVERFLOW, 0), 2.0**63, -(2.0**63),
+                     1e-45, math.inf, -math.inf, math.nan, 7.0]),
+)
+LEAVES = {
+    "int64": (pa.int64(), INT64),
+    "int32": (pa.int32(), st.integers(-(2**31), 2**31 - 1)),
+    "uint64": (pa.uint64(), st.one_of(st.integers(0, 2**64 - 1),
+                                      st.sampled_from([2**63 - 1, 2**63, 2**64 - 1]))),
+    "uint8": (pa.uint8(), st.integers(0, 255)),
+    "float64": (pa.float64(), FLOAT64),
+    "float32": (pa.float32(), st.floats(width=32)),
+    "bool": (pa.bool_(), st.booleans()),
+    "string": (pa.string(), st.text(max_size=6)),
+    "large_string": (pa.large_string(), st.text(max_size=6)),
+    "binary": (pa.binary(), st.one_of(st.binary(max_size=6),
+                                      st.sampled_from([b"\xff", b"\xc3\xa9", b""]))),
+    "large_binary": (pa.large_binary(), st.binary(max_size=80)),
+}
+NAMES = ["a", "b", "ab", "a/b", "B", "é", "z/flat_values", "a.b", "k" * 130]
+
+
+@st.composite
+def column(draw, rows):
+    """(arrow type, python values) of one column."""
+    leaf_name = draw(st.sampled_from(sorted(LEAVES)))
+    leaf_type, leaf_values = LEAVES[leaf_name]
+    maybe = st.one_of(st.none(), leaf_values) if draw(st.booleans()) else leaf_values
+    shape = draw(st.sampled_from(["scalar", "list", "large_list", "fixed", "nested", "struct",
+                                  "dict", "null"]))
+    if shape == "null":
+        return pa.null(), [None] * rows
+    if shape == "dict":
+        values = draw(st.lists(st.one_of(st.none(), st.text(max_size=3)), min_size=rows,
+                               max_size=rows))
+        return pa.dictionary(pa.int32(), pa.string()), values
+    if shape == "scalar":
+        kind, item = leaf_type, maybe
+    elif shape in ("list", "large_list"):
+        make = pa.list_ if shape == "list" else pa.large_list
+        kind, item = make(leaf_type), st.lists(maybe, max_size=4)
+    elif shape == "fixed":
+        size = draw(st.integers(1, 3))
+        kind, item = pa.list_(leaf_type, size), st.lists(maybe, min_size=size, max_size=size)
+    elif shape == "nested":
+        inner = st.lists(maybe, max_size=3)
+        if draw(st.booleans()):
+            inner = st.one_of(st.none(), inner)
+        kind, item = pa.list_(pa.list_(leaf_type)), st.lists(inner, max_size=3)
+    else:
+        kind = pa.struct([("x", leaf_type)])
+        item = st.builds(lambda v: {"x": v}, maybe)
+    nullable = draw(st.booleans())
+    values = draw(st.lists(st.one_of(st.none(), item) if nullable else item, min_size=rows,
+                           max_size=rows))
+    return kind, values
+
+
+DEFAULTS = {"int64": 7, "float": 0.5, "bytes": b"d", "string": "d"}
+
+
+@st.composite
+def spec(draw, name, sources):
+    dtype = draw(st.sampled_from(["int64", "float", "bytes", "string"]))
+    shape = draw(st.sampled_from([(), (), (-1,), (2,), (1,), (-1, 2), (2, 1), (-1, -1)]))
+    missing = draw(st.sampled_from(["error", "omit", "default"]))
+    nan = "allow"
+    if dtype == "float":
+        nan = draw(st.sampled_from(["allow", "error"] + (["missing"] if not shape else [])))
+    default = None
+    if missing == "default":
+        value = DEFAULTS[dtype]
+        if not shape:
+            default = value
+        elif shape == (-1, -1):
+            default = [[value]]
+        else:
+            default = [value] * math.prod(abs(d) for d in shape)
+    source = draw(st.sampled_from(sources))
+    return F(name, dtype, shape, source=source, missing=missing, default=default, nan=nan)
+
+
+@st.composite
+def case(draw):
+    rows = draw(st.integers(0, 7))
+    ncols = draw(st.integers(1, 3))
+    arrays, names = [], []
+    for i in range(ncols):
+        kind, values = draw(column(rows + 1))
+        arrays.append(pa.array(values, type=kind))
+        names.append(f"c{i}")
+    if draw(st.booleans()):  # a literal dotted column name, as CSV headers have
+        names[-1] = "c9.x"
+    batch = pa.RecordBatch.from_arrays(arrays, names=names)
+    batch = batch.slice(1) if draw(st.booleans()) else batch.slice(0, rows)
+    sources = [(n,) for n in names] + [(n, "x") for n in names] + [("c9", "x"), ("nope",)]
+    feature_names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True))
+    specs = [draw(spec(name, sources)) for name in feature_names]
+    return specs, batch
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case())
+def test_columnar_bytes_and_rejects_equal_the_row_encoder(drawn):
+    specs, batch = drawn
+    assert_same_as_rows(specs, batch)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), INT64), max_size=20),
+       st.lists(st.one_of(st.none(), FLOAT64), max_size=20),
+       st.lists(st.one_of(st.none(), st.text(max_size=30)), max_size=20))
+def test_tutorial_like_scalars_equal_the_row_encoder(ints, floats, texts):
+    n = min(len(ints), len(floats), len(texts))
+    batch = pa.record_batch({"i": pa.array(ints[:n], pa.int64()),
+                             "f": pa.array(floats[:n], pa.float64()),
+                             "s": pa.array(texts[:n], pa.string())})
+    specs = [F("i", "int64", missing="omit"), F("f", "float", missing="default", default=1.0),
+             F("s", "bytes")]
+    assert_same_as_rows(specs, batch)
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+PLAN_CASES = [
+    # (feature spec, arrow type of column "c", expected mode, words in the reason)
+    ("int_scalar", F("x", "int64", source=("c",)), pa.int64(), COLUMNAR, "int64 -> int64"),
+    ("bool_to_int", F("x", "int64", source=("c",)), pa.bool_(), COLUMNAR, "bool"),
+    ("int_to_float", F("x", "float", source=("c",)), pa.int32(), COLUMNAR, "int32 -> float"),
+    ("text_to_int_rejects", F("x", "int64", source=("c",)), pa.string(), COLUMNAR, "string"),
+    ("fixed_list", F("x", "float", (2,), source=("c",)), pa.list_(pa.float32(), 2), COLUMNAR,
+     "shape [2]"),
+    ("nested_list", F("x", "int64", (-1, 3), source=("c",)), pa.list_(pa.list_(pa.int64())),
+     COLUMNAR, "shape [-1, 3]"),
+    ("flat_list_for_2d", F("x", "int64", (2, 3), source=("c",)), pa.list_(pa.int64()),
+     COLUMNAR, "shape [2, 3]"),
+    ("list_into_scalar", F("x", "int64", source=("c",)), pa.list_(pa.int64()), COLUMNAR,
+     "every present value is rejected"),
+    ("dictionary", F("x", "string", source=("c",)), pa.dictionary(pa.int8(), pa.string()),
+     COLUMNAR, "string"),
+    ("null_column", F("x", "int64", source=("c",), missing="omit"), pa.null(), COLUMNAR,
+     "null"),
+    ("ragged", F("x", "int64", (-1, -1), source=("c",)), pa.list_(pa.list_(pa.int64())),
+     PER_ROW, "ragged"),
+    ("timestamp", F("x", "int64", source=("c",)), pa.timestamp("ms"), PER_ROW, "timestamp"),
+    ("date", F("x", "int64", source=("c",), unit="days"), pa.date32(), PER_ROW, "date32"),
+    ("decimal", F("x", "float", source=("c",)), pa.decimal128(5, 2), PER_ROW, "decimal"),
+    ("map", F("x", "int64", (-1,), source=("c",)), pa.map_(pa.string(), pa.int64()), PER_ROW,
+     "map"),
+    ("three_levels_for_1d", F("x", "int64", (-1,), source=("c",)),
+     pa.list_(pa.list_(pa.list_(pa.int64()))), PER_ROW, "3-level"),
+    ("path_through_scalar", F("x", "int64", source=("c", "y")), pa.int64(), PER_ROW,
+     "goes through"),
+    ("struct_field", F("x", "int64", source=("c", "y")), pa.struct([("y", pa.int64())]),
+     COLUMNAR, "int64"),
+    ("struct_without_field", F("x", "int64", source=("c", "z")),
+     pa.struct([("y", pa.int64())]), PER_ROW, "absent"),
+    ("absent_column", F("x", "int64", source=("gone",), missing="omit"), pa.int64(), COLUMNAR,
+     "missing in every row"),
+    ("sequence_makes_all_per_row", F("x", "int64", source=("c",), sequence=True),
+     pa.list_(pa.int64()), PER_ROW, "SequenceExample"),
+]
+
+
+@pytest.mark.parametrize("spec,kind,mode,words", [c[1:] for c in PLAN_CASES],
+                         ids=[c[0] for c in PLAN_CASES])
+def test_plan_choice_and_reason(spec, kind, mode, words):
+    schema = pa.schema([("c", kind)])
+    choice = ColumnarEncoder([spec]).plan(schema)["x"]
+    assert (choice.mode, choice.feature) == (mode, "x")
+    assert words in choice.reason
+
+
+@pytest.mark.parametrize("spec,kind,mode,words", [c[1:] for c in PLAN_CASES],
+                         ids=[c[0] for c in PLAN_CASES])
+def test_plan_cases_encode_like_the_row_encoder(spec, kind, mode, words):
+    values = {
+        pa.types.is_timestamp: [datetime.datetime(2020, 1, 2, 3, 4, 5), None],
+        pa.types.is_date: [datetime.date(2021, 5, 6), None],
+        pa.types.is_decimal: [None, None],
+        pa.types.is_map: [[("k", 1)], []],
+    }
+    sample = next((v for test, v in values.items() if test(kind)), None)
+    arr = pa.array(sample, kind) if sample is not None else pa.nulls(2, kind)
+    batch = pa.RecordBatch.from_arrays([arr], names=["c"])
+    assert_same_as_rows([spec], batch)
+
+
+def test_per_row_feature_merges_in_sorted_key_order():
+    # "x/flat_values" and "x/row_lengths_1" (per row) sort around "x/m" (columnar).
+    specs = [F("x", "int64", (-1, -1), source=("r",)), F("x/m", "int64", source=("i",)),
+             F("a", "string", source=("s",))]
+    batch = pa.record_batch({"r": pa.array([[[1, 2], []], [[3]]]), "i": [5, 6], "s": ["p", "q"]})
+    encoder = assert_same_as_rows(specs, batch)
+    assert encoder.plan(batch.schema)["x"].mode == PER_ROW
+    out, _, _ = encoder.encode(batch)
+    assert list(wire.decode_example(out[0])) == ["a", "x/flat_values", "x/m", "x/row_lengths_1"]
+
+
+def test_struct_fields_literal_dotted_columns_and_parent_nulls():
+    meta = pa.array([{"label": 1}, None, {"label": None}],
+                    pa.struct([("label", pa.int64())]))
+    batch = pa.RecordBatch.from_arrays([meta, pa.array([7, 8, 9])], names=["meta", "x.y"])
+    specs = [F("label", "int64", source=("meta", "label"), missing="default", default=-1),
+             F("xy", "int64", source=("x", "y"))]
+    encoder = assert_same_as_rows(specs, batch)
+    assert {c.mode for c in encoder.plan(batch.schema).values()} == {COLUMNAR}
+
+
+def test_rejects_carry_the_row_encoders_error():
+    batch = pa.record_batch({"f": [1.0, 1e40, math.nan], "i": pa.array([1, 2**64 - 1, 3],
+                                                                        pa.uint64())})
+    specs = [F("f", "float", nan="error"), F("i", "int64")]
+    out, good, rejects = ColumnarEncoder(specs).encode(batch)
+    assert good.tolist() == [0] and len(out) == 1
+    assert [(i, err.feature) for i, err in rejects] == [(1, "f"), (2, "f")]
+    assert "outside the float32 range" in str(rejects[0][1])
+    assert "NaN is not allowed" in str(rejects[1][1])
+
+
+def test_long_values_and_many_rows_take_the_scatter_path():
+    rng = np.random.default_rng(0)
+    blobs = [rng.bytes(int(n)) for n in rng.integers(0, 300, size=500)]
+    blobs[3] = None
+    batch = pa.record_batch({"img": pa.array(blobs, pa.binary()),
+                             "v": pa.array([rng.normal(size=int(k)).tolist()
+                                            for k in rng.integers(0, 50, size=500)]),
+                             "n": pa.array(rng.integers(-(2**62), 2**62, size=500))})
+    specs = [F("img", "bytes", missing="omit"), F("v", "float", (-1,)), F("n", "int64")]
+    assert_same_as_rows(specs, batch)
+
+
+def test_plan_is_cached_per_schema_and_logged_once(caplog):
+    encoder = ColumnarEncoder([F("x", "int64", (-1, -1), source=("c",), missing="omit")])
+    batch = pa.record_batch({"c": pa.array([[[1]], None])})
+    with caplog.at_level("INFO", logger="beam_tfrecords.transforms.columnar_encoder"):
+        encoder.encode(batch)
+        encoder.encode(batch)
+    messages = [r.getMessage() for r in caplog.records if "encoded per row" in r.getMessage()]
+    assert len(messages) == 1 and "'x'" in messages[0]
