@@ -407,17 +407,33 @@ def parse_config(raw: Any) -> Config:
 
 
 def load_config(path: str) -> Config:
-    """Read and validate a YAML config from a local or ``gs://`` path."""
+    """Read and validate a YAML config from a local or ``gs://`` path.
+
+    Safe tags only, and bounded: a file over 1 MiB, aliases expanding past 100,000 nodes
+    (a "billion laughs"), cyclic aliases or nesting past 64 levels are refused before any
+    of it is built (pipelines/safe_yaml.py).
+    """
     import yaml
 
+    from beam_tfrecords.pipelines.safe_yaml import MAX_BYTES, YamlLimitError, safe_load_limited
     from beam_tfrecords.sinks import storage
 
     try:
-        text = storage.read_text(path)
+        with storage.open_read(path) as handle:
+            data = handle.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise YamlLimitError(f"larger than {MAX_BYTES} bytes")
+        text = data.decode("utf-8")
+    except YamlLimitError as err:
+        raise ConfigError(f"config {path!r} refused: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config {path!r} is not UTF-8 text: {err}") from None
     except Exception as err:
         raise ConfigError(f"cannot read config {path!r}: {err}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load_limited(text)
+    except YamlLimitError as err:
+        raise ConfigError(f"config {path!r} refused: {err}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config {path!r} is not valid YAML: {err}".replace("\n", " ")) from None
     return parse_config(raw)
