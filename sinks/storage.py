@@ -25,6 +25,7 @@ import base64
 import contextlib
 import logging
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -293,6 +294,11 @@ def list_files(prefix: str) -> list[str]:
     """Every file below a directory-like prefix."""
     if is_gcs(prefix):
         return [p for p in _gcs_list(prefix) if not p.endswith("/")]
+    if is_local(prefix):  # walked, not globbed: a '?', '*' or '[' in a folder name is literal
+        if not os.path.isdir(prefix):
+            return [prefix] if os.path.isfile(prefix) else []
+        return sorted(os.path.join(folder, name) for folder, _, names in os.walk(prefix)
+                      for name in names)
     return [m.path for m in match(join(prefix, "**"))] if exists(prefix) else []
 
 
@@ -308,8 +314,11 @@ def delete_tree(prefix: str) -> None:
         return
     if not exists(prefix):
         return
-    if is_local(prefix):
-        FileSystems.delete([prefix])
+    if is_local(prefix):  # not FileSystems.delete, which globs: '?' in a name is literal here
+        if os.path.isdir(prefix):
+            shutil.rmtree(prefix)
+        else:
+            os.remove(prefix)
         return
     files = list_files(prefix)
     if files:

@@ -50,7 +50,8 @@ def normalize_compression(name: str | None) -> str:
         return key
     hint = (f" ({key!r} TFRecords cannot be read by TensorFlow, which supports only GZIP and "
             "ZLIB)" if key in _NOT_READABLE_BY_TF else "")
-    raise ValueError(f"unsupported compression {name!r}{hint}; choose one of {COMPRESSIONS}")
+    shown = repr(name) if len(str(name)) <= 40 else repr(str(name)[:37]) + "..."  # hostile
+    raise ValueError(f"unsupported compression {shown}{hint}; choose one of {COMPRESSIONS}")
 
 
 def file_suffix(compression: str | None) -> str:
