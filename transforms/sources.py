@@ -19,13 +19,16 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.transforms import csv_columnar as cc
 from beam_tfrecords.transforms.coercion import preview
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 
@@ -35,11 +38,15 @@ REJECTED = "rejected"
 # Tagged output of (counter name, n) pairs that the commit step adds up: unlike runner metrics
 # they are part of the data, so every runner delivers them exactly once.
 COUNTS = "counts"
-CHUNK_ROWS = 4096
+CHUNK_ROWS = 4096  # records per chunk on the per-row path
+# On the columnar path: rows per RecordBatch chunk, unless its buffers reach BATCH_BYTES.
+BATCH_ROWS = 65536
+BATCH_BYTES = 64 << 20
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$",
                     re.IGNORECASE)
 _TRUE = {"true": 1, "false": 0}
+_SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogateescape decodes them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,102 +128,287 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
 
 
 class _ReadCsvFile(beam.DoFn):
-    """One CSV file -> RecordChunks of typed rows; unparseable rows -> rejected."""
+    """One CSV file -> RecordChunks of typed rows; unparseable rows -> rejected.
 
-    def __init__(self, options: Any, features: Sequence[FeatureSpec]) -> None:
+    ``columnar``: blocks of rows are split by ``pyarrow.csv`` and typed column-wise into
+    RecordBatch chunks (:mod:`csv_columnar`), falling back to the per-row reader for a block
+    (or, after quoting on which Arrow and ``csv`` could disagree, the rest of the file)
+    wherever the result could differ. Either way the records and dead letters are the same.
+    """
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec], columnar: bool = True,
+                 block_bytes: int = cc.BLOCK_BYTES) -> None:
         self._options = options
         self._features = tuple(features)
+        self._columnar = columnar
+        self._block_bytes = block_bytes
         self._read = Metrics.counter("sources", "records_read")
         self._rejected = Metrics.counter("sources", "records_rejected_at_parse")
 
     def process(self, path: str) -> Iterator[Any]:
         opts = self._options
-        # A column feeds the features whose source path starts with it.
-        by_column: dict[str, list[FeatureSpec]] = {}
-        for spec in self._features:
-            by_column.setdefault(spec.source[0], []).append(spec)
-        nulls = set(opts.null_values)
+        read = rejected = 0
+        chunk: list = []
+        numbers: list = []
         with storage.open_read(path) as raw:
-            text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
-            reader = csv.reader(text, delimiter=opts.delimiter, quotechar=opts.quotechar,
-                                strict=True)
-            columns = list(opts.columns)
-            row_number = 0
-            rejected = 0
-            chunk: list = []
-            numbers: list = []
-            first = 1
-            try:
+            if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
+                events = self._columnar_events(path, raw)
+            else:
+                events = self._row_events(raw, "utf-8-sig", None, 0)
+            for event in events:
+                if isinstance(event, RecordChunk):  # a block read column-wise
+                    if chunk:
+                        yield _chunk(path, numbers[0], chunk, numbers)
+                        chunk, numbers = [], []
+                    read += len(event)
+                    yield event
+                    continue
+                row, record, error = event
+                read += 1
+                if error is not None:
+                    rejected += 1
+                    feature, reason, value, whole = error
+                    yield beam.pvalue.TaggedOutput(
+                        REJECTED, dead_letter(path, row, feature, reason, value, whole))
+                    continue
+                chunk.append(record)
+                numbers.append(row)
+                if len(chunk) >= CHUNK_ROWS:
+                    yield _chunk(path, numbers[0], chunk, numbers)
+                    chunk, numbers = [], []
+        if chunk:
+            yield _chunk(path, numbers[0], chunk, numbers)
+        self._read.inc(read)
+        self._rejected.inc(rejected)
+        yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+
+    def _specs(self) -> dict[str, FeatureSpec]:
+        """Column -> the spec that types it: the first feature whose source starts there."""
+        specs: dict[str, FeatureSpec] = {}
+        for spec in self._features:
+            specs.setdefault(spec.source[0], spec)
+        return specs
+
+    # -- per row ----------------------------------------------------------------------------
+
+    def _row_events(self, raw: Any, encoding: str, columns: list[str] | None,
+                    row_number: int) -> Generator[tuple, None, bool]:
+        """``(row, record, None)`` or ``(row, None, (feature, reason, value, cells))`` for
+        every row of ``raw``, numbered after ``row_number``; reads the header first when
+        ``columns`` is None. Returns True when the rest of the file is unreadable."""
+        opts = self._options
+        specs = self._specs()
+        nulls = set(opts.null_values)
+        # Invalid UTF-8 decodes to lone surrogates: the row is rejected, the file read on.
+        text = io.TextIOWrapper(raw, encoding=encoding, errors="surrogateescape", newline="")
+        reader = csv.reader(text, delimiter=opts.delimiter, quotechar=opts.quotechar,
+                            strict=True)
+        try:
+            if columns is None:
+                columns = list(opts.columns)
                 if opts.header:
                     header = next(reader, None)
                     if header is None:
-                        return
+                        return False
+                    if _SURROGATE.search("".join(header)):
+                        yield 0, None, ("", "the header is not valid UTF-8; the file is not "
+                                            "read", _raw_bytes(header), _readable(header))
+                        return True
                     columns = header
-                for cells in reader:
-                    row_number += 1
-                    self._read.inc()
-                    record, error = self._record(columns, cells, by_column, nulls)
-                    if error is not None:
-                        self._rejected.inc()
-                        rejected += 1
-                        feature, reason, value = error
-                        yield beam.pvalue.TaggedOutput(
-                            REJECTED, dead_letter(path, row_number, feature, reason, value, cells)
-                        )
-                        continue
-                    if not chunk:
-                        first = row_number
-                    chunk.append(record)
-                    numbers.append(row_number)
-                    if len(chunk) >= CHUNK_ROWS:
-                        yield _chunk(path, first, chunk, numbers)
-                        chunk, numbers = [], []
-            except (csv.Error, UnicodeDecodeError) as err:
-                # The rest of the file cannot be split into rows reliably: reject it as one.
-                self._rejected.inc()
-                rejected += 1
+            for cells in reader:
                 row_number += 1
-                yield beam.pvalue.TaggedOutput(
-                    REJECTED, dead_letter(path, row_number, "", f"unreadable CSV from "
-                                          f"here on: {err}", "", "")
-                )
-            if chunk:
-                yield _chunk(path, first, chunk, numbers)
-            yield beam.pvalue.TaggedOutput(COUNTS, ("read", row_number))
-            yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+                record, error = _record(columns, cells, specs, nulls)
+                yield row_number, record, error
+        except csv.Error as err:
+            # The rest of the file cannot be split into rows reliably: reject it as one.
+            yield row_number + 1, None, ("", f"unreadable CSV from here on: {err}", "", "")
+            return True
+        return False
 
-    def _record(self, columns: list[str], cells: list[str], by_column: dict,
-                nulls: set) -> tuple[dict | None, tuple | None]:
-        if len(cells) != len(columns):
-            return None, ("", f"malformed line: {len(cells)} cells, the header has "
-                              f"{len(columns)}", cells)
-        record: dict[str, Any] = {}
-        for column, cell in zip(columns, cells):
-            specs = by_column.get(column)
-            if specs is None or cell in nulls:
-                record[column] = None if cell in nulls else cell
-                continue
-            spec = specs[0]
+    # -- column-wise ------------------------------------------------------------------------
+
+    def _columnar_events(self, path: str, raw: Any) -> Iterator[Any]:
+        """The events of ``_row_events`` over the whole file, except that the rows of blocks
+        Arrow read arrive as one RecordChunk (``batch`` set) each."""
+        opts = self._options
+        quote = opts.quotechar.encode()
+        blocks = cc.ByteBlocks(raw, quote, self._block_bytes)
+        columns = list(opts.columns)
+        specs = self._specs()
+        state = [0]  # rows read so far
+        known: list[str] | None = None if opts.header else columns  # None: header unread
+        try:
+            if opts.header:
+                head = blocks.first_row()
+                if head is None:
+                    return
+                known = columns = _header(head, opts)
+                if columns is None:  # an unusual header: the per-row reader decides
+                    stream = io.BufferedReader(cc._Prefixed(head, blocks.rest()))
+                    yield from self._rows_from(stream, None, state)
+                    return
+            if (not columns or len(set(columns)) != len(columns)
+                    or any(specs[c].shape or specs[c].sequence for c in columns if c in specs)):
+                # JSON-array cells (list-shaped features) and duplicate names: per row.
+                yield from self._rows_from(blocks.rest(), columns, state)
+                return
+            delimiter = opts.delimiter.encode()
+            while True:
+                block = blocks.next_block()
+                if block is None:
+                    return
+                if not cc.quoting_is_clean(block, quote, delimiter):
+                    # Quote parity may have cut inside a row: csv reads on from this block.
+                    stream = io.BufferedReader(cc._Prefixed(block, blocks.rest()))
+                    yield from self._rows_from(stream, columns, state)
+                    return
+                chunk, rejects = self._typed_block(path, block, columns, specs, state[0])
+                if chunk is None:
+                    if (yield from self._rows_from(io.BytesIO(block), columns, state)):
+                        return
+                    continue
+                yield from rejects
+                if len(chunk):
+                    yield chunk
+                state[0] += len(chunk) + len(rejects)
+        except cc.NeedsRows:  # no row end within MAX_PENDING_BYTES
+            yield from self._rows_from(blocks.rest(), known, state)
+
+    def _rows_from(self, stream: Any, columns: list[str] | None,
+                   state: list[int]) -> Generator[tuple, None, bool]:
+        """``_row_events`` after row ``state[0]``, advancing it."""
+        stopped = False
+        events = self._row_events(stream, "utf-8", columns, state[0])
+        while True:
             try:
-                record[column] = parse_cell(spec, cell)
-            except CellError as err:
-                return None, (spec.name, f"column {column!r}: {err.reason}", cell)
-        return record, None
+                event = next(events)
+            except StopIteration as done:
+                stopped = bool(done.value)
+                break
+            state[0] = max(state[0], event[0])
+            yield event
+        return stopped
+
+    def _typed_block(self, path: str, block: bytes, columns: list[str],
+                     specs: dict[str, FeatureSpec], before: int) -> tuple[Any, list]:
+        """A clean block -> (RecordChunk of its good rows, reject events), or (None, [])
+        when the per-row reader must read it."""
+        opts = self._options
+        cells = cc.parse_block(block, len(columns), opts.delimiter, opts.quotechar)
+        if cells is None:
+            return None, []
+        try:
+            batch, bad = cc.type_batch(cells, columns, specs, opts.null_values, parse_cell,
+                                       CellError)
+        except cc.NeedsRows:
+            return None, []
+        rejects = []
+        for index in sorted(bad):
+            feature, reason, value = bad[index]
+            whole = [cells.column(j)[index].as_py() for j in range(len(columns))]
+            rejects.append((before + 1 + index, None, (feature, reason, value, whole)))
+        if not bad:
+            return RecordChunk(path, before + 1, [], batch=batch), rejects
+        good = np.ones(batch.num_rows, bool)
+        good[sorted(bad)] = False
+        numbers = (np.flatnonzero(good) + before + 1).tolist()
+        batch = batch.filter(pa.array(good))
+        if not numbers:
+            return RecordChunk(path, before + 1, [], batch=batch), rejects
+        contiguous = numbers[-1] - numbers[0] == len(numbers) - 1
+        return RecordChunk(path, numbers[0], [], () if contiguous else tuple(numbers),
+                           batch=batch), rejects
+
+
+def _header(head: bytes, opts: Any) -> list[str] | None:
+    """The header row's names, or None when the per-row reader should read it (not UTF-8,
+    quoting it would reject)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not cc.quoting_is_clean(head, opts.quotechar.encode(), opts.delimiter.encode()):
+        return None
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=opts.delimiter,
+                           quotechar=opts.quotechar, strict=True))
+    return rows[0] if len(rows) == 1 else None
+
+
+def _record(columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
+            nulls: set) -> tuple[dict | None, tuple | None]:
+    """One row's cells -> (record, None) or (None, (feature, reason, value, cells)).
+
+    Invalid UTF-8 is found first, then a wrong number of cells, then the first cell (in
+    column order) that its feature cannot type."""
+    joined = "".join(cells)
+    if not joined.isascii() and _SURROGATE.search(joined):
+        return None, _invalid_utf8(columns, cells, specs)
+    if len(cells) != len(columns):
+        return None, ("", f"malformed line: {len(cells)} cells, the header has "
+                          f"{len(columns)}", cells, cells)
+    record: dict[str, Any] = {}
+    for column, cell in zip(columns, cells):
+        spec = specs.get(column)
+        if spec is None or cell in nulls:
+            record[column] = None if cell in nulls else cell
+            continue
+        try:
+            record[column] = parse_cell(spec, cell)
+        except CellError as err:
+            return None, (spec.name, f"column {column!r}: {err.reason}", cell, cells)
+    return record, None
+
+
+def _raw_bytes(cells: list[str]) -> list[bytes]:
+    return [cell.encode("utf-8", "surrogateescape") for cell in cells]
+
+
+def _readable(cells: list[str]) -> list[str]:
+    """Cells with invalid bytes shown as U+FFFD, safe to write as JSON."""
+    return [cell.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            for cell in cells]
+
+
+def _invalid_utf8(columns: list[str], cells: list[str],
+                  specs: dict[str, FeatureSpec]) -> tuple[str, str, bytes, list[str]]:
+    """The dead-letter fields for a row with invalid UTF-8: the first such cell's column."""
+    for index, cell in enumerate(cells):
+        found = _SURROGATE.search(cell)
+        if found is None:
+            continue
+        column = columns[index] if index < len(columns) else f"#{index + 1}"
+        spec = specs.get(column)
+        raw = cell.encode("utf-8", "surrogateescape")
+        offset = len(cell[:found.start()].encode("utf-8", "surrogateescape"))
+        return (spec.name if spec else "",
+                f"column {column!r}: not valid UTF-8 (byte 0x{raw[offset]:02x} at byte "
+                f"{offset} of the cell)", raw, _readable(cells))
+    raise AssertionError("no invalid UTF-8 found")  # pragma: no cover - callers check first
 
 
 class ReadCsv(beam.PTransform):
     """File paths -> RecordChunks (main output), dead-letter rows (``rejected``) and
-    ``counts`` pairs (``read``, ``rejected_at_read``)."""
+    ``counts`` pairs (``read``, ``rejected_at_read``).
 
-    def __init__(self, options: Any, features: Sequence[FeatureSpec]) -> None:
+    ``columnar`` (default): RecordChunks carry pyarrow RecordBatches of about
+    ``block_bytes`` of text each; otherwise Python dicts, row by row. The records, their row
+    numbers and the dead letters are the same either way.
+    """
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec], *, columnar: bool = True,
+                 block_bytes: int = cc.BLOCK_BYTES) -> None:
         super().__init__()
         self._options = options
         self._features = tuple(features)
+        self._columnar = columnar
+        self._block_bytes = block_bytes
 
     def expand(self, paths):
         return (
             paths
             | "SpreadFiles" >> beam.Reshuffle()
-            | "ParseCsv" >> beam.ParDo(_ReadCsvFile(self._options, self._features))
+            | "ParseCsv" >> beam.ParDo(_ReadCsvFile(self._options, self._features,
+                                                    self._columnar, self._block_bytes))
             .with_outputs(REJECTED, COUNTS, main="records")
         )

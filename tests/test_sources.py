@@ -1,0 +1,322 @@
+"""ReadCsv: the columnar path (pyarrow.csv + pyarrow.compute, csv_columnar) gives the same
+records, row numbers, dead letters and counts as the per-row path (Python's csv module) on
+tricky files, block size by block size; and both give the values we expect."""
+
+from __future__ import annotations
+
+import csv
+import math
+import struct
+
+import apache_beam as beam
+import pyarrow as pa
+import pytest
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from beam_tfrecords.pipelines.config import CsvOptions
+from beam_tfrecords.transforms import csv_columnar as cc
+from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.sources import (
+    COUNTS,
+    REJECTED,
+    CellError,
+    ReadCsv,
+    RecordChunk,
+    _ReadCsvFile,
+    parse_cell,
+)
+
+FEATURES = [F("i", "int64"), F("f", "float"), F("s", "string"), F("b", "bytes", missing="omit")]
+BLOCKS = [7, 64, 300, cc.BLOCK_BYTES]  # tiny blocks cut almost every row apart
+DEFAULTS = CsvOptions()
+
+
+def _plain(value):
+    """Floats by their bits, so NaN equals NaN and -nan differs from nan."""
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def read(path, features=FEATURES, options=DEFAULTS, **kwargs):
+    """Drive the DoFn by hand: ([(row, record)], [dead letter], [counts], [chunk])."""
+    records, rejects, counts, chunks = [], [], [], []
+    for out in _ReadCsvFile(options, features, **kwargs).process(str(path)):
+        if isinstance(out, RecordChunk):
+            chunks.append(out)
+            records += [(out.row_number(i), r) for i, r in enumerate(out.records())]
+        elif out.tag == REJECTED:
+            rejects.append(out.value)
+        else:
+            assert out.tag == COUNTS
+            counts.append(out.value)
+    return _plain(records), rejects, counts, chunks
+
+
+def both(path, features=FEATURES, options=DEFAULTS, blocks=BLOCKS):
+    """The per-row result, after checking every columnar block size gives the same."""
+    rows = read(path, features, options, columnar=False)
+    assert all(c.batch is None for c in rows[3])
+    for size in blocks:
+        fast = read(path, features, options, block_bytes=size)
+        assert fast[0] == rows[0], size
+        assert sorted(fast[1], key=lambda d: d["row"]) == sorted(rows[1], key=lambda d: d["row"])
+        assert fast[2] == rows[2], size
+    return rows
+
+
+def _write(tmp_path, data: bytes, name="in.csv"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+TRICKY = (
+    b"\xef\xbb\xbfi,f,s,b\r\n"                      # BOM, CRLF
+    b"1,1.5,plain,x\r\n"                             # 1
+    b'TRUE,nan,"two\r\nlines, and a ""quote""",y\r\n'  # 2: quoted CRLF, delimiter, quotes
+    b"false,-inf,NA,\r\n"                            # 3: null markers ("NA", "")
+    b"-7,1e-3,\xc3\xa9t\xc3\xa9,z\r\n"               # 4: UTF-8
+    b"+5,-nan,s,\r\n"                                # 5: '+', -nan (sign bit kept)
+    b"x,1,s,\r\n"                                    # 6: not an integer
+    b"1,2\r\n"                                       # 7: malformed
+    b"\r\n"                                          # 8: empty line -> malformed
+    b"2,1e400,s,\r\n"                                # 9: beyond float64
+    b"3,.5E+2,\xff\xfe,\r\n"                         # 10: invalid UTF-8 in a string feature
+    b" 4 ,Infinity,s,\r\n"                           # 11: spaces around an int
+    b"0x1f,1.,s,\r\n"                                # 12: hex is not an integer
+    b"99999999999999999999,0,s,\r\n"                 # 13: beyond int64: kept, encoder rejects
+    b"\xd9\xa3,1,a\"b,\r\n"                          # 14: an Arabic-Indic digit; a literal quote
+    b"5,2.5,last,w"                                  # 15: no final line end
+)
+
+
+def test_tricky_file_same_on_both_paths_and_as_expected(tmp_path):
+    path = _write(tmp_path, TRICKY)
+    records, rejects, counts, _ = both(path, options=CsvOptions(null_values=("", "NA")))
+    got = dict(records)
+    assert got[1] == {"i": 1, "f": _plain(1.5), "s": "plain", "b": "x"}
+    assert got[2] == {"i": 1, "f": _plain(math.nan), "s": 'two\r\nlines, and a "quote"',
+                      "b": "y"}
+    assert got[3] == {"i": 0, "f": _plain(-math.inf), "s": None, "b": None}
+    assert got[4]["s"] == "été" and got[4]["i"] == -7
+    assert got[5]["i"] == 5 and got[5]["f"] == _plain(float("-nan"))
+    assert got[11]["i"] == 4 and got[11]["f"] == _plain(math.inf)
+    assert got[13]["i"] == 99999999999999999999
+    assert got[14]["i"] == 3 and got[14]["s"] == 'a"b'
+    assert got[15] == {"i": 5, "f": _plain(2.5), "s": "last", "b": "w"}
+    by_row = {d["row"]: d for d in rejects}
+    assert sorted(by_row) == [6, 7, 8, 9, 10, 12]
+    assert by_row[6]["feature"] == "i" and "not an integer" in by_row[6]["reason"]
+    assert "malformed line: 2 cells, the header has 4" in by_row[7]["reason"]
+    assert "malformed line: 0 cells" in by_row[8]["reason"]
+    assert by_row[9]["feature"] == "f" and "outside the float64 range" in by_row[9]["reason"]
+    assert by_row[10]["feature"] == "s" and "not valid UTF-8" in by_row[10]["reason"]
+    assert by_row[10]["value"] == repr(b"\xff\xfe")
+    assert by_row[12]["reason"] == "column 'i': not an integer or true/false"
+    assert counts == [("read", 15), ("rejected_at_read", 6)]
+
+
+def test_a_file_of_many_blocks_yields_batches_with_row_numbers(tmp_path):
+    lines = [b"i,f,s,b\n"]
+    for n in range(1, 3001):
+        if n % 997 == 0:
+            lines.append(b"oops,1,x,\n")  # a rejected row part way through a block
+        elif n == 1500:
+            lines.append(b'1,2,"a quoted\nnewline",\n')
+        else:
+            lines.append(b"%d,%d.25,w%d,\n" % (n, n, n % 7))
+    path = _write(tmp_path, b"".join(lines))
+    records, rejects, counts, _ = both(path, blocks=[4096, 20000, cc.BLOCK_BYTES])
+    assert [d["row"] for d in rejects] == [997, 1994, 2991]
+    assert counts == [("read", 3000), ("rejected_at_read", 3)]
+    assert records[0] == (1, {"i": 1, "f": _plain(1.25), "s": "w1", "b": None})
+    assert dict(records)[1500]["s"] == "a quoted\nnewline"
+    _, _, _, chunks = read(path, block_bytes=4096)
+    assert len(chunks) > 5 and all(c.batch is not None and not c.rows for c in chunks)
+    assert sum(len(c) for c in chunks) == 2997
+    # a chunk holding a rejected row's neighbours numbers them explicitly
+    assert any(c.row_numbers for c in chunks)
+    schema = chunks[0].batch.schema
+    assert schema.types == [pa.int64(), pa.float64(), pa.string(), pa.string()]
+    assert all(c.batch.schema == schema for c in chunks)
+
+
+@pytest.mark.parametrize("data", [
+    b"",                          # empty file
+    b"\xef\xbb\xbf",              # only a BOM
+    b"i,f,s,b",                   # header only, no line end
+    b"i,f,s,b\r\n",               # header only
+    b"\n1,2,3,4\n",               # an empty header: every row is malformed
+    b"i,f,s,s\n1,2,a,b\n",        # duplicate names: the per-row reader's dict
+    b"i,f,\xffs,b\n1,2,3,4\n",    # the header is not UTF-8
+    b'"i","f\nf",s,b\n1,2,3,4\n',  # a quoted header with a newline
+    b"i,f,s,b\n1,2,3,4\n\n",      # a trailing empty line is a (malformed) row
+    b"i,f,s,b\r1,2,3,4\r5,6,7,8\r",  # old Mac line ends
+    b"i,f,s,b\n1,2,3,\xef\xbb\xbfb\n",  # a BOM inside the file is kept
+    b"i,f,s,b\n1,2,3,4\x00\n",    # NUL is a character
+])
+def test_edge_files_same_on_both_paths(tmp_path, data):
+    both(_write(tmp_path, data))
+
+
+def test_empty_and_header_only_files_count_zero(tmp_path):
+    for data in (b"", b"i,f,s,b\n"):
+        records, rejects, counts, _ = both(_write(tmp_path, data))
+        assert (records, rejects, counts) == ([], [], [("read", 0), ("rejected_at_read", 0)])
+
+
+def test_header_that_is_not_utf8_rejects_the_file(tmp_path):
+    _, rejects, counts, _ = both(_write(tmp_path, b"i,\xff\n1,2\n"))
+    assert [(d["row"], "header is not valid UTF-8" in d["reason"]) for d in rejects] == [
+        (0, True)]
+    assert counts == [("read", 1), ("rejected_at_read", 1)]
+
+
+@pytest.mark.parametrize("data,row,needle", [
+    (b'i,f,s,b\n1,2,3,4\n1,2,"a"b,4\n5,6,7,8\n', 2, "',' expected after '\"'"),
+    (b'i,f,s,b\n1,2,3,4\n1,2,"unclosed\n5,6,7,8\n', 2, "unexpected end of data"),
+])
+def test_quoting_csv_refuses_stops_the_file_on_both_paths(tmp_path, data, row, needle):
+    records, rejects, counts, _ = both(_write(tmp_path, data))
+    assert [r for r, _ in records] == [1]
+    assert [(d["row"], needle in d["reason"], "unreadable CSV" in d["reason"])
+            for d in rejects] == [(row, True, True)]
+    assert counts == [("read", 2), ("rejected_at_read", 1)]
+
+
+def test_unusual_quotes_between_clean_blocks(tmp_path):
+    rows = [b"%d,1,s,\n" % n for n in range(1, 200)]
+    rows[150] = b'151,1,5" tall,\n'  # a quote inside an unquoted field is a character
+    rows[160] = b'161,1,"q ""x"" q",\n'
+    records, rejects, _, _ = both(_write(tmp_path, b"i,f,s,b\n" + b"".join(rows)),
+                                  blocks=[64, 500, cc.BLOCK_BYTES])
+    assert not rejects
+    got = dict(records)
+    assert got[151]["s"] == '5" tall' and got[161]["s"] == 'q "x" q'
+
+
+def test_field_over_the_csv_limit_on_both_paths(tmp_path):
+    old = csv.field_size_limit()
+    csv.field_size_limit(50)
+    try:
+        data = b"i,f,s,b\n1,2,ok,\n2,3," + b"x" * 60 + b",\n3,4,ok,\n"
+        _, rejects, _, _ = both(_write(tmp_path, data), blocks=[16, 40, cc.BLOCK_BYTES])
+    finally:
+        csv.field_size_limit(old)
+    assert [d["row"] for d in rejects] == [2] and "field larger" in rejects[0]["reason"]
+
+
+def test_list_features_headerless_files_and_other_delimiters(tmp_path):
+    lists = [F("i", "int64"), F("v", "float", shape=(-1,))]
+    path = _write(tmp_path, b'i,v\n1,"[1, 2.5]"\n2,[]\n3,nope\n')
+    records, rejects, _, _ = both(path, lists)
+    assert records == [(1, {"i": 1, "v": [1, _plain(2.5)]}), (2, {"i": 2, "v": []})]
+    assert [d["row"] for d in rejects] == [3] and "JSON array" in rejects[0]["reason"]
+    tsv = _write(tmp_path, b"1\t2.5\tx\ty\n2\tNA\tz\t\n")
+    opts = CsvOptions(delimiter="\t", header=False, columns=("i", "f", "s", "b"),
+                      null_values=("NA",))
+    records, _, _, _ = both(tsv, options=opts)
+    assert records == [(1, {"i": 1, "f": _plain(2.5), "s": "x", "b": "y"}),
+                       (2, {"i": 2, "f": None, "s": "z", "b": ""})]
+
+
+def test_read_csv_transform_emits_batches_rejects_and_counts(tmp_path):
+    path = _write(tmp_path, b"i,f,s,b\n1,0.5,a,\n2,x,b,\n3,1.5,c,\n")
+
+    def rows(chunk):
+        assert chunk.batch is not None and chunk.path == str(path)
+        return [(chunk.row_number(k), r) for k, r in enumerate(chunk.records())]
+
+    with test_pipeline.TestPipeline() as p:
+        out = p | beam.Create([str(path)]) | ReadCsv(CsvOptions(), FEATURES)
+        assert_that(out.records | beam.FlatMap(rows), equal_to([
+            (1, {"i": 1, "f": 0.5, "s": "a", "b": None}),
+            (3, {"i": 3, "f": 1.5, "s": "c", "b": None})]), label="Records")
+        assert_that(out[REJECTED] | beam.Map(lambda d: (d["row"], d["feature"])),
+                    equal_to([(2, "f")]), label="Rejects")
+        assert_that(out[COUNTS], equal_to([("read", 3), ("rejected_at_read", 1)]),
+                    label="Counts")
+
+
+# -- csv_columnar, directly -------------------------------------------------------------------
+
+@pytest.mark.parametrize("block,clean", [
+    (b"a,b\n", True),
+    (b'"a","b"\n"c",d\n', True),
+    (b'"a ""q""",b\n', True),
+    (b'"",""\n', True),
+    (b'a,"x\ny"', True),
+    (b'a,"unclosed\n', False),
+    (b'a,"x"y,b\n', False),
+    (b'a,5"\n', False),
+    (b'a,5"",b\n', False),
+    (b'x"a",b\n', False),
+])
+def test_quoting_is_clean(block, clean):
+    assert cc.quoting_is_clean(block, b'"', b",") is clean
+
+
+@pytest.mark.parametrize("buf,final,last,first", [
+    (b"a\nb\nc", False, 4, 2),
+    (b"a\nb\nc", True, 5, 2),
+    (b'a\n"b\nc', False, 2, 2),
+    (b'"a\nb"\nc\n', False, 8, 6),
+    (b"a\r", False, 0, 0),        # maybe half of a CRLF
+    (b"a\r", True, 2, 2),
+    (b"a\r\nb\r", False, 3, 3),
+    (b"abc", False, 0, 0),
+])
+def test_row_ends(buf, final, last, first):
+    assert cc._last_row_end(buf, b'"', final) == last
+    assert cc._first_row_end(buf, b'"', final) == first
+
+
+def test_byte_blocks_cut_whole_rows_and_give_back_the_rest():
+    import io
+
+    data = b'\xef\xbb\xbfh\n"1\n2",3\n' + b"x,y\n" * 10
+    blocks = cc.ByteBlocks(io.BytesIO(data), b'"', block_bytes=5)
+    assert blocks.first_row() == b"h\n"
+    assert blocks.next_block() == b'"1\n2",3\n'
+    assert blocks.rest().read() == b"x,y\n" * 10
+    with pytest.raises(cc.NeedsRows):
+        cc.ByteBlocks(io.BytesIO(b'"' + b"z" * 100), b'"', 8, max_pending=32).next_block()
+
+
+SPECIAL = ["true", "FALSE", "True ", "-nan", "+inf", "Infinity", "1e400", "-0", "007", "0x1f",
+           "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1_0",
+           "4.9406564584124654e-324", "2.4703282292062328e-324", "1.", ".5", "."]
+CELLS = st.one_of(
+    st.text(alphabet="0123456789+-.eEnaiftyrulsxTRUEFALS \t\u0663\u00a0\u017f", max_size=12),
+    st.sampled_from(SPECIAL))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(CELLS, min_size=1, max_size=30), st.sampled_from(["int64", "float"]))
+def test_type_batch_agrees_with_parse_cell(cells, dtype):
+    spec = F("c", dtype)
+    batch = pa.RecordBatch.from_arrays([pa.array(cells, pa.string())], names=["c"])
+    expected = []
+    for text in cells:
+        try:
+            expected.append(("ok", _plain(None if text == "" else parse_cell(spec, text))))
+        except CellError as err:
+            expected.append(("bad", f"column 'c': {err.reason}"))
+    try:
+        typed, bad = cc.type_batch(batch, ["c"], {"c": spec}, [""], parse_cell, CellError)
+    except cc.NeedsRows:  # only for integers an int64 column cannot hold
+        assert any(kind == "ok" and isinstance(v, int) and abs(v) >= 2**63
+                   for kind, v in expected)
+        return
+    values = typed.column(0).to_pylist()
+    got = [("bad", bad[k][1]) if k in bad else ("ok", _plain(values[k]))
+           for k in range(len(cells))]
+    assert got == expected

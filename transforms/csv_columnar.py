@@ -1,0 +1,394 @@
+"""CSV bytes -> typed ``pyarrow.RecordBatch`` es, with exactly the per-row reader's semantics.
+
+The per-row reader (:class:`sources.ReadCsv` with ``columnar=False``) splits text with
+Python's ``csv`` module (``strict=True``) and types each cell with :func:`sources.parse_cell`.
+This module does the same work a block at a time with ``pyarrow.csv`` and
+``pyarrow.compute``, and *proves* per block that the result is the one the per-row reader
+would give; when it cannot, the caller hands that block (or the rest of the file) to the
+per-row reader. What the proof rests on:
+
+* **Row boundaries.** :class:`ByteBlocks` cuts the byte stream only at a line end preceded
+  by an even number of quote characters. That is a true row boundary when the quoting is
+  *clean*: every opening quote starts a field, every closing quote ends one (or doubles a
+  quote inside it). :func:`quoting_is_clean` checks that per block, so blocks start at true
+  row boundaries as long as every block before was clean; the first unclean block sends the
+  rest of the file to the per-row reader, which also raises exactly where ``csv`` would.
+* **Cells.** On clean quoting Arrow's parser and ``csv`` split identically, except that
+  ``csv`` yields an empty list for an empty line (Arrow: one empty cell) and refuses fields
+  longer than ``csv.field_size_limit()``; Arrow reports rows with the wrong number of cells
+  through ``invalid_row_handler`` and refuses invalid UTF-8. Any of these sends the block to
+  the per-row reader (:func:`parse_block` returns None).
+* **Types.** :func:`type_batch` accepts a value from Arrow's casts only where Arrow's
+  grammar is a subset of :func:`sources.parse_cell`'s and the values agree (decimal integers
+  without ``+``; floats Arrow parses to a finite value; exact ``true``/``false``); every
+  other cell goes through :func:`sources.parse_cell` itself, one by one.
+
+Pure: no Beam, no file systems (callers pass an open binary stream).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+__all__ = [
+    "BLOCK_BYTES",
+    "BOM",
+    "ByteBlocks",
+    "NeedsRows",
+    "dialect_supported",
+    "has_empty_line",
+    "parse_block",
+    "quoting_is_clean",
+    "type_batch",
+]
+
+BOM = b"\xef\xbb\xbf"
+BLOCK_BYTES = 1 << 20  # ~30k rows of the tutorial's 4 columns per block
+MAX_PENDING_BYTES = 64 << 20  # no row end in this much data: the per-row reader takes over
+_INT64 = (-(2**63), 2**63 - 1)
+_INT_RE = r"^-?[0-9]{1,18}$"  # always within int64; Arrow and int() agree on these
+_FLOAT_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+# ASCII classes, not (?i): RE2 folds the long s (U+017F) onto "s"; str.lower() does not.
+_BOOL_RE = r"^(?:[tT][rR][uU][eE]|[fF][aA][lL][sS][eE])$"
+
+
+class NeedsRows(Exception):
+    """This block must be read by the per-row reader (a value Arrow cannot hold)."""
+
+
+def dialect_supported(delimiter: str, quotechar: str) -> bool:
+    """Arrow splits on single bytes: both characters must be ASCII and not line ends."""
+    return all(len(c) == 1 and c.isascii() and c not in "\r\n" for c in (delimiter, quotechar))
+
+
+# -- cutting the byte stream at row boundaries -----------------------------------------------
+
+def _last_row_end(buf: bytes, quote: bytes, final: bool) -> int:
+    """Offset just past the last complete row in ``buf`` (which starts at a row start)."""
+    if final:
+        return len(buf)
+    quoted = quote in buf
+    total = buf.count(quote) if quoted else 0
+    after = 0
+    pos = len(buf)
+    while True:
+        p = max(buf.rfind(b"\n", 0, pos), buf.rfind(b"\r", 0, pos))
+        if p < 0:
+            return 0
+        if quoted:
+            after += buf.count(quote, p, pos)
+        pos = p
+        if quoted and (total - after) % 2:
+            continue  # inside a quoted field
+        if buf[p] == 0x0D:
+            if p + 1 == len(buf):
+                continue  # maybe the first half of a CRLF split between reads
+            if buf[p + 1] == 0x0A:
+                return p + 2
+        return p + 1
+
+
+def _first_row_end(buf: bytes, quote: bytes, final: bool) -> int:
+    """Offset just past the first complete row in ``buf`` (0: not in ``buf`` yet)."""
+    start = 0
+    while True:
+        ends = [i for i in (buf.find(b"\n", start), buf.find(b"\r", start)) if i >= 0]
+        if not ends:
+            return len(buf) if final else 0
+        p = min(ends)
+        start = p + 1
+        if buf.count(quote, 0, p) % 2:
+            continue
+        if buf[p] == 0x0D:
+            if p + 1 == len(buf):
+                if final:
+                    return p + 1
+                return 0
+            if buf[p + 1] == 0x0A:
+                return p + 2
+        return p + 1
+
+
+class ByteBlocks:
+    """A binary stream cut into blocks of whole rows (by quote parity; see the module doc).
+
+    ``first_row()`` returns the header row's bytes, ``next_block()`` the next ~``block_bytes``
+    of rows (None at the end; ``NeedsRows`` when no row ends within ``MAX_PENDING_BYTES``),
+    ``rest()`` a stream of whatever has not been returned yet. A UTF-8 BOM at the start of
+    the stream is dropped.
+    """
+
+    def __init__(self, handle: BinaryIO, quote: bytes, block_bytes: int = BLOCK_BYTES,
+                 max_pending: int = MAX_PENDING_BYTES) -> None:
+        self._handle = handle
+        self._quote = quote
+        self._block = block_bytes
+        self._max = max(max_pending, block_bytes)
+        self._buf = b""
+        self._eof = False
+        while len(self._buf) < len(BOM) and not self._eof:
+            self._fill()
+        if self._buf.startswith(BOM):
+            self._buf = self._buf[len(BOM):]
+
+    def _fill(self) -> None:
+        data = self._handle.read(self._block)
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+
+    def _take(self, find: Callable[[bytes, bytes, bool], int]) -> bytes | None:
+        if len(self._buf) < self._block and not self._eof:
+            self._fill()
+        while True:
+            end = find(self._buf, self._quote, self._eof)
+            if end:
+                block, self._buf = self._buf[:end], self._buf[end:]
+                return block
+            if self._eof:
+                return None
+            if len(self._buf) >= self._max:
+                raise NeedsRows(f"no row ends within {self._max} bytes")
+            self._fill()
+
+    def first_row(self) -> bytes | None:
+        return self._take(_first_row_end)
+
+    def next_block(self) -> bytes | None:
+        return self._take(_last_row_end)
+
+    def rest(self) -> BinaryIO:
+        """The bytes not returned yet, as a stream (the pending buffer, then the handle)."""
+        return io.BufferedReader(_Prefixed(self._buf, self._handle))
+
+
+class _Prefixed(io.RawIOBase):
+    def __init__(self, prefix: bytes, handle: BinaryIO) -> None:
+        self._prefix = memoryview(prefix)
+        self._handle = handle
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._handle.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+# -- checks that make a block safe for Arrow --------------------------------------------------
+
+def quoting_is_clean(block: bytes, quote: bytes, delimiter: bytes) -> bool:
+    """Whether every quote in ``block`` opens a field, closes one, or doubles a quote inside
+    one -- the quoting on which quote parity finds the rows and Arrow and ``csv`` agree."""
+    if quote not in block:
+        return True
+    data = np.frombuffer(block, np.uint8)
+    q = np.flatnonzero(data == ord(quote))
+    if len(q) % 2:
+        return False  # a quoted field runs past the block
+    opens, closes = q[0::2], q[1::2]
+    seps = np.array([ord(delimiter), 0x0A, 0x0D], np.uint8)
+    prev_close = np.concatenate(([-2], closes[:-1]))
+    ok_open = ((opens == 0) | np.isin(data[np.maximum(opens - 1, 0)], seps)
+               | (opens == prev_close + 1))
+    next_open = np.concatenate((opens[1:], [-2]))
+    after = np.minimum(closes + 1, len(data) - 1)
+    ok_close = ((closes + 1 == len(data)) | np.isin(data[after], seps)
+                | (closes + 1 == next_open))
+    return bool(ok_open.all() and ok_close.all())
+
+
+def has_empty_line(block: bytes) -> bool:
+    """Whether ``block`` may hold an empty line (``csv`` yields [] for it, Arrow one cell).
+
+    May say yes for line ends inside quoted fields; that only costs speed."""
+    if block[:1] in (b"\n", b"\r"):
+        return True
+    if b"\r" not in block:
+        return b"\n\n" in block
+    return b"\n\n" in block or b"\r\r" in block or b"\n\r" in block
+
+
+def parse_block(block: bytes, ncols: int, delimiter: str, quotechar: str) -> pa.RecordBatch | None:
+    """A clean block's rows as a RecordBatch of ``ncols`` string columns (``c0``...), or None
+    when Arrow's cells may differ from ``csv``'s: a row with the wrong number of cells, an
+    empty line, invalid UTF-8, a field longer than ``csv.field_size_limit()``, a BOM."""
+    if has_empty_line(block) or block.startswith(BOM):  # Arrow drops a BOM; csv keeps it
+        return None
+    invalid: list = []
+
+    def on_invalid(row: Any) -> str:
+        invalid.append(row)
+        return "skip"
+
+    names = [f"c{i}" for i in range(ncols)]
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(block),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
+                                           block_size=len(block) + 1),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delimiter, quote_char=quotechar, double_quote=True,
+                escape_char=False, newlines_in_values=quotechar.encode() in block,
+                ignore_empty_lines=False, invalid_row_handler=on_invalid),
+            # Binary: no UTF-8 check here (it is slow); one check of the block below.
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: pa.binary() for name in names}, null_values=[],
+                strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if invalid:
+        return None
+    limit = csv.field_size_limit()
+    if len(block) > limit:
+        for column in table.columns:
+            longest = pc.max(pc.binary_length(column)).as_py()
+            if longest is not None and longest > limit:
+                return None
+    if table.num_rows == 0:
+        return pa.RecordBatch.from_arrays([pa.array([], pa.string())] * ncols, names=names)
+    batches = table.to_batches()
+    batch = batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
+    ascii_only = block.isascii()  # then the bytes are valid UTF-8 as they are
+    try:
+        columns = [column.view(pa.string()) if ascii_only else column.cast(pa.string())
+                   for column in batch.columns]
+    except pa.ArrowInvalid:
+        return None  # invalid UTF-8: the per-row reader names the rows
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+# -- typing cells as parse_cell would ---------------------------------------------------------
+
+CellParser = Callable[[Any, str], Any]  # sources.parse_cell: (spec, text) -> value
+
+
+def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str, Any],
+               nulls: Sequence[str], parse_cell: CellParser, cell_error: type[Exception],
+               ) -> tuple[pa.RecordBatch, dict[int, tuple[str, str, str]]]:
+    """A batch of string cells -> (typed batch named ``columns``, rejected rows).
+
+    ``specs`` maps a column to the feature spec that types it (int64 / float / bytes /
+    string; list-shaped features are the per-row reader's); other columns stay strings. A
+    cell spelled like one of ``nulls`` is null. Rejected rows map a row index to
+    ``(feature, reason, cell)`` for the first failing column, as the per-row reader reports;
+    the caller drops them from the batch. Raises :class:`NeedsRows` for a value an int64
+    column cannot hold (the per-row reader keeps it; the encoder rejects it later).
+    """
+    null_set = pa.array(list(nulls), pa.string()) if nulls else None
+    arrays = []
+    errors: dict[int, tuple[int, str, str]] = {}
+    for index, column in enumerate(columns):
+        cells = batch.column(index)
+        isnull = None
+        if null_set is not None:
+            mask = pc.is_in(cells, value_set=null_set)
+            if pc.any(mask).as_py():
+                isnull = mask
+        spec = specs.get(column)
+        if spec is None or spec.dtype not in ("int64", "float"):
+            arrays.append(cells if isnull is None else
+                          pc.if_else(isnull, pa.scalar(None, pa.string()), cells))
+            continue
+        keep = None
+        if isnull is not None:
+            keep = np.flatnonzero(~isnull.to_numpy(zero_copy_only=False))
+            cells = cells.take(pa.array(keep))
+        typed, bad = _type_cells(cells, spec, parse_cell, cell_error)
+        if keep is not None:
+            full = np.zeros(len(isnull), np.int64 if spec.dtype == "int64" else np.float64)
+            full[keep] = typed.to_numpy()
+            typed = pa.array(full, mask=isnull.to_numpy(zero_copy_only=False))
+            bad = {int(keep[i]): reason for i, reason in bad.items()}
+        arrays.append(typed)
+        for row, reason in bad.items():
+            if row not in errors:  # the first failing column, as the per-row reader reports
+                errors[row] = (index, spec.name, f"column {column!r}: {reason}")
+    rejected = {row: (name, reason, batch.column(index)[row].as_py())
+                for row, (index, name, reason) in errors.items()}
+    return pa.RecordBatch.from_arrays(arrays, names=list(columns)), rejected
+
+
+def _type_cells(cells: pa.Array, spec: Any, parse_cell: CellParser,
+                cell_error: type[Exception]) -> tuple[pa.Array, dict[int, str]]:
+    """Non-null string cells -> (int64/float64 values, {index: reason}) for ``spec``."""
+    if spec.dtype == "int64":
+        values, slow = _int_cells(cells)
+    else:
+        values, slow = _float_cells(cells)
+    if not len(slow):
+        return values, {}
+    out = values.to_numpy().copy()  # no nulls here: zero-copy view, then a writable copy
+    bad: dict[int, str] = {}
+    for i in slow.tolist():
+        text = cells[i].as_py()
+        try:
+            value = parse_cell(spec, text)
+        except cell_error as err:
+            bad[i] = getattr(err, "reason", str(err))
+            continue
+        if spec.dtype == "int64" and not _INT64[0] <= value <= _INT64[1]:
+            raise NeedsRows(f"{text!r} does not fit an int64 column")
+        out[i] = value
+    return pa.array(out), bad
+
+
+_NONE = np.empty(0, np.int64)
+
+
+def _int_cells(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """int64 values where Arrow provably agrees with parse_cell, and the other indices (their
+    values are placeholders)."""
+    is_true = pc.equal(cells, "true")
+    if pc.all(pc.or_(is_true, pc.equal(cells, "false"))).as_py():
+        return pc.cast(is_true, pa.int64()), _NONE
+    try:
+        values = pc.cast(cells, pa.int64())
+    except pa.ArrowInvalid:
+        values = None
+    # Arrow also reads hex (0x1f); parse_cell does not. Digits with one optional minus only.
+    if values is not None and pc.all(pc.ascii_is_decimal(pc.utf8_ltrim(cells, "-"))).as_py():
+        return values, _NONE
+    digits = pc.match_substring_regex(cells, _INT_RE)
+    words = pc.match_substring_regex(cells, _BOOL_RE)
+    numbers = pc.cast(pc.if_else(digits, cells, "0"), pa.int64())
+    values = pc.if_else(words, pc.cast(pc.match_substring_regex(cells, "^[tT]"), pa.int64()),
+                        numbers)
+    slow = np.flatnonzero(~pc.or_(digits, words).to_numpy(zero_copy_only=False))
+    return values, slow
+
+
+def _float_cells(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """float64 values where Arrow provably agrees with parse_cell, and the other indices.
+
+    Arrow's number grammar is parse_cell's without Unicode digits or surrounding spaces, and
+    both round correctly; NaN, infinities and overflow (sign bits, ``outside the float64
+    range``) are left to parse_cell."""
+    try:
+        values = pc.cast(cells, pa.float64())
+        fast = None
+    except pa.ArrowInvalid:
+        fast = pc.match_substring_regex(cells, _FLOAT_RE)
+        values = pc.cast(pc.if_else(fast, cells, "0"), pa.float64())
+    ok = pc.is_finite(values)
+    if fast is not None:
+        ok = pc.and_(ok, fast)
+    if pc.all(ok).as_py():
+        return values, _NONE
+    return values, np.flatnonzero(~ok.to_numpy(zero_copy_only=False))
