@@ -39,7 +39,7 @@ T0 = datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
 # -- helpers ----------------------------------------------------------------------------------
 
 def _numbered(chunk):
-    return [(chunk.row_number(i), row) for i, row in enumerate(chunk.rows)]
+    return [(chunk.row_number(i), row) for i, row in enumerate(chunk.records())]
 
 
 def _rejects_match(expected):
@@ -64,7 +64,7 @@ def expect(reader, paths, records=None, rejects=(), counts=None, chunks=None):
             assert_that(out.records | "Numbered" >> beam.FlatMap(_numbered), equal_to(records),
                         label="CheckRecords")
         if chunks is not None:
-            assert_that(out.records | beam.Map(lambda c: (c.first_row, len(c.rows))),
+            assert_that(out.records | beam.Map(lambda c: (c.first_row, len(c))),
                         equal_to(chunks), label="CheckChunks")
         assert_that(out[REJECTED], _rejects_match(list(rejects)), label="CheckRejects")
         if counts is not None:
@@ -222,7 +222,8 @@ def _parquet_table():
     })
 
 
-def test_parquet_records_only_needed_columns(tmp_path):
+@pytest.mark.parametrize("columnar", [True, False])
+def test_parquet_records_only_needed_columns(tmp_path, columnar):
     path = tmp_path / "t.parquet"
     pq.write_table(_parquet_table(), path)
     features = [F("id", "int64"), F("tokens", "int64", (-1,)),
@@ -231,7 +232,7 @@ def test_parquet_records_only_needed_columns(tmp_path):
                 F("absent", "int64", missing="omit")]
     base = {"meta": {"h": 10, "name": "a"}}
     expect(
-        ReadParquet(ParquetOptions(), features), [path],
+        ReadParquet(ParquetOptions(), features, columnar=columnar), [path],
         records=[
             (1, {"id": 1, "tokens": [1, 2], **base, "ts": T0,
                  "day": datetime.date(2024, 1, 2), "opt": 0.5, "blob": b"\x00\xff"}),
@@ -251,9 +252,15 @@ def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
     n = CHUNK_ROWS + 5
     pq.write_table(pa.table({"i": np.arange(n), "k": np.arange(n) * 2}), path,
                    row_group_size=1000)
-    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"]), [path],
+    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"],
+                       columnar=False), [path],
            chunks=[(1, CHUNK_ROWS), (CHUNK_ROWS + 1, 5)],
            counts=[("read", n), ("rejected_at_read", 0)])
+    # Columnar: row groups of 1000 gathered into chunks of at least batch_rows.
+    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"],
+                       batch_rows=2500), [path],
+           chunks=[(1, 3000), (3001, n - 3000)],
+           records=[(row, {"i": row - 1, "k": 2 * (row - 1)}) for row in range(1, n + 1)])
     small = tmp_path / "small.parquet"
     pq.write_table(pa.table({"i": [5], "k": [6]}), small)
     expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"]), [small],
@@ -261,7 +268,8 @@ def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
     expect(ReadParquet(ParquetOptions(), []), [small], records=[(1, {"i": 5, "k": 6})])
 
 
-def test_parquet_corrupt_files_are_one_dead_letter_each(tmp_path):
+@pytest.mark.parametrize("columnar", [True, False])
+def test_parquet_corrupt_files_are_one_dead_letter_each(tmp_path, columnar):
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet at all")
     broken = tmp_path / "broken.parquet"
@@ -273,13 +281,40 @@ def test_parquet_corrupt_files_are_one_dead_letter_each(tmp_path):
     data[offset:offset + 24] = b"\xff" * 24
     broken.write_bytes(bytes(data))
     expect(
-        ReadParquet(ParquetOptions(), [F("i", "int64")]), [junk, broken],
+        ReadParquet(ParquetOptions(), [F("i", "int64")], columnar=columnar), [junk, broken],
         # the middle row group is lost (one dead letter); the groups around it are read
         records=[(row, {"i": row - 1}) for row in [*range(1, 11), *range(21, 31)]],
         rejects=[(0, "not a readable Parquet file"),
                  (11, "unreadable Parquet data from row 11 (row group 1, rows 11-20")],
         counts=[("read", 1), ("rejected_at_read", 1), ("read", 21), ("rejected_at_read", 1)],
     )
+
+
+def test_parquet_columnar_chunks_hold_batches_equal_to_the_per_row_records(tmp_path):
+    from beam_tfrecords.transforms.sources import RecordChunk
+    from beam_tfrecords.transforms.tabular_sources import _ReadParquetFile
+
+    path = tmp_path / "t.parquet"
+    table = pa.concat_tables([_parquet_table()] * 700)  # 2100 rows
+    pq.write_table(table, path, row_group_size=300)
+    features = [F("id", "int64"), F("h", "int64", source=("meta", "h")), F("ts", "int64"),
+                F("blob", "bytes")]
+
+    def run(**kwargs):
+        fn = _ReadParquetFile(ParquetOptions(), features, **kwargs)
+        outs = list(fn.process(str(path)))
+        chunks = [o for o in outs if isinstance(o, RecordChunk)]
+        numbered = [(c.row_number(i), r) for c in chunks for i, r in enumerate(c.records())]
+        return chunks, numbered, [o.value for o in outs if not isinstance(o, RecordChunk)]
+
+    fast_chunks, fast, fast_other = run(batch_rows=1000)
+    slow_chunks, slow, slow_other = run(columnar=False)
+    assert fast == slow and fast_other == slow_other
+    assert [r for r, _ in fast] == list(range(1, 2101))
+    assert all(c.batch is not None and not c.rows for c in fast_chunks)
+    assert [len(c) for c in fast_chunks] == [1200, 900]
+    assert fast_chunks[0].batch.schema.names == ["id", "meta", "ts", "blob"]
+    assert all(c.batch is None for c in slow_chunks)
 
 
 def test_parquet_end_to_end(tmp_path):

@@ -41,6 +41,8 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.sources import (
+    BATCH_BYTES,
+    BATCH_ROWS,
     CHUNK_ROWS,
     COUNTS,
     REJECTED,
@@ -181,15 +183,19 @@ def top_level_fields(fmt: str, path: str) -> list[str] | None:
 class _ReadFileFn(beam.DoFn):
     """One file -> RecordChunks, rejects and counts; subclasses parse with ``_items``.
 
-    ``_items(path, handle)`` yields ``(row, record, None)`` for a good record and
-    ``(row, None, (feature, reason, value, record))`` for one that cannot be read.
+    ``_items(path, handle)`` yields ``(row, record, None)`` for a good record,
+    ``(row, None, (feature, reason, value, record))`` for one that cannot be read, and, on
+    the columnar path (``columnar``), whole :class:`RecordChunk` s with ``batch`` set.
     """
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec],
-                 extra_fields: Sequence[str] = ()) -> None:
+                 extra_fields: Sequence[str] = (), columnar: bool = True,
+                 batch_rows: int = BATCH_ROWS) -> None:
         self._options = options
         self._features = tuple(features)
         self._extra = tuple(extra_fields)
+        self._columnar = columnar
+        self._batch_rows = batch_rows
         self._read = Metrics.counter("sources", "records_read")
         self._rejected = Metrics.counter("sources", "records_rejected_at_parse")
 
@@ -201,7 +207,15 @@ class _ReadFileFn(beam.DoFn):
         chunk: list = []
         numbers: list = []
         with storage.open_read(path) as handle:
-            for row, record, error in self._items(path, handle):
+            for event in self._items(path, handle):
+                if isinstance(event, RecordChunk):  # columnar rows, in order
+                    if chunk:
+                        yield self._emit(path, chunk, numbers)
+                        chunk, numbers = [], []
+                    read += len(event)
+                    yield event
+                    continue
+                row, record, error = event
                 read += 1
                 if error is not None:
                     rejected += 1
@@ -227,21 +241,29 @@ class _ReadFileFn(beam.DoFn):
 
 
 class _ReadTransform(beam.PTransform):
+    """``columnar`` (default): formats with a columnar path emit RecordChunks holding
+    RecordBatches of up to ``batch_rows`` rows; otherwise (and for Avro) dicts, row by row.
+    The records, their row numbers and the dead letters are the same either way."""
+
     _fn: type[_ReadFileFn]
     _label: str
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec],
-                 extra_fields: Sequence[str] = ()) -> None:
+                 extra_fields: Sequence[str] = (), *, columnar: bool = True,
+                 batch_rows: int = BATCH_ROWS) -> None:
         super().__init__()
         self._options = options
         self._features = tuple(features)
         self._extra = tuple(extra_fields)
+        self._columnar = columnar
+        self._batch_rows = batch_rows
 
     def expand(self, paths):
         return (
             paths
             | "SpreadFiles" >> beam.Reshuffle()
-            | self._label >> beam.ParDo(self._fn(self._options, self._features, self._extra))
+            | self._label >> beam.ParDo(self._fn(self._options, self._features, self._extra,
+                                                 self._columnar, self._batch_rows))
             .with_outputs(REJECTED, COUNTS, main="records")
         )
 
@@ -340,7 +362,8 @@ class _ReadParquetFile(_ReadFileFn):
                             "", "")
             return
         # Row group by row group: a damaged group costs its own rows only (the footer still
-        # says where the next one starts), and batches never mix rows of two groups.
+        # says where the next one starts).
+        pending = _Batches(path, self._batch_rows) if self._columnar else None
         start = 0  # rows before this group
         for group, size in enumerate(groups):
             row = start
@@ -354,21 +377,64 @@ class _ReadParquetFile(_ReadFileFn):
             while failure is None:
                 try:
                     batch = next(batches, None)
-                    rows = None if batch is None else batch.to_pylist()
+                    rows = None if batch is None or pending is not None else batch.to_pylist()
                 except Exception as err:  # noqa: BLE001 - corrupt or truncated data
                     failure = err
                     break
-                if rows is None:
+                if batch is None:
                     break
+                if pending is not None:
+                    yield from pending.add(row + 1, batch)
+                    row += batch.num_rows
+                    continue
                 for record in rows:
                     row += 1
                     yield row, record, None
             if failure is not None:
+                if pending is not None:
+                    yield from pending.flush()
                 yield row + 1, None, (
                     "", f"unreadable Parquet data from row {row + 1} (row group {group}, rows "
                         f"{start + 1}-{start + size}; the rest of the group is skipped): "
                         f"{type(failure).__name__}: {failure}", "", "")
             start += size
+        if pending is not None:
+            yield from pending.flush()
+
+
+class _Batches:
+    """Consecutive RecordBatches of one file gathered into RecordChunks of up to
+    ``max_rows`` rows (or ``BATCH_BYTES``), so small row groups still make large chunks."""
+
+    def __init__(self, path: str, max_rows: int) -> None:
+        self._path = path
+        self._max_rows = max_rows
+        self._batches: list = []
+        self._first = 0
+        self._rows = self._bytes = 0
+
+    def add(self, first_row: int, batch: Any) -> Iterator[RecordChunk]:
+        if self._batches and first_row != self._first + self._rows:
+            yield from self.flush()  # not contiguous: a chunk's rows always are
+        if not self._batches:
+            self._first = first_row
+        self._batches.append(batch)
+        self._rows += batch.num_rows
+        self._bytes += batch.nbytes
+        if self._rows >= self._max_rows or self._bytes >= BATCH_BYTES:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[RecordChunk]:
+        import pyarrow as pa
+
+        batches, first = self._batches, self._first
+        self._batches, self._rows, self._bytes = [], 0, 0
+        if len(batches) > 1:
+            batches = pa.Table.from_batches(batches).combine_chunks().to_batches()
+        for batch in batches:
+            if batch.num_rows:
+                yield RecordChunk(self._path, first, [], batch=batch)
+                first += batch.num_rows
 
 
 class ReadParquet(_ReadTransform):
