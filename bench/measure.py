@@ -133,13 +133,16 @@ def run_child(cmd: Sequence[str], *, timeout: float, env: dict[str, str] | None 
         start = time.perf_counter()
         child = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env)
         peak = 0
-        while child.poll() is None:
-            peak = max(peak, tree_rss(child.pid))
-            if time.perf_counter() - start > timeout:
+        try:
+            while child.poll() is None:
+                peak = max(peak, tree_rss(child.pid))
+                if time.perf_counter() - start > timeout:
+                    break
+                time.sleep(poll)
+        finally:  # timeout or interrupt: end the child (its workers die with their pipes)
+            if child.poll() is None:
                 child.kill()
                 child.wait()
-                break
-            time.sleep(poll)
         wall = time.perf_counter() - start
         out.seek(0)
         err.seek(0)

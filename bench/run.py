@@ -107,14 +107,12 @@ def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse
     out = out_root / case.dirname / alt.name
     shutil.rmtree(out, ignore_errors=True)
     cmd = [python, str(HERE / alt.script), "--data", str(folder), "--out", str(out), *alt.args]
-    if args.profile_dir and alt.name == "ours":
-        profile = pathlib.Path(args.profile_dir) / f"ours-{case.dirname}.prof"
-        profile.parent.mkdir(parents=True, exist_ok=True)
-        cmd += ["--profile", str(profile)]
-        row["profile"] = str(profile)
     env = dict(os.environ)  # each script finds its bench/ siblings through its own folder
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     child = measure.run_child(cmd, timeout=args.timeout, env=env)
+    if args.profile_dir and alt.name == "ours":  # a second, untimed run under cProfile
+        row["profile"] = profile_ours(cmd, out, pathlib.Path(args.profile_dir) / case.dirname,
+                                      args.timeout, env)
     row["wall_seconds"] = round(child.wall, 3)
     row["peak_rss_tree"] = child.tree_peak
     try:
@@ -142,6 +140,26 @@ def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse
         if not args.keep_output:
             shutil.rmtree(out, ignore_errors=True)
     return row
+
+
+def profile_ours(cmd: list[str], out: pathlib.Path, stem: pathlib.Path, timeout: float,
+                 env: dict[str, str]) -> str:
+    """Run our in-process build again under cProfile (never the timed run: profiling slows
+    it) and write ``<stem>.prof`` plus ``<stem>.txt``, the top 25 by cumulative time."""
+    import pstats
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    prof, scratch = stem.with_suffix(".prof"), out.with_name(out.name + "-profile")
+    shutil.rmtree(scratch, ignore_errors=True)
+    cmd = [*cmd[:cmd.index("--out") + 1], str(scratch), *cmd[cmd.index("--out") + 2:],
+           "--profile", str(prof)]
+    child = measure.run_child(cmd, timeout=timeout, env=env)
+    shutil.rmtree(scratch, ignore_errors=True)
+    if child.returncode != 0 or not prof.exists():
+        return f"profile failed: {child.error}"
+    with open(stem.with_suffix(".txt"), "w") as text:
+        pstats.Stats(str(prof), stream=text).sort_stats("cumulative").print_stats(25)
+    return str(prof)
 
 
 # -- ratios and targets -----------------------------------------------------------------------
@@ -255,7 +273,8 @@ def machine() -> dict[str, Any]:
     import apache_beam
 
     return {"cpu_model": model, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "apache_beam": apache_beam.__version__, "platform": platform.platform()}
+            "apache_beam": apache_beam.__version__, "platform": platform.platform(),
+            "load_average": os.getloadavg()}  # other work on a shared machine skews rates
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -296,8 +315,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tfxbsl-python", default=str(TFXBSL_VENV / "bin/python"),
                         help="tfx-bsl's interpreter (default bench/.venv-tfxbsl/bin/python)")
     parser.add_argument("--json-out", help="results file (default bench/results/<time>.json)")
-    parser.add_argument("--profile-dir", help="profile our in-process build with cProfile; "
-                                              "one .prof file per case here")
+    parser.add_argument("--profile-dir", help="also run our in-process build once more per "
+                                              "case under cProfile (untimed); <case>.prof "
+                                              "and <case>.txt (top 25 cumulative) here")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds one alternative may take on one case (default 3600)")
     parser.add_argument("--keep-output", action="store_true",
@@ -334,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data_dir = pathlib.Path(args.data_dir)
     alts = [a for a in ALTS if a.name in args.alts]
     started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     for case in datasets.cases(args.scale, args.only):
         begin = time.perf_counter()
@@ -353,8 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         HERE / "results" / f"{started.strftime('%Y%m%dT%H%M%SZ')}-{args.scale}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"scale": args.scale, "started": started.isoformat(),
-                               "machine": machine(), "cases": rows, "targets": targets},
-                              indent=1))
+                               "machine": machine(), "load_average_before": load_before,
+                               "cases": rows, "targets": targets}, indent=1))
     print(f"\nresults: {out}")
     return 0
 
