@@ -35,7 +35,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-import checks  # noqa: E402
 import datasets  # noqa: E402
 import measure  # noqa: E402
 from rows import load_meta  # noqa: E402
@@ -99,6 +98,8 @@ def _python_for(alt: Alt, args: argparse.Namespace) -> tuple[str | None, str]:
 def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse.Namespace,
              out_root: pathlib.Path) -> dict[str, Any]:
     """Run one alternative on one case in a child process, check its output, return a row."""
+    import checks  # needs this package: imported here so --help and setup-tfxbsl run anywhere
+
     row: dict[str, Any] = {"case": case.label, "dataset": case.dataset, "input_rows": case.rows,
                            "alt": alt.name, "title": alt.title}
     python, reason = _python_for(alt, args)
@@ -351,6 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["setup-tfxbsl"]:
         return setup_tfxbsl(argv[1:])
     args = make_parser().parse_args(argv)
+    try:
+        import beam_tfrecords  # noqa: F401
+    except ImportError:
+        print("bench/run.py needs the project's environment: .venv/bin/python bench/run.py ...",
+              file=sys.stderr)
+        return 2
     data_dir = pathlib.Path(args.data_dir)
     alts = [a for a in ALTS if a.name in args.alts]
     started = datetime.datetime.now(datetime.timezone.utc)
