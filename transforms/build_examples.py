@@ -6,43 +6,97 @@ elements instead of one per record. A record the coercion policy refuses becomes
 row (``rejected`` output) naming its file, row, feature and reason, and is counted; nothing is
 dropped silently. The ``counts`` output carries (``built`` | ``rejected_at_build``, n) pairs,
 so the commit step can check read = written + rejected without trusting runner metrics.
+
+A chunk that carries a ``pyarrow.RecordBatch`` is encoded column-wise by
+:class:`columnar_encoder.ColumnarEncoder`; a chunk of Python mappings row by row. Both paths
+produce the same bytes, splits, dead letters and counts, so outputs never depend on which one
+ran. A record too large to write -- over protobuf's 2 GiB message limit, or, framed, over the
+output's maximum shard size -- is a dead letter too.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.coercion import FeatureValueError
+from beam_tfrecords.transforms.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
-from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.splits import BUCKETS, SplitSpec, key_bytes
 
-__all__ = ["BuildExamples"]
+__all__ = ["FRAMING_BYTES", "PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
+
+# Protobuf refuses to parse a message of 2 GiB or more; TensorFlow could not read the record.
+PROTOBUF_MAX_BYTES = 2**31 - 1
+# A TFRecord frames each record with a u64 length and two masked crc32c values.
+FRAMING_BYTES = 16
+
+
+def record_size_error(size: int, max_record_bytes: int | None) -> str:
+    """Why a serialized Example of ``size`` bytes cannot be written, or "" when it can."""
+    if size > PROTOBUF_MAX_BYTES:
+        return (f"the serialized Example is {size} bytes, over protobuf's message limit of "
+                f"{PROTOBUF_MAX_BYTES} bytes (2 GiB - 1); TensorFlow could not parse it")
+    if max_record_bytes is not None and size + FRAMING_BYTES > max_record_bytes:
+        return (f"the serialized Example is {size} bytes ({size + FRAMING_BYTES} framed), over "
+                f"the maximum shard size of {max_record_bytes} bytes")
+    return ""
+
+
+def _record_preview(batch: Any, index: int) -> dict:
+    return batch.slice(index, 1).to_pylist()[0]
 
 
 class _BuildExamplesFn(beam.DoFn):
-    def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec) -> None:
+    def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec,
+                 max_record_bytes: int | None = None) -> None:
         self._features = tuple(features)
         self._splits = splits
+        self._max_record_bytes = max_record_bytes
         self._built = Metrics.counter("build_examples", "examples_built")
         self._rejected = Metrics.counter("build_examples", "records_rejected")
 
     def setup(self) -> None:
         self._encoder = ExampleEncoder(self._features)
+        self._columnar = ColumnarEncoder(self._features)  # caches its plan per schema
 
     def process(self, chunk: RecordChunk) -> Iterator[Any]:
+        rows = self._process_batch(chunk) if chunk.batch is not None else self._process_rows(chunk)
+        built = 0
+        for element in rows:
+            if isinstance(element, tuple):
+                built += len(element[1])
+            else:
+                self._rejected.inc()
+            yield element
+        self._built.inc(built)
+        yield beam.pvalue.TaggedOutput(COUNTS, ("built", built))
+        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk) - built))
+
+    def _reject(self, chunk: RecordChunk, offset: int, feature: str, reason: str, value: Any,
+                record: Any) -> Any:
+        return beam.pvalue.TaggedOutput(REJECTED, dead_letter(
+            chunk.path, chunk.row_number(offset), feature, reason, value, record))
+
+    def _process_rows(self, chunk: RecordChunk) -> Iterator[Any]:
         by_split: dict[str, list[bytes]] = {}
         splits = self._splits
         key = splits.key
         for offset, record in enumerate(chunk.records()):
             try:
                 data = self._encoder.encode(record)
+                too_big = record_size_error(len(data), self._max_record_bytes)
+                if too_big:
+                    yield self._reject(chunk, offset, "", too_big, len(data), record)
+                    continue
                 if splits.field:
                     split = self._named_split(record)
                 else:
@@ -50,39 +104,150 @@ class _BuildExamplesFn(beam.DoFn):
             except (FeatureValueError, TypeError) as err:
                 feature = getattr(err, "feature", ".".join(key))
                 value = getattr(err, "value", None)
-                self._rejected.inc()
-                yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
-                    chunk.path, chunk.row_number(offset), feature, str(err), value, record))
+                yield self._reject(chunk, offset, feature, str(err), value, record)
                 continue
             by_split.setdefault(split, []).append(data)
-        built = 0
         for split, records in by_split.items():
-            built += len(records)
             yield split, SerializedBatch.from_records(records)  # (split, SerializedBatch)
-        self._built.inc(built)
-        yield beam.pvalue.TaggedOutput(COUNTS, ("built", built))
-        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk) - built))
 
+    def _process_batch(self, chunk: RecordChunk) -> Iterator[Any]:
+        batch = chunk.batch
+        out, good, rejects = self._columnar.encode(batch)
+        # (row, feature, reason, value) of every rejected row, in row order at the end.
+        dead: list[tuple[int, str, str, Any]] = [
+            (int(row), getattr(err, "feature", ".".join(self._splits.key)), str(err),
+             getattr(err, "value", None))
+            for row, err in rejects
+        ]
+        sizes = np.diff(out.offsets)
+        keep = np.ones(good.size, dtype=bool)
+        limit = PROTOBUF_MAX_BYTES if self._max_record_bytes is None else min(
+            PROTOBUF_MAX_BYTES, self._max_record_bytes - FRAMING_BYTES)
+        for i in np.flatnonzero(sizes > limit).tolist():
+            size = int(sizes[i])
+            dead.append((int(good[i]), "", record_size_error(size, self._max_record_bytes),
+                         size))
+            keep[i] = False
+        names, split_of = self._split_rows(batch, out, good, keep, dead)
+        dead.sort(key=lambda item: item[0])
+        for row, feature, reason, value in dead:
+            yield self._reject(chunk, row, feature, reason, value, _record_preview(batch, row))
+        # split_of: index into names per accepted record (-1: rejected); first-seen order.
+        seen: list[int] = []
+        for code in dict.fromkeys(split_of[split_of >= 0].tolist()):
+            seen.append(code)
+        for code in seen:
+            yield names[code], _take(out, split_of == code)  # (split, SerializedBatch)
+
+    def _split_rows(self, batch: Any, out: SerializedBatch, good: np.ndarray, keep: np.ndarray,
+                    dead: list) -> tuple[list[str], np.ndarray]:
+        """(split names, per encoded record the index of its split or -1 when rejected)."""
+        splits = self._splits
+        names = list(splits.names)
+        split_of = np.full(good.size, -1, dtype=np.int64)
+        todo = np.flatnonzero(keep)
+        if not splits.field and len(splits.shares) == 1:
+            split_of[todo] = 0
+            return names, split_of
+        if not splits.field and not splits.key:  # hash of the serialized Example
+            payload, offs = out.payload, out.offsets.tolist()
+            keys = [payload[offs[i]:offs[i + 1]] for i in todo.tolist()]
+            split_of[todo] = _choose_many(splits, keys, names)
+            return names, split_of
+        path = splits.field or splits.key
+        values = _lookup_rows(batch, path, good[todo])
+        keys, rows = [], []
+        for i, value in zip(todo.tolist(), values):
+            try:
+                if isinstance(value, FeatureValueError):
+                    raise value
+                if splits.field:
+                    split_of[i] = names.index(self._named_split_value(value))
+                    continue
+                keys.append(key_bytes(value))
+                rows.append(i)
+            except (FeatureValueError, TypeError) as err:
+                dead.append((int(good[i]), getattr(err, "feature", ".".join(path)), str(err),
+                             getattr(err, "value", None)))
+        if keys:
+            split_of[np.asarray(rows, dtype=np.int64)] = _choose_many(splits, keys, names)
+        return names, split_of
 
     def _named_split(self, record: Any) -> str:
         """The split a record names in the split field (image folders); rejects others."""
+        return self._named_split_value(lookup(record, self._splits.field))
+
+    def _named_split_value(self, value: Any) -> str:
         field = self._splits.field
-        value = lookup(record, field)
         try:
             return self._splits.named(value)
         except ValueError as err:
             raise FeatureValueError(".".join(field), value, "a split name", str(err)) from None
 
 
-class BuildExamples(beam.PTransform):
-    """RecordChunks -> ``(split, SerializedBatch)``; also ``rejected`` rows and ``counts``."""
+def _take(batch: SerializedBatch, rows: np.ndarray) -> SerializedBatch:
+    """The records of ``batch`` where ``rows`` is true, in order, without a Python loop."""
+    lens = np.diff(batch.offsets)
+    if rows.all():
+        return batch
+    payload = np.frombuffer(batch.payload, dtype=np.uint8)[np.repeat(rows, lens)]
+    offsets = np.zeros(int(rows.sum()) + 1, dtype=np.int64)
+    np.cumsum(lens[rows], out=offsets[1:])
+    return SerializedBatch(payload.tobytes(), offsets)
 
-    def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec = SplitSpec()) -> None:
+
+def _lookup_rows(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list:
+    """``lookup(record, path)`` for the given rows (a FeatureValueError where it raises)."""
+    names = batch.schema.names
+    wanted = [name for name in dict.fromkeys((path[0], ".".join(path), "/".join(path)))
+              if name in names]
+    if len(path) == 1 and wanted:
+        column = batch.column(path[0]).take(rows).to_pylist()
+        return column
+    records = batch.select(wanted).take(rows).to_pylist() if wanted else [{}] * rows.size
+    values: list = []
+    for record in records:
+        try:
+            values.append(lookup(record, path))
+        except FeatureValueError as err:
+            values.append(err)
+    return values
+
+
+def _choose_many(splits: SplitSpec, keys: list[bytes], names: list[str]) -> np.ndarray:
+    """``names.index(splits.choose(key))`` for every key, hashing in one pass.
+
+    Mirrors :meth:`SplitSpec.choose` (BLAKE2b bucket, ranges in split-name order); the
+    BuildExamples tests prove both paths choose alike.
+    """
+    ranges = getattr(splits, "_ranges", None)
+    if ranges is None or len(splits.shares) == 1:
+        return np.asarray([names.index(splits.choose(k)) for k in keys], dtype=np.int64)
+    digests = b"".join([hashlib.blake2b(k, digest_size=8, person=b"btfr-split").digest()
+                        for k in keys])
+    buckets = np.frombuffer(digests, dtype=">u8") % np.uint64(BUCKETS)
+    bounds = np.asarray([bound for _, bound in ranges], dtype=np.uint64)
+    which = np.minimum(np.searchsorted(bounds, buckets, side="right"), len(ranges) - 1)
+    codes = np.asarray([names.index(name) for name, _ in ranges], dtype=np.int64)
+    return codes[which]
+
+
+class BuildExamples(beam.PTransform):
+    """RecordChunks -> ``(split, SerializedBatch)``; also ``rejected`` rows and ``counts``.
+
+    ``max_record_bytes``: the largest framed record (serialized Example plus 16 bytes of
+    TFRecord framing) a shard may hold -- the pipeline passes ``output.shard_size.max``; None
+    checks only protobuf's 2 GiB limit. Larger records are dead letters, never written.
+    """
+
+    def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec = SplitSpec(),
+                 max_record_bytes: int | None = None) -> None:
         super().__init__()
         self._features = tuple(features)
         self._splits = splits
+        self._max_record_bytes = max_record_bytes
 
     def expand(self, chunks):
         return chunks | "EncodeChunks" >> beam.ParDo(
-            _BuildExamplesFn(self._features, self._splits)
+            _BuildExamplesFn(self._features, self._splits, self._max_record_bytes)
         ).with_outputs(REJECTED, COUNTS, main="examples")

@@ -1,0 +1,157 @@
+"""BuildExamples on columnar chunks: the same splits, bytes, dead letters and counts as rows.
+
+The DoFn is driven directly for the tables (fast, exact element lists); one TestPipeline run
+proves the transform's wiring with batch chunks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import apache_beam as beam
+import pyarrow as pa
+import pytest
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms.build_examples import (
+    FRAMING_BYTES,
+    PROTOBUF_MAX_BYTES,
+    BuildExamples,
+    _BuildExamplesFn,
+    record_size_error,
+)
+from beam_tfrecords.transforms.example_codec import ExampleEncoder
+from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk
+from beam_tfrecords.transforms.splits import SplitSpec
+
+FEATURES = [F("id", "int64"), F("name", "string", missing="omit"), F("score", "float"),
+            F("tags", "bytes", (-1,), missing="default", default=[b"none"])]
+
+
+def batch_of(n=40):
+    ids = list(range(n))
+    names = [None if i % 7 == 0 else f"n{i}é" for i in ids]
+    scores = [1e40 if i % 11 == 5 else (math.nan if i % 13 == 3 else i / 3) for i in ids]
+    if n > 9:
+        scores[9] = None  # missing: error
+    tags = [None if i % 5 == 0 else [f"t{j}" for j in range(i % 4)] for i in ids]
+    return pa.record_batch({
+        "id": pa.array(ids, pa.int64()),
+        "name": pa.array(names, pa.string()),
+        "score": pa.array(scores, pa.float64()),
+        "tags": pa.array(tags, pa.list_(pa.string())),
+        "key": pa.array([f"k{i % 9}" for i in ids]),
+        "part": pa.array(["train" if i % 3 else ("eval" if i % 2 else "bogus") for i in ids]),
+        "odd": pa.array([{"a": i} for i in ids]),
+    })
+
+
+def run_fn(chunk, splits, features=FEATURES, **kwargs):
+    fn = _BuildExamplesFn(features, splits, **kwargs)
+    fn.setup()
+    examples, rejected, counts = [], [], []
+    for element in fn.process(chunk):
+        if isinstance(element, beam.pvalue.TaggedOutput):
+            (rejected if element.tag == REJECTED else counts).append(element.value)
+            assert element.tag in (REJECTED, COUNTS)
+        else:
+            split, batch = element
+            examples.append((split, list(batch)))
+    return examples, rejected, counts
+
+
+def both_paths(batch, splits, **kwargs):
+    rows = RecordChunk("in.parquet", 1, batch.to_pylist(), (), None)
+    columnar = RecordChunk("in.parquet", 1, [], (), batch)
+    by_rows = run_fn(rows, splits, **kwargs)
+    by_columns = run_fn(columnar, splits, **kwargs)
+    assert by_columns == by_rows
+    return by_columns
+
+
+SPLITS = {
+    "one_split": SplitSpec(),
+    "by_record": SplitSpec((("train", 70.0), ("eval", 30.0))),
+    "by_int_key": SplitSpec((("train", 50.0), ("eval", 25.0), ("test", 25.0)), key=("id",)),
+    "by_text_key": SplitSpec((("train", 60.0), ("eval", 40.0)), key=("key",)),
+    "struct_key_rejected": SplitSpec((("train", 60.0), ("eval", 40.0)), key=("odd",)),
+    "nested_key": SplitSpec((("train", 60.0), ("eval", 40.0)), key=("odd", "a")),
+    "absent_key": SplitSpec((("train", 60.0), ("eval", 40.0)), key=("nope",)),
+    "named_field": SplitSpec((("train", 50.0), ("eval", 50.0)), field=("part",)),
+}
+
+
+@pytest.mark.parametrize("splits", list(SPLITS.values()), ids=list(SPLITS))
+def test_columnar_chunks_build_exactly_what_rows_build(splits):
+    examples, rejected, counts = both_paths(batch_of(), splits)
+    built = sum(len(records) for _, records in examples)
+    assert counts == [("built", built), ("rejected_at_build", 40 - built)]
+    assert len(rejected) == 40 - built and rejected
+    assert [r["row"] for r in rejected] == sorted(r["row"] for r in rejected)
+
+
+def test_rejects_name_row_feature_and_reason():
+    _, rejected, _ = both_paths(batch_of(), SPLITS["by_int_key"])
+    by_row = {r["row"]: r for r in rejected}
+    assert by_row[6]["feature"] == "score" and "float32 range" in by_row[6]["reason"]
+    assert by_row[10]["feature"] == "score" and "required" in by_row[10]["reason"]
+    assert by_row[10]["source"] == "in.parquet" and "'id': 9" in by_row[10]["record"]
+
+
+def test_struct_key_is_rejected_as_the_key_field():
+    _, rejected, _ = both_paths(batch_of(6), SPLITS["struct_key_rejected"])
+    assert {r["feature"] for r in rejected} >= {"odd"}
+    assert any("split key" in r["reason"] for r in rejected)
+
+
+def test_row_numbers_follow_the_chunk():
+    batch = batch_of(12)
+    chunk = RecordChunk("f.csv", 1, [], tuple(range(100, 112)), batch)
+    _, rejected, _ = run_fn(chunk, SplitSpec())
+    assert {r["row"] for r in rejected} == {105, 109}  # rows 5 (1e40) and 9 (null score)
+
+
+def small_batch():
+    return pa.record_batch({"id": [1, 2, 3], "blob": [b"x" * 10, b"y" * 200, b""]})
+
+
+def test_records_over_the_shard_limit_are_dead_letters_not_written():
+    features = [F("id", "int64"), F("blob", "bytes")]
+    sizes = [len(ExampleEncoder(features).encode(r)) for r in small_batch().to_pylist()]
+    limit = sizes[0] + FRAMING_BYTES  # the first record fits exactly, the second does not
+    examples, rejected, counts = both_paths(small_batch(), SplitSpec(), features=features,
+                                            max_record_bytes=limit)
+    assert [len(records) for _, records in examples] == [2]
+    assert counts == [("built", 2), ("rejected_at_build", 1)]
+    (dead,) = rejected
+    assert dead["row"] == 2 and dead["feature"] == ""
+    assert f"{sizes[1]} bytes" in dead["reason"] and f"{limit} bytes" in dead["reason"]
+    assert "maximum shard size" in dead["reason"]
+
+
+def test_protobuf_limit_applies_without_a_shard_limit():
+    assert record_size_error(PROTOBUF_MAX_BYTES, None) == ""
+    reason = record_size_error(PROTOBUF_MAX_BYTES + 1, None)
+    assert str(PROTOBUF_MAX_BYTES + 1) in reason and str(PROTOBUF_MAX_BYTES) in reason
+    assert "protobuf" in reason
+    assert record_size_error(PROTOBUF_MAX_BYTES + 1, 10**12).startswith(reason[:30])
+    assert record_size_error(100, 116) == "" and record_size_error(101, 116)
+
+
+def test_transform_with_batch_chunks_on_direct_runner():
+    features = [F("id", "int64"), F("name", "string", missing="omit")]
+    first = pa.record_batch({"id": [1, 2], "name": ["a", None]})
+    second = pa.record_batch({"id": [3, None], "name": ["c", "d"]})
+    chunks = [RecordChunk("a", 1, [], (), first), RecordChunk("b", 1, [], (), second)]
+    with test_pipeline.TestPipeline() as p:
+        built = (p | beam.Create(chunks) | BuildExamples(features))
+        decoded = built.examples | beam.FlatMap(
+            lambda item: [(item[0], wire.decode_example(r)["id"][1][0]) for r in item[1]])
+        assert_that(decoded, equal_to([("train", 1), ("train", 2), ("train", 3)]))
+        assert_that(built[REJECTED] | beam.Map(lambda r: (r["source"], r["row"], r["feature"])),
+                    equal_to([("b", 2, "id")]), label="Rejected")
+        assert_that(built[COUNTS] | beam.CombinePerKey(sum),
+                    equal_to([("built", 3), ("rejected_at_build", 1)]), label="Counts")
