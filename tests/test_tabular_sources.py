@@ -4,6 +4,7 @@ DirectRunner, and values surviving BuildExamples -> ExampleDecoder."""
 from __future__ import annotations
 
 import datetime
+import struct
 
 import apache_beam as beam
 import fastavro
@@ -427,3 +428,96 @@ def test_depth_limit_is_inclusive_and_iterative():
     assert not _too_deep({"a": [1, {"b": []}]}, 4)  # dict, list, dict, list
     assert _too_deep({"a": [1, {"b": []}]}, 3)
     assert _too_deep(nest(100_000), 64)  # far past the interpreter's recursion limit
+
+
+# -- columnar and per-row paths agree ---------------------------------------------------------
+
+def _bits(value):
+    """Floats by their bits (NaN == NaN, 1 != 1.0), containers recursively."""
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, dict):
+        return {k: _bits(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_bits(v) for v in value)
+    return value
+
+
+def _run_fn(fn, path):
+    from beam_tfrecords.transforms.sources import RecordChunk
+
+    chunks, rejects, counts = [], [], []
+    for out in fn.process(str(path)):
+        if isinstance(out, RecordChunk):
+            chunks.append(out)
+        elif out.tag == REJECTED:
+            rejects.append(out.value)
+        else:
+            counts.append(out.value)
+    records = sorted(((c.row_number(i), r) for c in chunks for i, r in enumerate(c.records())),
+                     key=lambda item: item[0])  # a block's per-line rows may come first
+    return chunks, _bits(records), sorted(rejects, key=lambda d: d["row"]), counts
+
+
+JSONL_TRICKY = [
+    b"\xef\xbb\xbf" + b'{"i": 1, "f": 2.5, "s": "a", "t": "2024-01-02"}\r\n',  # BOM, CRLF
+    b'{"i": 2, "f": 3, "s": "b", "t": "2024-01-03T04:05:06"}\n',  # 3, not 3.0
+    b"\n",
+    b"   \t \n",                                                 # blank lines
+    b'{"i": 3, "f": 0.1, "s": "caf\\u00e9 \\ud83d\\ude00", "t": "x"}\n',
+    b'{"i": 4, "f": 1e-3, "s": "d"}\n',                          # missing key
+    b'{"i": 5, "f": null, "s": "e", "t": null}\n',               # explicit nulls
+    b'{"i": 6, "f": NaN, "s": "f", "t": "y"}\n',
+    b'{"i": 7, "f": -NaN, "s": "g", "t": "y"}\n',                # json refuses -NaN
+    b'{"i": 99999999999999999999, "f": 1.5, "s": "h", "t": "y"}\n',  # beyond int64
+    b'{"i": 9, "f": 1.5, "s": "\\udc00", "t": "y"}\n',          # a lone surrogate
+    b'{"i": 10, "i": 11, "f": 1.5, "s": "i", "t": "y"}\n',      # a duplicate key
+    b'{"i": 12, "f": 1.5, "s": "j", "t": "y"} {"i": 13}\n',     # two objects
+    b'{"i": 14, "f": 1.5, "s": "\xff", "t": "y"}\n',             # invalid UTF-8
+    b'{"i": 15, "f":\n',                                         # malformed
+    b"[1, 2]\n",                                                 # not an object
+    b'{"i": 16, "f": 1.5, "s": "' + b"k" * 300 + b'", "t": "y"}\n',  # too long
+    b'{"i": 17, "f": -0.0, "s": "l", "t": "y"}\n',
+    b'{"i": 18, "f": 2.75, "s": "m", "t": "y", "nested": {"a": [1]}}\n',
+    b'{"i": 19, "f": 0.5, "s": "n", "t": "y"}',                  # no final newline
+]
+
+
+@pytest.mark.parametrize("block", [16, 64, 200, 1 << 20])
+def test_jsonl_columnar_and_per_row_paths_agree(tmp_path, monkeypatch, block):
+    from beam_tfrecords.transforms import tabular_sources
+    from beam_tfrecords.transforms.tabular_sources import _ReadJsonlFile
+
+    path = tmp_path / "t.jsonl"
+    clean = [b'{"i": %d, "f": %d.5, "s": "w%d", "t": "z"}\n' % (n, n, n) for n in range(50)]
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(clean + JSONL_TRICKY[:-1] + clean
+                                                 + JSONL_TRICKY[-1:]))
+    monkeypatch.setattr(tabular_sources, "_JSONL_BLOCK", block)
+    options = JsonlOptions(max_line_bytes=250)
+    _, slow, slow_rejects, slow_counts = _run_fn(
+        _ReadJsonlFile(options, [F("i", "int64")], columnar=False), path)
+    chunks, fast, fast_rejects, fast_counts = _run_fn(
+        _ReadJsonlFile(options, [F("i", "int64")]), path)
+    assert fast == slow
+    assert fast_rejects == slow_rejects
+    assert fast_counts == slow_counts
+    # 51: a BOM after line 1, 59: -NaN, 63: two objects, 64: invalid UTF-8, 65: malformed,
+    # 66: not an object, 67: too long
+    assert [d["row"] for d in slow_rejects] == [51, 59, 63, 64, 65, 66, 67]
+    got = dict(slow)
+    assert got[1]["i"] == 0 and got[52]["f"] == 3 and got[52]["t"] == "2024-01-03T04:05:06"
+    assert "t" not in got[56] and got[57]["f"] is None
+    assert got[60]["i"] == 99999999999999999999 and got[61]["s"] == "\udc00"
+    assert got[62]["i"] == 11 and got[120]["i"] == 19
+    if block >= 200:
+        assert any(c.batch is not None for c in chunks)  # the clean lines went column-wise
+
+
+def test_parquet_columnar_rows_equal_per_row_rows_bit_for_bit(tmp_path):
+    from beam_tfrecords.transforms.tabular_sources import _ReadParquetFile
+
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"f": [0.5, float("nan"), -0.0, None], "i": [1, None, 3, 4]}), path)
+    fn = _ReadParquetFile
+    assert _run_fn(fn(ParquetOptions(), []), path)[1:] == \
+        _run_fn(fn(ParquetOptions(), [], columnar=False), path)[1:]

@@ -43,6 +43,7 @@ __all__ = [
     "BOM",
     "ByteBlocks",
     "NeedsRows",
+    "Prefixed",
     "dialect_supported",
     "has_empty_line",
     "parse_block",
@@ -168,10 +169,12 @@ class ByteBlocks:
 
     def rest(self) -> BinaryIO:
         """The bytes not returned yet, as a stream (the pending buffer, then the handle)."""
-        return io.BufferedReader(_Prefixed(self._buf, self._handle))
+        return io.BufferedReader(Prefixed(self._buf, self._handle))
 
 
-class _Prefixed(io.RawIOBase):
+class Prefixed(io.RawIOBase):
+    """``prefix``, then the rest of ``handle``, as one raw stream."""
+
     def __init__(self, prefix: bytes, handle: BinaryIO) -> None:
         self._prefix = memoryview(prefix)
         self._handle = handle

@@ -245,7 +245,7 @@ class _ReadCsvFile(beam.DoFn):
                     return
                 known = columns = _header(head, opts)
                 if columns is None:  # an unusual header: the per-row reader decides
-                    stream = io.BufferedReader(cc._Prefixed(head, blocks.rest()))
+                    stream = io.BufferedReader(cc.Prefixed(head, blocks.rest()))
                     yield from self._rows_from(stream, None, state)
                     return
             if (not columns or len(set(columns)) != len(columns)
@@ -260,7 +260,7 @@ class _ReadCsvFile(beam.DoFn):
                     return
                 if not cc.quoting_is_clean(block, quote, delimiter):
                     # Quote parity may have cut inside a row: csv reads on from this block.
-                    stream = io.BufferedReader(cc._Prefixed(block, blocks.rest()))
+                    stream = io.BufferedReader(cc.Prefixed(block, blocks.rest()))
                     yield from self._rows_from(stream, columns, state)
                     return
                 chunk, rejects = self._typed_block(path, block, columns, specs, state[0])

@@ -31,14 +31,17 @@ nested deeper than ``max_depth`` is a dead letter, never a memory blow-up or Rec
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.transforms.csv_columnar import Prefixed
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.sources import (
     BATCH_BYTES,
@@ -67,6 +70,7 @@ __all__ = [
 
 _BOM = b"\xef\xbb\xbf"
 _END = object()
+_JSONL_BLOCK = 1 << 20  # bytes of whole lines per pyarrow.json block
 _MAX_DEPTH_LIMIT = 512  # json's C parser raises RecursionError somewhat below 1000 levels
 
 
@@ -284,10 +288,19 @@ def _too_deep(value: Any, limit: int) -> bool:
 
 
 class _ReadJsonlFile(_ReadFileFn):
-    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+    """JSON Lines, line by line with ``json``; or (``columnar``) blocks of whole lines parsed
+    by ``pyarrow.json`` where the result is provably the same (see ``_block_items``)."""
+
+    def _items(self, path: str, handle: Any) -> Iterator[Any]:
+        if self._columnar:
+            yield from self._columnar_items(path, handle)
+        else:
+            yield from self._line_items(handle, 0)
+
+    def _line_items(self, handle: Any, line_number: int) -> Iterator[tuple[int, Any, Any]]:
+        """Every line of ``handle``, numbered after ``line_number``; long lines are skipped
+        without being held."""
         limit = self._options.max_line_bytes
-        max_depth = self._options.max_depth
-        line_number = 0
         while True:
             line = handle.readline(limit + 1)
             if not line:
@@ -302,36 +315,152 @@ class _ReadJsonlFile(_ReadFileFn):
                 yield line_number, None, ("", f"line longer than max_line_bytes ({limit})",
                                           head, "")
                 continue
-            if line_number == 1 and line.startswith(_BOM):
-                line = line[len(_BOM):]
-            if not line.strip():  # blank: not a record, not counted
-                continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as err:
-                yield line_number, None, ("", f"invalid UTF-8 at byte {err.start}: {err.reason}",
-                                          line[max(0, err.start - 20):err.start + 20], line)
-                continue
-            # Cheap guard first: a line with few brackets cannot nest deeply.
-            maybe_deep = text.count("{") + text.count("[") > max_depth
-            try:
-                record = json.loads(text)
-            except RecursionError:
-                yield line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
-                                          text, text)
-                continue
-            except ValueError as err:
-                yield line_number, None, ("", f"not valid JSON: {err}", text, text)
-                continue
-            if not isinstance(record, dict):
-                yield line_number, None, ("", f"not a JSON object: a {type(record).__name__}; "
-                                              "each line must hold one object", record, text)
-                continue
-            if maybe_deep and _too_deep(record, max_depth):
-                yield line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
-                                          text, text)
-                continue
-            yield line_number, record, None
+            event = self._line_event(line_number, line)
+            if event is not None:
+                yield event
+
+    def _line_event(self, line_number: int, line: bytes) -> tuple[int, Any, Any] | None:
+        """One line (at most max_line_bytes) -> its event; None for a blank line."""
+        max_depth = self._options.max_depth
+        if line_number == 1 and line.startswith(_BOM):
+            line = line[len(_BOM):]
+        if not line.strip():  # blank: not a record, not counted
+            return None
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return line_number, None, ("", f"invalid UTF-8 at byte {err.start}: {err.reason}",
+                                       line[max(0, err.start - 20):err.start + 20], line)
+        # Cheap guard first: a line with few brackets cannot nest deeply.
+        maybe_deep = text.count("{") + text.count("[") > max_depth
+        try:
+            record = json.loads(text)
+        except RecursionError:
+            return line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
+                                       text, text)
+        except ValueError as err:
+            return line_number, None, ("", f"not valid JSON: {err}", text, text)
+        if not isinstance(record, dict):
+            return line_number, None, ("", f"not a JSON object: a {type(record).__name__}; "
+                                           "each line must hold one object", record, text)
+        if maybe_deep and _too_deep(record, max_depth):
+            return line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
+                                       text, text)
+        return line_number, record, None
+
+    def _columnar_items(self, path: str, handle: Any) -> Iterator[Any]:
+        limit = self._options.max_line_bytes
+        line = 0  # lines before ``pending``
+        pending = b""
+        while True:
+            data = handle.read(_JSONL_BLOCK)
+            buf = pending + data
+            if data:
+                cut = buf.rfind(b"\n") + 1
+                if not cut:
+                    if len(buf) > limit:  # a long line: the streaming reader skips it
+                        rest = io.BufferedReader(Prefixed(buf, handle))
+                        yield from self._line_items(rest, line)
+                        return
+                    pending = buf
+                    continue
+                block, pending = buf[:cut], buf[cut:]
+            else:
+                block, pending = buf, b""
+            if block:
+                if line == 0 and block.startswith(_BOM):  # line 1 keeps its own rules
+                    end = block.find(b"\n") + 1 or len(block)
+                    yield from self._line_items(io.BytesIO(block[:end]), 0)
+                    block, line = block[end:], 1
+                yield from self._block_items(path, block, line)
+                line += block.count(b"\n") + (bool(block) and not block.endswith(b"\n"))
+            if not data:
+                return
+
+    def _block_items(self, path: str, block: bytes, line: int) -> Iterator[Any]:
+        """Whole lines (numbered after ``line``) -> a RecordChunk of the rows Arrow read
+        exactly as ``json`` would, and per-line events for the others.
+
+        Arrow's result is used only for flat objects of int64 / float64 / string / bool
+        values with every line one object and no line over max_line_bytes; a row with a
+        null (missing and null look alike in Arrow), a float that is integral (``1`` and
+        ``1.0`` look alike) or not finite goes through ``json``; anything Arrow refuses
+        sends the whole block there. Arrow's float parsing rounds correctly, as ``float``.
+        """
+        if not block:
+            return
+        import pyarrow as pa
+
+        table = _arrow_json(block)
+        data = np.frombuffer(block, np.uint8)
+        ends = np.flatnonzero(data == 0x0A) + 1  # exclusive ends, newline included
+        if not block.endswith(b"\n"):
+            ends = np.append(ends, len(block))
+        starts = np.concatenate(([0], ends[:-1]))
+        if table is None or np.any(ends - starts > self._options.max_line_bytes):
+            yield from self._line_items(io.BytesIO(block), line)
+            return
+        # bytes.strip() whitespace; a line of only these is blank (not a record).
+        blank_bytes = np.isin(data, np.frombuffer(b" \t\n\r\x0b\x0c", np.uint8))
+        solid = np.concatenate(([0], np.cumsum(~blank_bytes)))
+        records = np.flatnonzero(solid[ends] - solid[starts] > 0)  # line indices
+        if len(records) != table.num_rows:  # a line with two objects, or with none
+            yield from self._line_items(io.BytesIO(block), line)
+            return
+        slow = np.zeros(table.num_rows, bool)
+        for column in table.columns:
+            if column.null_count:
+                slow |= column.is_null().to_numpy(zero_copy_only=False)
+            if pa.types.is_floating(column.type):
+                values = column.to_numpy()
+                with np.errstate(invalid="ignore"):
+                    slow |= ~np.isfinite(values) | (values == np.floor(values))
+        numbers = records + line + 1
+        for index in np.flatnonzero(slow).tolist():
+            event = self._line_event(int(numbers[index]),
+                                     block[starts[records[index]]:ends[records[index]]])
+            if event is not None:
+                yield event
+        if slow.all():
+            return
+        if slow.any():
+            table = table.filter(pa.array(~slow))
+            numbers = numbers[~slow]
+        batch = table.combine_chunks().to_batches()[0]
+        contiguous = numbers[-1] - numbers[0] == len(numbers) - 1
+        yield RecordChunk(path, int(numbers[0]), [],
+                          () if contiguous else tuple(numbers.tolist()), batch=batch)
+
+
+def _arrow_json(block: bytes) -> Any:
+    """``block`` read by pyarrow.json as a table of flat scalar columns, or None."""
+    import pyarrow as pa
+    import pyarrow.json as pajson
+
+    if block.startswith(_BOM):  # Arrow drops it; json refuses it after line 1
+        return None
+    if not block.isascii():
+        try:
+            block.decode("utf-8")  # Arrow's JSON reader does not check
+        except UnicodeDecodeError:
+            return None
+    read_options = pajson.ReadOptions(use_threads=False, block_size=len(block) + 1)
+    try:
+        table = pajson.read_json(io.BytesIO(block), read_options=read_options)
+        stamps = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
+        if stamps:  # Arrow reads ISO 8601 strings as timestamps; json keeps strings
+            explicit = pa.schema([(name, pa.string()) for name in stamps])
+            table = pajson.read_json(io.BytesIO(block), read_options=read_options,
+                                     parse_options=pajson.ParseOptions(
+                                         explicit_schema=explicit,
+                                         unexpected_field_behavior="infer"))
+    except Exception:  # noqa: BLE001 - anything Arrow refuses is json's to judge
+        return None
+    scalar = (pa.types.is_int64, pa.types.is_float64, pa.types.is_string, pa.types.is_boolean)
+    if table.num_columns == 0 or not all(any(ok(f.type) for ok in scalar)
+                                         for f in table.schema):
+        return None
+    return table
 
 
 class ReadJsonl(_ReadTransform):
