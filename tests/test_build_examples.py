@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.testing import test_pipeline
@@ -20,12 +21,13 @@ from beam_tfrecords.transforms.build_examples import (
     PROTOBUF_MAX_BYTES,
     BuildExamples,
     _BuildExamplesFn,
+    _column_keys,
     record_size_error,
 )
 from beam_tfrecords.transforms.example_codec import ExampleEncoder
 from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk
-from beam_tfrecords.transforms.splits import SplitSpec
+from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
 
 FEATURES = [F("id", "int64"), F("name", "string", missing="omit"), F("score", "float"),
             F("tags", "bytes", (-1,), missing="default", default=[b"none"])]
@@ -155,3 +157,32 @@ def test_transform_with_batch_chunks_on_direct_runner():
                     equal_to([("b", 2, "id")]), label="Rejected")
         assert_that(built[COUNTS] | beam.CombinePerKey(sum),
                     equal_to([("built", 3), ("rejected_at_build", 1)]), label="Counts")
+
+
+@pytest.mark.parametrize("kind,values", [
+    (pa.int64(), [0, -5, 2**63 - 1, -(2**63), None, 17]),
+    (pa.uint64(), [0, 2**64 - 1, None]),
+    (pa.int8(), [-128, 127, None]),
+    (pa.string(), ["a", None, "é", ""]),
+    (pa.large_string(), ["x" * 300, None]),
+    (pa.dictionary(pa.int8(), pa.string()), ["a", None, "a", "b"]),
+    (pa.binary(), [b"\xff", None, b""]),
+    (pa.large_binary(), [b"\x00", None]),
+])
+def test_key_column_bytes_computed_by_arrow_equal_key_bytes(kind, values):
+    batch = pa.record_batch({"k": pa.array(values, kind)})
+    rows = np.arange(len(values))
+    assert _column_keys(batch, ("k",), rows) == [key_bytes(v) for v in values]
+    assert _column_keys(batch, ("k",), rows[::-1]) == [key_bytes(v) for v in values[::-1]]
+
+
+@pytest.mark.parametrize("kind,values", [
+    (pa.float64(), [1.0, 1.5]), (pa.bool_(), [True, False]),
+    (pa.list_(pa.int64()), [[1], []]),
+])
+def test_other_key_columns_go_row_by_row(kind, values):
+    batch = pa.record_batch({"k": pa.array(values, kind)})
+    assert _column_keys(batch, ("k",), np.arange(len(values))) is None
+    splits = SplitSpec((("train", 50.0), ("eval", 50.0)), key=("k",))
+    both_paths(pa.record_batch({"k": pa.array(values, kind), "id": [1, 2]}), splits,
+               features=[F("id", "int64")])

@@ -22,6 +22,8 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
@@ -150,11 +152,15 @@ class _BuildExamplesFn(beam.DoFn):
             split_of[todo] = 0
             return names, split_of
         if not splits.field and not splits.key:  # hash of the serialized Example
-            payload, offs = out.payload, out.offsets.tolist()
+            payload, offs = memoryview(out.payload), out.offsets.tolist()
             keys = [payload[offs[i]:offs[i + 1]] for i in todo.tolist()]
             split_of[todo] = _choose_many(splits, keys, names)
             return names, split_of
         path = splits.field or splits.key
+        fast = None if splits.field else _column_keys(batch, path, good[todo])
+        if fast is not None:
+            split_of[todo] = _choose_many(splits, fast, names)
+            return names, split_of
         values = _lookup_rows(batch, path, good[todo])
         keys, rows = [], []
         for i, value in zip(todo.tolist(), values):
@@ -196,6 +202,31 @@ def _take(batch: SerializedBatch, rows: np.ndarray) -> SerializedBatch:
     return SerializedBatch(payload.tobytes(), offsets)
 
 
+def _column_keys(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list[bytes] | None:
+    """``key_bytes`` of a top-level integer, string or binary key column, computed by Arrow
+    (``0x02`` + decimal digits, ``0x04`` + the bytes, ``0x00none`` for null); None for other
+    columns, which go through :func:`key_bytes` row by row."""
+    if len(path) != 1 or path[0] not in batch.schema.names:
+        return None
+    if batch.schema.names.count(path[0]) != 1:
+        return None
+    arr = batch.column(path[0]).take(rows)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    t = arr.type
+    if pa.types.is_integer(t):
+        prefix, text = b"\x02", arr.cast(pa.string()).cast(pa.binary())
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or (
+            pa.types.is_large_binary(t)):
+        prefix, text = b"\x04", arr.cast(pa.large_binary())
+    else:
+        return None
+    text = text.cast(pa.large_binary())
+    joined = pc.binary_join_element_wise(pa.scalar(prefix, pa.large_binary()), text,
+                                         pa.scalar(b"", pa.large_binary()))
+    return joined.fill_null(pa.scalar(b"\x00none", pa.large_binary())).to_pylist()
+
+
 def _lookup_rows(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list:
     """``lookup(record, path)`` for the given rows (a FeatureValueError where it raises)."""
     names = batch.schema.names
@@ -214,7 +245,7 @@ def _lookup_rows(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list:
     return values
 
 
-def _choose_many(splits: SplitSpec, keys: list[bytes], names: list[str]) -> np.ndarray:
+def _choose_many(splits: SplitSpec, keys: list, names: list[str]) -> np.ndarray:
     """``names.index(splits.choose(key))`` for every key, hashing in one pass.
 
     Mirrors :meth:`SplitSpec.choose` (BLAKE2b bucket, ranges in split-name order); the

@@ -41,6 +41,20 @@ import pyarrow as pa
 
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms.arrow_columns import (
+    Unsupported,
+    binary_layout,
+    check_type,
+    child_layout,
+    column_type,
+    decoded,
+    leaf_kind,
+    list_depth,
+    never_coerces,
+    numbers,
+    resolve,
+    valid_mask,
+)
 from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
 from beam_tfrecords.transforms.columnar_layout import (
     Block,
@@ -63,6 +77,7 @@ COLUMNAR = "columnar"
 PER_ROW = "per_row"
 _KIND_TAG = {"int64_list": 0x1A, "float_list": 0x12, "bytes_list": 0x0A}
 _TWO63 = 2.0**63
+_MAX_SCHEMAS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,158 +87,6 @@ class FeatureChoice:
     feature: str
     mode: str  # COLUMNAR or PER_ROW
     reason: str
-
-
-# -- columns ----------------------------------------------------------------------------------
-
-class _Unsupported(Exception):
-    """This feature/column combination is encoded per row; the message says why."""
-
-
-def _leaf_kind(t: pa.DataType) -> str:
-    """``int``, ``uint``, ``float``, ``bool``, ``text``, ``binary``, ``null`` or ``never``."""
-    if pa.types.is_signed_integer(t):
-        return "int"
-    if pa.types.is_unsigned_integer(t):
-        return "uint"
-    if pa.types.is_float32(t) or pa.types.is_float64(t):
-        return "float"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "text"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return "binary"
-    if pa.types.is_null(t):
-        return "null"
-    if pa.types.is_struct(t):
-        return "struct"
-    raise _Unsupported(f"values of type {t} are converted per row")
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
-def _list_depth(t: pa.DataType) -> tuple[int, pa.DataType]:
-    depth = 0
-    while _is_list(t):
-        depth += 1
-        t = t.value_type
-    return depth, t
-
-
-def _valid(arr: pa.Array) -> np.ndarray:
-    if arr.null_count == 0:
-        return np.ones(len(arr), dtype=bool)
-    return ~arr.is_null().to_numpy(zero_copy_only=False)
-
-
-def _child_layout(arr: pa.Array, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts into ``arr.values``, counts) of the list slots ``idx`` of a list array."""
-    if pa.types.is_fixed_size_list(arr.type):
-        size = arr.type.list_size
-        return (arr.offset + idx) * size, np.full(idx.size, size, dtype=np.int64)
-    offsets = np.asarray(arr.offsets, dtype=np.int64)
-    return offsets[idx], offsets[idx + 1] - offsets[idx]
-
-
-def _numbers(arr: pa.Array, idx: np.ndarray | None) -> np.ndarray:
-    """The numbers at slots ``idx`` (None: all), nulls as zeros."""
-    if len(arr) == 0 or (idx is not None and idx.size == 0):
-        return np.zeros(0, dtype=np.float64 if pa.types.is_floating(arr.type) else np.int64)
-    if arr.null_count:
-        arr = arr.fill_null(False if pa.types.is_boolean(arr.type) else 0)
-    values = arr.to_numpy(zero_copy_only=False)
-    return values if idx is None else values[idx]
-
-
-def _binary_layout(arr: pa.Array, idx: np.ndarray | None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data buffer, starts, lengths) of the string/binary slots ``idx`` (None: all)."""
-    if idx is None:
-        idx = np.arange(len(arr), dtype=np.int64)
-    buffers = arr.buffers()
-    if pa.types.is_fixed_size_binary(arr.type):
-        width = arr.type.byte_width
-        data = np.frombuffer(buffers[1], dtype=np.uint8) if buffers[1] else np.zeros(0, np.uint8)
-        return data, (arr.offset + idx) * width, np.full(idx.size, width, dtype=np.int64)
-    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)[
-        arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] else np.zeros(0, np.uint8)
-    return data, offsets[idx], offsets[idx + 1] - offsets[idx]
-
-
-def _decode(arr: pa.Array) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    return arr
-
-
-def _resolve(schema: pa.Schema, path: Sequence[str]) -> tuple[str, Any]:
-    """How ``lookup(record, path)`` finds its value in rows of ``schema``.
-
-    (``"absent"``, None): every row is missing; (``"column"``, [index, child names...]): a
-    top-level column and struct fields below it; raises _Unsupported otherwise.
-    """
-    names = schema.names
-    if len(set(names)) != len(names):
-        raise _Unsupported("the batch repeats a column name")
-    first = path[0]
-    if first not in names:
-        if len(path) > 1:
-            for joined in (".".join(path), "/".join(path)):
-                if joined in names:
-                    return "column", [names.index(joined)]
-        return "absent", None
-    steps: list[Any] = [names.index(first)]
-    t = schema.field(first).type
-    for part in path[1:]:
-        if pa.types.is_dictionary(t) or not pa.types.is_struct(t):
-            raise _Unsupported(f"source path {'.'.join(path)!r} goes through a {t} value")
-        child_names = [t.field(i).name for i in range(t.num_fields)]
-        if child_names.count(part) != 1:
-            raise _Unsupported(f"source path {'.'.join(path)!r}: struct field {part!r} is "
-                               "absent or repeated")
-        steps.append(child_names.index(part))
-        t = t.field(child_names.index(part)).type
-    return "column", steps
-
-
-def _column_type(schema: pa.Schema, steps: list) -> pa.DataType:
-    t = schema.field(steps[0]).type
-    for i in steps[1:]:
-        t = t.field(i).type
-    return t
-
-
-def _check_type(spec: FeatureSpec, t: pa.DataType) -> str:
-    """Why a column of type ``t`` is columnar for ``spec``; raises _Unsupported if it is not."""
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    depth, leaf = _list_depth(t)
-    _leaf_kind(leaf)  # raises for the types converted per row
-    if spec.shape and depth not in (0, 1, len(spec.shape)):
-        raise _Unsupported(f"a {depth}-level list column for shape {list(spec.shape)}")
-    if not spec.shape and depth:
-        return f"{t} into a scalar: every present value is rejected"
-    if spec.shape and not depth:
-        return f"{t} into shape {list(spec.shape)}: every present value is rejected"
-    return f"{t} -> {spec.dtype}" + (f" of shape {list(spec.shape)}" if spec.shape else "")
-
-
-def _bad_leaf(spec: FeatureSpec, kind: str) -> bool:
-    """True when no value of this leaf kind passes the coercion policy for ``spec``."""
-    if kind in ("struct", "null"):
-        return True
-    if spec.dtype == "int64":
-        return kind in ("text", "binary")
-    if spec.dtype == "float":
-        return kind in ("text", "binary", "bool")
-    return kind in ("int", "uint", "float", "bool")
 
 
 # -- the encoder ------------------------------------------------------------------------------
@@ -241,7 +104,9 @@ class ColumnarEncoder:
     """Encodes ``pyarrow.RecordBatch`` es the way :class:`ExampleEncoder` encodes their rows.
 
     ``encode(batch)`` -> (SerializedBatch of the accepted rows in row order, their indices in
-    the batch, [(row index, FeatureValueError)] for the rejected ones).
+    the batch, [(row index, error)] for the rejected ones, the error being the very
+    FeatureValueError (or TypeError) ``ExampleEncoder.encode`` raises for that row).
+    The plan is made once per schema and cached.
     """
 
     def __init__(self, features: Sequence[FeatureSpec]) -> None:
@@ -266,20 +131,22 @@ class ColumnarEncoder:
         cached = self._choices.get(schema)
         if cached is not None:
             return cached
+        if len(self._choices) >= _MAX_SCHEMAS:  # sources with drifting schemas
+            self._choices.clear()
         out: dict[str, tuple[FeatureChoice, Any]] = {}
         for spec in self.specs:
             try:
                 if self._whole_row_reason:
-                    raise _Unsupported(self._whole_row_reason)
+                    raise Unsupported(self._whole_row_reason)
                 if spec.is_ragged:
-                    raise _Unsupported(f"ragged shape {list(spec.shape)} is encoded per row")
-                how, steps = _resolve(schema, spec.source)
+                    raise Unsupported(f"ragged shape {list(spec.shape)} is encoded per row")
+                how, steps = resolve(schema, spec.source)
                 if how == "absent":
                     reason = f"no column {'.'.join(spec.source)!r}: missing in every row"
                 else:
-                    reason = _check_type(spec, _column_type(schema, steps))
+                    reason = check_type(spec, column_type(schema, steps))
                 choice = FeatureChoice(spec.name, COLUMNAR, reason)
-            except _Unsupported as err:
+            except Unsupported as err:
                 choice, steps = FeatureChoice(spec.name, PER_ROW, str(err)), None
             if choice.mode == PER_ROW:
                 _LOG.info("feature %r is encoded per row: %s", spec.name, choice.reason)
@@ -323,17 +190,17 @@ class ColumnarEncoder:
         return self._select(batch, payload, offsets, bad)
 
     def _select(self, batch: pa.RecordBatch, payload: np.ndarray, offsets: np.ndarray,
-                bad: np.ndarray):
+                bad: np.ndarray) -> tuple[SerializedBatch, np.ndarray, list]:
         """Keep the rows without a flagged problem; re-encode flagged rows for their error."""
         if not bad.any():
             return SerializedBatch(payload.tobytes(), offsets), np.arange(batch.num_rows), []
-        rejects: list[tuple[int, FeatureValueError]] = []
+        rejects: list[tuple[int, Exception]] = []
         rescued: dict[int, bytes] = {}
         for index in np.flatnonzero(bad).tolist():
             record = batch.slice(index, 1).to_pylist()[0]
             try:
                 rescued[index] = self._row_encoder.encode(record)
-            except FeatureValueError as err:
+            except (FeatureValueError, TypeError) as err:
                 rejects.append((index, err))
         if rescued:  # a check was stricter than the policy: the per-row bytes are the truth
             _LOG.warning("columnar checks flagged %d rows the per-row encoder accepts",
@@ -360,7 +227,7 @@ class ColumnarEncoder:
             try:
                 records.append(self._row_encoder.encode(record))
                 good.append(index)
-            except FeatureValueError as err:
+            except (FeatureValueError, TypeError) as err:
                 rejects.append((index, err))
         return SerializedBatch.from_records(records), np.asarray(good, dtype=np.int64), rejects
 
@@ -384,7 +251,7 @@ class ColumnarEncoder:
                         entry = (b"\x0a" + wire.varint(len(encoded)) + encoded + b"\x12"
                                  + wire.varint(len(feature)) + feature)
                         parts[key][row] = b"\x0a" + wire.varint(len(entry)) + entry
-            except FeatureValueError:
+            except (FeatureValueError, TypeError):
                 bad[row] = True
         blocks = {}
         for key, values in parts.items():
@@ -401,11 +268,11 @@ class ColumnarEncoder:
         if steps is None:  # no such column: missing everywhere
             arr: pa.Array = pa.nulls(n)
         else:
-            arr = _decode(batch.column(steps[0]))
+            arr = decoded(batch.column(steps[0]))
             for i in steps[1:]:
-                arr = _decode(arr.flatten()[i])
-        valid = _valid(arr)
-        depth, _ = _list_depth(arr.type)
+                arr = decoded(arr.flatten()[i])
+        valid = valid_mask(arr)
+        depth, _ = list_depth(arr.type)
         empty = ([], 0, None)
         if bool(spec.shape) != bool(depth):
             # A list where a single value belongs, or the reverse: every present row fails.
@@ -414,12 +281,12 @@ class ColumnarEncoder:
         else:
             if depth:
                 leaf_arr, idx, owner = self._flatten_lists(spec, arr, depth, valid, enc)
-                leaf_valid = _valid(leaf_arr)[idx] if idx.size else np.ones(0, dtype=bool)
+                leaf_valid = valid_mask(leaf_arr)[idx] if idx.size else np.ones(0, dtype=bool)
                 enc.bad[owner[~leaf_valid]] = True  # a null inside a list
             else:  # scalars: one slot per row, nulls included (the missing policy decides)
                 leaf_arr, idx, owner, leaf_valid = arr, None, None, valid
-            kind = _leaf_kind(leaf_arr.type)
-            if _bad_leaf(spec, kind):
+            kind = leaf_kind(leaf_arr.type)
+            if never_coerces(spec, kind):
                 enc.bad[valid if owner is None else owner] = True
                 body = empty
             else:
@@ -446,7 +313,7 @@ class ColumnarEncoder:
         owner = nodes.copy()
         level = arr
         for dim in range(depth):
-            starts, counts = _child_layout(level, nodes)
+            starts, counts = child_layout(level, nodes)
             if depth == len(shape):  # nested as deep as the shape: each level's size checked
                 if shape[dim] != -1:
                     enc.bad[owner[counts != shape[dim]]] = True
@@ -458,9 +325,9 @@ class ColumnarEncoder:
                 enc.bad[owner[wrong]] = True
             nodes = segments(starts, counts)
             owner = np.repeat(owner, counts)
-            level = _decode(level.values)
+            level = decoded(level.values)
             if dim < depth - 1 and nodes.size:  # a null inner list fails
-                enc.bad[owner[~_valid(level)[nodes]]] = True
+                enc.bad[owner[~valid_mask(level)[nodes]]] = True
         return level, nodes, owner
 
     def _payload(self, spec: FeatureSpec, leaf_arr: pa.Array, kind: str,
@@ -474,7 +341,7 @@ class ColumnarEncoder:
         """
         scalar = owner is None
         if spec.dtype in ("bytes", "string"):
-            data, starts, lens = _binary_layout(leaf_arr, idx)
+            data, starts, lens = binary_layout(leaf_arr, idx)
             if kind == "binary" and spec.dtype == "string":
                 self._check_utf8(leaf_arr, data, starts, lens,
                                  np.arange(n) if scalar else owner, leaf_valid, enc)
@@ -490,7 +357,7 @@ class ColumnarEncoder:
             first = np.searchsorted(owner, np.arange(n))  # each row's first leaf
             return [Flat(elem_data, elem_offsets[first], body_len)], body_len, None
         nan_rows = None
-        values = _numbers(leaf_arr, idx)
+        values = numbers(leaf_arr, idx)
         checked = leaf_valid if leaf_arr.null_count else None
         if spec.dtype == "int64":
             if kind == "uint":
