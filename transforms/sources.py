@@ -2,13 +2,20 @@
 
 A reader emits :class:`RecordChunk` s (a few thousand records from one file, with the row
 number of the first), never one element per record: Beam's per-element cost would otherwise
-dominate. Records that cannot even be parsed (a malformed CSV line, a cell that is not a
-number) leave through the ``rejected`` output as dead-letter rows naming the file, the row,
+dominate. On the columnar path (the default) a chunk holds a ``pyarrow.RecordBatch``; CSV
+blocks are split by ``pyarrow.csv`` and typed by ``pyarrow.compute`` (:mod:`csv_columnar`),
+and any block where that could differ from the per-row reader (Python's ``csv`` module and
+:func:`parse_cell`) is read by the per-row reader instead, so both give the same records, row
+numbers and dead letters.
+
+Records that cannot even be parsed (a malformed CSV line, a cell that is not a number) leave
+through the ``rejected`` output as dead-letter rows naming the file, the row,
 the feature and the reason; the ``read`` counter counts both kinds, so read = built + rejected.
 
 CSV cells are typed by the feature specs: an int64 feature accepts integers and
 ``true``/``false``; a float feature decimals, exponents, ``nan`` and ``inf``; a list-shaped
-feature a JSON array; null markers (``source.csv.null_values``) are missing values.
+feature a JSON array; null markers (``source.csv.null_values``) are missing values. A row
+with invalid UTF-8 is a dead letter naming its column; the rest of the file is still read.
 """
 
 from __future__ import annotations

@@ -2,7 +2,12 @@
 
 Each reader turns a PCollection of file paths into
 
-* ``records`` (main): :class:`sources.RecordChunk` s of at most ``CHUNK_ROWS`` Python dicts;
+* ``records`` (main): :class:`sources.RecordChunk` s -- on the columnar path (the default)
+  each holds a ``pyarrow.RecordBatch`` of up to ``batch_rows`` rows (Parquet: the needed
+  columns as stored; JSON Lines: blocks of flat scalar objects that ``pyarrow.json`` reads
+  exactly as ``json`` would, the other lines as dicts), otherwise (``columnar=False``, and
+  always for Avro) at most ``CHUNK_ROWS`` Python dicts; ``chunk.records()`` gives the same
+  dicts either way;
 * ``rejected``: dead-letter rows (:func:`sources.dead_letter`) for what cannot be read;
 * ``counts``: exactly one ``("read", n)`` and one ``("rejected_at_read", n)`` per file, where
   ``read`` counts every record, the rejected ones included.
@@ -400,11 +405,15 @@ class _ReadJsonlFile(_ReadFileFn):
         if table is None or np.any(ends - starts > self._options.max_line_bytes):
             yield from self._line_items(io.BytesIO(block), line)
             return
-        # bytes.strip() whitespace; a line of only these is blank (not a record).
-        blank_bytes = np.isin(data, np.frombuffer(b" \t\n\r\x0b\x0c", np.uint8))
-        solid = np.concatenate(([0], np.cumsum(~blank_bytes)))
-        records = np.flatnonzero(solid[ends] - solid[starts] > 0)  # line indices
-        if len(records) != table.num_rows:  # a line with two objects, or with none
+        if np.all(data[starts] == 0x7B):  # every line starts with "{": none is blank
+            records = np.arange(len(starts))
+        else:  # a line of only bytes.strip() whitespace is blank (not a record)
+            blank_bytes = np.isin(data, np.frombuffer(b" \t\n\r\x0b\x0c", np.uint8))
+            solid = np.concatenate(([0], np.cumsum(~blank_bytes)))
+            records = np.flatnonzero(solid[ends] - solid[starts] > 0)  # line indices
+        # Arrow succeeded, so each non-blank line holds at least one object: equal counts
+        # mean exactly one each.
+        if len(records) != table.num_rows:
             yield from self._line_items(io.BytesIO(block), line)
             return
         slow = np.zeros(table.num_rows, bool)
