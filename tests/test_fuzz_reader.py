@@ -26,7 +26,7 @@ FUZZ = settings(max_examples=120, deadline=None,
 
 
 def real_file(compression: str, seed: int = 7, n: int = 40) -> bytes:
-    """A genuine TFRecord stream: records of varied sizes, one of them empty."""
+    """A genuine TFRecord stream: records of varied sizes, some of them empty."""
     rng = random.Random(seed)
     buffer = io.BytesIO()
     with tff.TFRecordWriter(buffer, compression) as writer:
