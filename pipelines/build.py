@@ -386,7 +386,7 @@ def _jsonl_fields(path: str, lines: int = 100) -> list[str] | None:
         for _, raw in zip(range(lines), handle):
             try:
                 record = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # too deep: the reader's dead letter
                 continue
             if isinstance(record, dict):
                 fields.update(dict.fromkeys(record))

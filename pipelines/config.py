@@ -369,8 +369,9 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
         except ValueError as err:
             raise _fail("output.shard_size", dict(sraw), str(err)) from None
     shard_name = raw.get("shard_name", name)
-    if not isinstance(shard_name, str) or not _NAME.match(shard_name):
-        raise _fail("output.shard_name", shard_name, "must be letters, digits, '_', '-', '.'")
+    if not isinstance(shard_name, str) or not _NAME.match(shard_name) or len(shard_name) > 100:
+        raise _fail("output.shard_name", shard_name,
+                    "must be at most 100 letters, digits, '_', '-', '.'")
     index = _typed("output.index", raw.get("index", False), bool, "true or false")
     if index and compression != "none":
         raise _fail("output.index", index, f"needs compression none: offsets into a "
@@ -394,8 +395,9 @@ def parse_config(raw: Any) -> Config:
     raw = _mapping("", raw, ("name", "source", "features", "splits", "output", "errors"),
                    ("name", "source", "features", "output"))
     name = raw["name"]
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise _fail("name", name, "must be letters, digits, '_', '-' or '.'")
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 100:
+        raise _fail("name", name, "must be at most 100 letters, digits, '_', '-' or '.' (it "
+                                  "names the shard files)")
     return Config(
         name=name,
         source=_parse_source(raw["source"]),

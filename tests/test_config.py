@@ -327,6 +327,7 @@ REFUSED = [
     ("name_empty", [("name", "")], "name", '""'),
     ("name_space", [("name", "my data")], "name", '"my data"'),
     ("name_slash", [("name", "a/b")], "name", '"a/b"'),
+    ("name_too_long", [("name", "n" * 101)], "name", "nnnn"),
     # -- source
     ("format_unknown", [("source.format", "xml")], "source.format", '"xml"'),
     ("format_int", [("source.format", 1)], "source.format", "1"),

@@ -227,9 +227,6 @@ def test_deep_and_huge_json_records_are_dead_letters_not_crashes(tmp_path):
     assert not [r for r in rows if "9002" in json.dumps(r)[:200]]  # the huge value was written
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
-    "build._jsonl_fields (the launch-time field check, not an edit of ours) catches "
-    "ValueError only; it needs RecursionError too -- remove this marker when fixed"))
 def test_deep_json_among_the_first_lines_is_a_dead_letter(tmp_path):
     manifest, rows = jsonl_build(tmp_path, [DEEP, *EVENTS])
     assert manifest["counts"]["rejected"] == 1
