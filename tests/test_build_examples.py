@@ -14,6 +14,8 @@ import pyarrow as pa
 import pytest
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beam_tfrecords.transforms import wire
 from beam_tfrecords.transforms.build_examples import (
@@ -186,3 +188,21 @@ def test_other_key_columns_go_row_by_row(kind, values):
     splits = SplitSpec((("train", 50.0), ("eval", 50.0)), key=("k",))
     both_paths(pa.record_batch({"k": pa.array(values, kind), "id": [1, 2]}), splits,
                features=[F("id", "int64")])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+                          st.one_of(st.none(), st.text(max_size=4)),
+                          st.one_of(st.none(), st.floats(width=64))), max_size=30),
+       st.sampled_from(["i", "s", "f", ""]), st.integers(1, 3))
+def test_splits_dead_letters_and_counts_match_rows_for_random_batches(rows, key, nsplits):
+    batch = pa.record_batch({
+        "i": pa.array([r[0] for r in rows], pa.int64()),
+        "s": pa.array([r[1] for r in rows], pa.string()),
+        "f": pa.array([r[2] for r in rows], pa.float64()),
+    })
+    shares = tuple((name, 100.0 / nsplits) for name in ("train", "eval", "test")[:nsplits])
+    splits = SplitSpec(shares, key=(key,) if key else ())
+    features = [F("i", "int64", missing="omit"), F("s", "string"),
+                F("f", "float", nan="error", missing="default", default=0.0)]
+    both_paths(batch, splits, features=features, max_record_bytes=60)
