@@ -134,11 +134,9 @@ class _BuildExamplesFn(beam.DoFn):
         dead.sort(key=lambda item: item[0])
         for row, feature, reason, value in dead:
             yield self._reject(chunk, row, feature, reason, value, _record_preview(batch, row))
-        # split_of: index into names per accepted record (-1: rejected); first-seen order.
-        seen: list[int] = []
+        # split_of: index into names per encoded record (-1: rejected); splits in the order
+        # their first record appears, as the row path yields them.
         for code in dict.fromkeys(split_of[split_of >= 0].tolist()):
-            seen.append(code)
-        for code in seen:
             yield names[code], _take(out, split_of == code)  # (split, SerializedBatch)
 
     def _split_rows(self, batch: Any, out: SerializedBatch, good: np.ndarray, keep: np.ndarray,
