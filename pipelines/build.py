@@ -250,7 +250,8 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
     ``images``: the plan :func:`plan_inputs` made at launch for an images source.
     """
     read = read_source(p, config, input_files, images)
-    built = read.records | "BuildExamples" >> BuildExamples(config.features, config.splits)
+    built = read.records | "BuildExamples" >> BuildExamples(
+        config.features, config.splits, max_record_bytes=config.output.shard_size.max)
     shards = built.examples | "WriteShards" >> WriteTFRecordShards(
         layout.version_dir, layout.staging, config.output.shard_name, config.splits.names,
         config.output.compression, config.output.shard_size, config.output.index,
