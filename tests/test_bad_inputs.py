@@ -199,3 +199,19 @@ def test_threshold_names_the_counts_and_the_dead_letter_path(tmp_path, fraction,
         build.run(["--config", str(config), "--version", "v1"])
     assert not (tmp_path / "out" / "v1" / "manifest.json").exists()
     assert not (tmp_path / "out" / "LATEST").exists()
+
+
+def test_a_record_over_the_shard_maximum_is_a_dead_letter(tmp_path):
+    (tmp_path / "data.csv").write_text(f"id,text\n1,small\n2,{'x' * 5000}\n3,small too\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "name": "big", "source": {"format": "csv", "path": str(tmp_path / "data.csv")},
+        "features": {"id": {"type": "int64"}, "text": {"type": "string"}},
+        "output": {"path": str(tmp_path / "out"),
+                   "shard_size": {"target": "3KB", "min": "2KB", "max": "4KB"}},
+        "errors": {"max_bad_fraction": 0.5},
+    }))
+    manifest, written, dead = _build(config)
+    assert sorted(ex["id"][1][0] for ex in written) == [1, 3]
+    assert [row["row"] for row in dead] == [2]
+    assert "over the maximum shard size of 4000 bytes" in dead[0]["reason"], dead[0]
