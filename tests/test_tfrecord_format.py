@@ -11,6 +11,8 @@ import zlib
 import crc32c
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beam_tfrecords.sinks import tfrecord_format as tff
 
@@ -468,3 +470,13 @@ def test_corrupt_record_error_pickles_with_attributes():
     assert (clone.path, clone.offset, clone.reason) == ("p", 17, "reason here")
     assert str(clone) == str(err)
     assert isinstance(clone, ValueError)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=60))
+def test_vectorised_frame_batch_equals_frame_per_record(records):
+    """frame_batch places headers, data and footers with whole-array operations; it must give
+    exactly the bytes of framing each record on its own (empty records and repeated lengths
+    included)."""
+    payload, offsets = batch_of(records)
+    assert tff.frame_batch(payload, offsets) == b"".join(tff.frame(r) for r in records)
