@@ -480,3 +480,10 @@ def test_vectorised_frame_batch_equals_frame_per_record(records):
     included)."""
     payload, offsets = batch_of(records)
     assert tff.frame_batch(payload, offsets) == b"".join(tff.frame(r) for r in records)
+
+
+def test_frame_batch_of_large_records_equals_frame_per_record():
+    """Large records take the record-by-record copy; the bytes must not change."""
+    records = [bytes([i]) * (3000 + 17 * i) for i in range(12)] + [b"", b"x"]
+    payload, offsets = batch_of(records)
+    assert tff.frame_batch(payload, offsets) == b"".join(tff.frame(r) for r in records)
