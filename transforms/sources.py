@@ -26,7 +26,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -102,6 +102,45 @@ def _chunk(path: str, first: int, rows: list, numbers: list) -> RecordChunk:
     return RecordChunk(path, first, rows, () if contiguous else tuple(numbers))
 
 
+def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
+                 rejected_counter: Any) -> Iterator[Any]:
+    """A reader's outputs for one file, from its events: a :class:`RecordChunk` (a block read
+    column-wise, passed on) or ``(row, record, error)`` with ``error`` None or ``(feature,
+    reason, value, record)``. Records are gathered into chunks of ``CHUNK_ROWS`` (flushed
+    before a columnar chunk, so rows stay in order), errors become dead-letter rows, and the
+    ``read`` / ``rejected_at_read`` counts close the file."""
+    read = rejected = 0
+    chunk: list = []
+    numbers: list = []
+    for event in events:
+        if isinstance(event, RecordChunk):
+            if chunk:
+                yield _chunk(path, numbers[0], chunk, numbers)
+                chunk, numbers = [], []
+            read += len(event)
+            yield event
+            continue
+        row, record, error = event
+        read += 1
+        if error is not None:
+            rejected += 1
+            feature, reason, value, whole = error
+            yield beam.pvalue.TaggedOutput(
+                REJECTED, dead_letter(path, row, feature, reason, value, whole))
+            continue
+        chunk.append(record)
+        numbers.append(row)
+        if len(chunk) >= CHUNK_ROWS:
+            yield _chunk(path, numbers[0], chunk, numbers)
+            chunk, numbers = [], []
+    if chunk:
+        yield _chunk(path, numbers[0], chunk, numbers)
+    read_counter.inc(read)
+    rejected_counter.inc(rejected)
+    yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
+    yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+
+
 class CellError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -154,41 +193,12 @@ class _ReadCsvFile(beam.DoFn):
 
     def process(self, path: str) -> Iterator[Any]:
         opts = self._options
-        read = rejected = 0
-        chunk: list = []
-        numbers: list = []
         with storage.open_read(path) as raw:
             if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
                 events = self._columnar_events(path, raw)
             else:
                 events = self._row_events(raw, "utf-8-sig", None, 0)
-            for event in events:
-                if isinstance(event, RecordChunk):  # a block read column-wise
-                    if chunk:
-                        yield _chunk(path, numbers[0], chunk, numbers)
-                        chunk, numbers = [], []
-                    read += len(event)
-                    yield event
-                    continue
-                row, record, error = event
-                read += 1
-                if error is not None:
-                    rejected += 1
-                    feature, reason, value, whole = error
-                    yield beam.pvalue.TaggedOutput(
-                        REJECTED, dead_letter(path, row, feature, reason, value, whole))
-                    continue
-                chunk.append(record)
-                numbers.append(row)
-                if len(chunk) >= CHUNK_ROWS:
-                    yield _chunk(path, numbers[0], chunk, numbers)
-                    chunk, numbers = [], []
-        if chunk:
-            yield _chunk(path, numbers[0], chunk, numbers)
-        self._read.inc(read)
-        self._rejected.inc(rejected)
-        yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
-        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+            yield from read_outputs(path, events, self._read, self._rejected)
 
     def _specs(self) -> dict[str, FeatureSpec]:
         """Column -> the spec that types it: the first feature whose source starts there."""

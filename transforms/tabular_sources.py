@@ -55,8 +55,7 @@ from beam_tfrecords.transforms.sources import (
     COUNTS,
     REJECTED,
     RecordChunk,
-    _chunk,
-    dead_letter,
+    read_outputs,
 )
 
 __all__ = [
@@ -212,41 +211,8 @@ class _ReadFileFn(beam.DoFn):
         raise NotImplementedError
 
     def process(self, path: str) -> Iterator[Any]:
-        read = rejected = 0
-        chunk: list = []
-        numbers: list = []
         with storage.open_read(path) as handle:
-            for event in self._items(path, handle):
-                if isinstance(event, RecordChunk):  # columnar rows, in order
-                    if chunk:
-                        yield self._emit(path, chunk, numbers)
-                        chunk, numbers = [], []
-                    read += len(event)
-                    yield event
-                    continue
-                row, record, error = event
-                read += 1
-                if error is not None:
-                    rejected += 1
-                    feature, reason, value, whole = error
-                    yield beam.pvalue.TaggedOutput(
-                        REJECTED, dead_letter(path, row, feature, reason, value, whole))
-                    continue
-                chunk.append(record)
-                numbers.append(row)
-                if len(chunk) >= CHUNK_ROWS:
-                    yield self._emit(path, chunk, numbers)
-                    chunk, numbers = [], []
-        if chunk:
-            yield self._emit(path, chunk, numbers)
-        self._read.inc(read)
-        self._rejected.inc(rejected)
-        yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
-        yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
-
-    @staticmethod
-    def _emit(path: str, chunk: list, numbers: list) -> RecordChunk:
-        return _chunk(path, numbers[0], chunk, numbers)
+            yield from read_outputs(path, self._items(path, handle), self._read, self._rejected)
 
 
 class _ReadTransform(beam.PTransform):
