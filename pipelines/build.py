@@ -39,7 +39,13 @@ from beam_tfrecords.sinks.redact import redact
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
-from beam_tfrecords.transforms.images import RESERVED, ImagePlan, ReadImages, list_images
+from beam_tfrecords.transforms.images import (
+    RESERVED,
+    ImagePlan,
+    ReadImages,
+    list_images,
+    plan_images,
+)
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, ReadCsv
 from beam_tfrecords.transforms.splits import SplitSpec
 from beam_tfrecords.transforms.tabular_sources import (
@@ -337,12 +343,20 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
         if columns is not None:
             check_columns(config, columns, files[0])
         return config, Inputs(files, fingerprint)
+    opts = source.images
     try:
-        plan = list_images(source.path, source.images)
+        if opts.layout == "folders":  # one listing serves the plan and the fingerprint
+            root = source.path.rstrip("/")
+            listed = storage.match(root + "/**")
+            plan = plan_images(opts, root, paths=[m.path for m in listed])
+        else:
+            plan = list_images(source.path, opts)
     except (ValueError, OSError) as err:
         raise BuildError(f"source {source.path!r}: {err}") from None
     image_paths = sorted({entry.path for entry in plan.entries})
-    _, fingerprint = input_fingerprint(source.path, _image_metadata(config, image_paths))
+    if opts.layout != "folders":
+        listed = _manifest_metadata(config, image_paths)
+    _, fingerprint = input_fingerprint(source.path, listed)
     if plan.splits and config.splits == SplitSpec():
         share = 100.0 / len(plan.splits)
         config = dataclasses.replace(config, splits=SplitSpec(
@@ -353,15 +367,13 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
     return config, Inputs(image_paths, fingerprint, plan)
 
 
-def _image_metadata(config: Config, image_paths: Sequence[str]) -> list:
-    """FileMetadata of the image files (and of the manifest CSV), for the fingerprint.
+def _manifest_metadata(config: Config, image_paths: Sequence[str]) -> list:
+    """FileMetadata of a manifest CSV and the image files it names, for the fingerprint.
 
     One listing of the images' common folder instead of one request per image; a file the
     listing lacks is simply absent (its read becomes a dead letter).
     """
     opts = config.source.images
-    if opts.layout == "folders":
-        return storage.match(config.source.path.rstrip("/") + "/**")
     manifest = storage.match(opts.manifest or config.source.path)
     dirs = [path.split("/")[:-1] for path in image_paths]
     common = dirs[0] if dirs else []
