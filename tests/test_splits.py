@@ -195,3 +195,10 @@ def test_field_mode_takes_the_split_a_record_names():
 def test_field_and_key_exclude_each_other():
     with pytest.raises(ValueError, match="not both"):
         SplitSpec(shares=(("train", 100.0),), key=("id",), field=("split",))
+
+
+@pytest.mark.parametrize("spec", [THIRDS, EIGHTY_TWENTY, SplitSpec()])
+def test_choose_many_agrees_with_choose(spec):
+    keys = [key_bytes(i) for i in range(2000)] + [b"", memoryview(b"abc")]
+    names = list(spec.names)
+    assert spec.choose_many(keys).tolist() == [names.index(spec.choose(bytes(k))) for k in keys]

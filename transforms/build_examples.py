@@ -16,7 +16,6 @@ output's maximum shard size -- is a dead letter too.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from beam_tfrecords.transforms.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
-from beam_tfrecords.transforms.splits import BUCKETS, SplitSpec, key_bytes
+from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
 
 __all__ = ["FRAMING_BYTES", "PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
 
@@ -152,12 +151,12 @@ class _BuildExamplesFn(beam.DoFn):
         if not splits.field and not splits.key:  # hash of the serialized Example
             payload, offs = memoryview(out.payload), out.offsets.tolist()
             keys = [payload[offs[i]:offs[i + 1]] for i in todo.tolist()]
-            split_of[todo] = _choose_many(splits, keys, names)
+            split_of[todo] = splits.choose_many(keys)
             return names, split_of
         path = splits.field or splits.key
         fast = None if splits.field else _column_keys(batch, path, good[todo])
         if fast is not None:
-            split_of[todo] = _choose_many(splits, fast, names)
+            split_of[todo] = splits.choose_many(fast)
             return names, split_of
         values = _lookup_rows(batch, path, good[todo])
         keys, rows = [], []
@@ -174,7 +173,7 @@ class _BuildExamplesFn(beam.DoFn):
                 dead.append((int(good[i]), getattr(err, "feature", ".".join(path)), str(err),
                              getattr(err, "value", None)))
         if keys:
-            split_of[np.asarray(rows, dtype=np.int64)] = _choose_many(splits, keys, names)
+            split_of[np.asarray(rows, dtype=np.int64)] = splits.choose_many(keys)
         return names, split_of
 
     def _named_split(self, record: Any) -> str:
@@ -241,24 +240,6 @@ def _lookup_rows(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list:
         except FeatureValueError as err:
             values.append(err)
     return values
-
-
-def _choose_many(splits: SplitSpec, keys: list, names: list[str]) -> np.ndarray:
-    """``names.index(splits.choose(key))`` for every key, hashing in one pass.
-
-    Mirrors :meth:`SplitSpec.choose` (BLAKE2b bucket, ranges in split-name order); the
-    BuildExamples tests prove both paths choose alike.
-    """
-    ranges = getattr(splits, "_ranges", None)
-    if ranges is None or len(splits.shares) == 1:
-        return np.asarray([names.index(splits.choose(k)) for k in keys], dtype=np.int64)
-    digests = b"".join([hashlib.blake2b(k, digest_size=8, person=b"btfr-split").digest()
-                        for k in keys])
-    buckets = np.frombuffer(digests, dtype=">u8") % np.uint64(BUCKETS)
-    bounds = np.asarray([bound for _, bound in ranges], dtype=np.uint64)
-    which = np.minimum(np.searchsorted(bounds, buckets, side="right"), len(ranges) - 1)
-    codes = np.asarray([names.index(name) for name, _ in ranges], dtype=np.int64)
-    return codes[which]
 
 
 class BuildExamples(beam.PTransform):
