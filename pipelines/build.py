@@ -32,6 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 import beam_tfrecords
 from beam_tfrecords.pipelines import output_guard
 from beam_tfrecords.pipelines.config import Config, check_columns, load_config
+from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks import tfrecord_format as tff
@@ -538,7 +539,7 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
         progress = ProgressReporter(lambda: read_totals(progress_dir),
                                     lambda line: print(line, file=sys.stderr, flush=True),
                                     args.progress_interval)
-    with progress, beam.Pipeline(options=options) as p:
+    with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
         build_pipeline(p, config, layout, found.files, found.fingerprint, runner,
                        args.keep_versions, images=found.images)
     manifest_path = storage.join(layout.version_dir, mf.MANIFEST)

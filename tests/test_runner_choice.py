@@ -1,0 +1,76 @@
+"""A DirectRunner build runs on the in-process FnApiRunner, never on a Prism attempt.
+
+pipelines/runners.py says why: Beam's DirectRunner would first try Prism (a download from
+GitHub), so the engine would depend on the network.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability import prism_runner
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines.runners import runner_for
+from beam_tfrecords.sinks import progress_files
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEMO = str(ROOT / "configs" / "demo.yaml")
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--runner=DirectRunner"], ["--runner", "direct"], ["--runner=SwitchingDirectRunner"],
+    ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+])
+def test_direct_runner_names_get_the_fn_api_runner(args):
+    assert isinstance(runner_for(PipelineOptions(args)), fn_runner.FnApiRunner)
+
+
+@pytest.mark.parametrize("args", [
+    ["--runner=DataflowRunner"], ["--runner=PortableRunner"], ["--runner=FlinkRunner"],
+    ["--runner=PrismRunner"], ["--streaming"],
+])
+def test_other_runners_and_streaming_are_left_to_beam(args):
+    assert runner_for(PipelineOptions(args)) is None
+
+
+def test_the_worker_processes_get_the_pipeline_options():
+    options = PipelineOptions(["--direct_running_mode=multi_processing",
+                               "--tfrecords_progress_dir=/somewhere"])
+    runner = runner_for(options)
+    encoded = runner._provision_info.provision_info.pipeline_options
+    assert encoded["beam:option:tfrecords_progress_dir:v1"] == "/somewhere"
+
+
+@pytest.fixture
+def no_prism(monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a DirectRunner build must not try the Prism runner")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
+
+
+def test_a_direct_runner_build_never_tries_prism(tmp_path, no_prism):
+    manifest = build.run(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+                          "--runner=DirectRunner"])
+    assert manifest is not None and manifest["counts"]["written"] == 10_000
+    assert manifest["runner"] == "DirectRunner"
+
+
+def test_two_worker_processes_see_the_progress_option(tmp_path, no_prism, monkeypatch):
+    """The workers only learn the progress directory from the provision info we pass."""
+    seen = []
+    real = progress_files.read_totals
+    monkeypatch.setattr(progress_files, "read_totals",
+                        lambda path: seen.append(real(path)) or seen[-1])
+    manifest = build.run(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+                          "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+                         progress_interval=0.05)
+    assert manifest is not None
+    assert json.loads((tmp_path / "v" / "manifest.json").read_text())["counts"]["read"] == 10_000
+    # Without the option the workers write no progress files and every poll reads 0.
+    assert seen and max(records for records, _ in seen) > 0
