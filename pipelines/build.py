@@ -23,7 +23,7 @@ import logging
 import re
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -159,10 +159,19 @@ def check_counts(counts: dict[str, int], written: int, dead_letters: int) -> Non
         raise BuildError("record counts do not add up: " + "; ".join(problems))
 
 
-def _commit(_: Any, *, shards: dict, dead: list, counts: dict, config: Config,
-            layout: Layout, inputs: dict, runner: str, keep: int = 5,
+def sum_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """The partial counts the steps emit, ``(name, n)`` per chunk, summed by name."""
+    totals: dict[str, int] = {}
+    for name, n in pairs:
+        totals[name] = totals.get(name, 0) + n
+    return totals
+
+
+def _commit(_: Any, *, shards: dict, dead: list, counts: Iterable[tuple[str, int]],
+            config: Config, layout: Layout, inputs: dict, runner: str, keep: int = 5,
             vocabulary: Sequence[str] | None = None) -> dict:
     """Check the counts, move dead letters, write the spec, the manifest, then LATEST."""
+    counts = sum_counts(counts)
     written = sum(info.records for infos in shards.values() for info in infos)
     rejected = sum(rows for _, rows in dead)
     check_counts(counts, written, rejected)
@@ -267,21 +276,20 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
         (read[REJECTED], built[REJECTED])
         | "MergeRejects" >> beam.Flatten()
         | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLetters(layout.staging))
-        | "GatherDeadLetters" >> beam.combiners.ToList()
-    )  # [(staged path, rows)]
+    )  # (staged path, rows) per file
     counts = (
-        (read[COUNTS], built[COUNTS])
-        | "MergeCounts" >> beam.Flatten()
-        | "SumCounts" >> beam.CombinePerKey(sum)
-    )  # (counter name, total)
+        (read[COUNTS], built[COUNTS]) | "MergeCounts" >> beam.Flatten()
+    )  # (counter name, partial count), summed by the commit
+    # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
+    # and CombinePerKey cost ~10 transforms each to construct and translate (bench/README.md).
     manifest = (
         p
-        | "CommitTrigger" >> beam.Create([None])
+        | "CommitTrigger" >> beam.Impulse()
         | "Commit" >> beam.Map(
             _commit,
             shards=beam.pvalue.AsSingleton(shards),
-            dead=beam.pvalue.AsSingleton(dead),
-            counts=beam.pvalue.AsDict(counts),
+            dead=beam.pvalue.AsList(dead),
+            counts=beam.pvalue.AsList(counts),
             config=config, layout=layout, inputs=inputs, runner=runner, keep=keep,
             vocabulary=images.vocabulary if images is not None else None,
         )

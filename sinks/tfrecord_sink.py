@@ -219,6 +219,10 @@ def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: s
             yield split, path, tuple(group)
 
 
+def _plan_all(_impulse: bytes, parts: list[tuple[str, Part]], *args: Any) -> Iterable[tuple]:
+    return _plan(parts, *args)
+
+
 def _finalize_index(group: tuple[Part, ...], path: str) -> None:
     """The shard's index: the parts' indexes, offsets shifted by the bytes before each part."""
     final = path + INDEX_SUFFIX
@@ -283,6 +287,11 @@ def _group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str,
     return out
 
 
+def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
+               ) -> dict[str, list[ShardInfo]]:
+    return _group_shards(shards, splits)
+
+
 class WriteTFRecordShards(beam.PTransform):
     """Writes ``(split, bytes | SerializedBatch)`` elements as sharded TFRecord files.
 
@@ -325,16 +334,23 @@ class WriteTFRecordShards(beam.PTransform):
         parts = records | "WriteParts" >> beam.ParDo(
             _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir)
         )  # (split, Part)
+        # The parts and the final shards are small descriptors: they reach the one planning
+        # and the one grouping step as side inputs of an Impulse, which costs Beam far less
+        # to construct and translate than a ToList (a CombineGlobally) each.
         planned = (
-            parts
-            | "GatherParts" >> beam.combiners.ToList()  # [(split, Part)], descriptors only
-            | "PlanShards" >> beam.FlatMap(_plan, self._splits, self._version_dir, self._name,
-                                           self._compression, self._size)
+            records.pipeline
+            | "PlanTrigger" >> beam.Impulse()
+            | "PlanShards" >> beam.FlatMap(_plan_all, beam.pvalue.AsList(parts), self._splits,
+                                           self._version_dir, self._name, self._compression,
+                                           self._size)
         )  # (split, final path, parts)
-        return (
+        shards = (
             planned
             | "SpreadFinalize" >> beam.Reshuffle()
             | "FinalizeShards" >> beam.Map(_finalize_shard, self._index)  # ShardInfo
-            | "GatherShards" >> beam.combiners.ToList()
-            | "GroupBySplit" >> beam.Map(_group_shards, self._splits)
+        )
+        return (
+            records.pipeline
+            | "GatherTrigger" >> beam.Impulse()
+            | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), self._splits)
         )
