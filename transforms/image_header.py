@@ -91,11 +91,12 @@ def check_complete(data: bytes, info: ImageInfo) -> None:
         raise ImageHeaderError(f"truncated {info.format}: only {len(data)} bytes")
     if info.format == "JPEG":
         _, end = _jpeg(data)
-        if data.find(b"\xff\xd9", end) < 0:
+        # Searched from the end: a complete file ends with the marker, found at once.
+        if data.rfind(b"\xff\xd9", end) < 0:
             raise ImageHeaderError(
                 f"truncated JPEG: no end-of-image marker (FF D9) in its {len(data)} bytes")
     elif info.format == "PNG":
-        if data.find(_PNG_IEND, 33) < 0:
+        if data.rfind(_PNG_IEND, 33) < 0:
             raise ImageHeaderError(
                 f"truncated PNG: no complete IEND chunk in its {len(data)} bytes")
     elif info.format == "WEBP":

@@ -308,7 +308,8 @@ class _ReadImageBatch(beam.DoFn):
         self._read = Metrics.counter("sources", "images_read")
         self._rejected = Metrics.counter("sources", "images_rejected_at_read")
 
-    def process(self, batch: Sequence[ImageEntry]) -> Iterator[Any]:
+    def process(self, batch: Sequence[tuple]) -> Iterator[Any]:
+        batch = [ImageEntry(*fields) for fields in batch]
         chunk: list = []
         numbers: list = []
         size = 0
@@ -339,6 +340,11 @@ class _ReadImageBatch(beam.DoFn):
             yield _chunk(self._source, chunk, numbers)
         yield beam.pvalue.TaggedOutput(COUNTS, ("read", len(batch)))
         yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+
+
+def _fields(entry: ImageEntry) -> tuple:
+    """An entry as a tuple of plain values, in field order (``ImageEntry(*fields)``)."""
+    return tuple(getattr(entry, field.name) for field in dataclasses.fields(ImageEntry))
 
 
 def _chunk(source: str, rows: list, numbers: list) -> RecordChunk:
@@ -372,8 +378,10 @@ class ReadImages(beam.PTransform):
         self._check = check if check_complete is None else check_complete
 
     def expand(self, pbegin):
-        entries = self._entries
-        batches = [list(entries[i:i + _BATCH]) for i in range(0, len(entries), _BATCH)]
+        # Entries travel as tuples of plain values: Beam's coder writes those natively, while
+        # a dataclass costs a pickle per entry at every step boundary.
+        entries = [_fields(entry) for entry in self._entries]
+        batches = [entries[i:i + _BATCH] for i in range(0, len(entries), _BATCH)]
         return (
             pbegin
             | "ListImages" >> beam.Create(batches, reshuffle=False)
