@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.transforms import batch_coders  # noqa: F401  (SerializedBatch's coder)
 from beam_tfrecords.transforms.coercion import FeatureValueError
 from beam_tfrecords.transforms.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.example_codec import ExampleEncoder, lookup
@@ -260,4 +261,5 @@ class BuildExamples(beam.PTransform):
     def expand(self, chunks):
         return chunks | "EncodeChunks" >> beam.ParDo(
             _BuildExamplesFn(self._features, self._splits, self._max_record_bytes)
-        ).with_outputs(REJECTED, COUNTS, main="examples")
+        ).with_output_types(tuple[str, SerializedBatch]).with_outputs(
+            REJECTED, COUNTS, main="examples")

@@ -29,6 +29,7 @@ import csv
 import dataclasses
 import io
 import json
+import pickle
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -308,8 +309,8 @@ class _ReadImageBatch(beam.DoFn):
         self._read = Metrics.counter("sources", "images_read")
         self._rejected = Metrics.counter("sources", "images_rejected_at_read")
 
-    def process(self, batch: Sequence[tuple]) -> Iterator[Any]:
-        batch = [ImageEntry(*fields) for fields in batch]
+    def process(self, packed: bytes) -> Iterator[Any]:
+        batch = [ImageEntry(*fields) for fields in pickle.loads(packed)]
         chunk: list = []
         numbers: list = []
         size = 0
@@ -378,14 +379,16 @@ class ReadImages(beam.PTransform):
         self._check = check if check_complete is None else check_complete
 
     def expand(self, pbegin):
-        # Entries travel as tuples of plain values: Beam's coder writes those natively, while
-        # a dataclass costs a pickle per entry at every step boundary.
+        # A batch of entries travels as one pickle of plain tuples: as a list of dataclasses it
+        # cost a pickle per entry at every step boundary, and Create walks a list's every
+        # value to infer its type (0.15 s for 2,000 images).
         entries = [_fields(entry) for entry in self._entries]
-        batches = [entries[i:i + _BATCH] for i in range(0, len(entries), _BATCH)]
+        batches = [pickle.dumps(entries[i:i + _BATCH], pickle.HIGHEST_PROTOCOL)
+                   for i in range(0, len(entries), _BATCH)]
         return (
             pbegin
             | "ListImages" >> beam.Create(batches, reshuffle=False)
             | "SpreadImages" >> beam.Reshuffle()
             | "ReadImageFiles" >> beam.ParDo(_ReadImageBatch(self._source, self._check))
-            .with_outputs(REJECTED, COUNTS, main="records")
+            .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
         )

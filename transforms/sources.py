@@ -36,6 +36,7 @@ from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.transforms import csv_columnar as cc
+from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
 from beam_tfrecords.transforms.coercion import preview
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 
@@ -82,6 +83,18 @@ class RecordChunk:
 
     def row_number(self, index: int) -> int:
         return self.row_numbers[index] if self.row_numbers else self.first_row + index
+
+
+class RecordChunkCoder(SizedPickleCoder):
+    """RecordChunks' coder (transforms/batch_coders.py): sized by their buffers, not pickled."""
+
+    value_type = RecordChunk
+
+    def nbytes(self, value: RecordChunk) -> int:
+        return value.batch.nbytes if value.batch is not None else rows_nbytes(value.rows)
+
+
+beam.coders.registry.register_coder(RecordChunk, RecordChunkCoder)
 
 
 def dead_letter(path: str, row: int, feature: str, reason: str, value: Any,
@@ -427,5 +440,5 @@ class ReadCsv(beam.PTransform):
             | "SpreadFiles" >> beam.Reshuffle()
             | "ParseCsv" >> beam.ParDo(_ReadCsvFile(self._options, self._features,
                                                     self._columnar, self._block_bytes))
-            .with_outputs(REJECTED, COUNTS, main="records")
+            .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
         )

@@ -239,7 +239,7 @@ class _ReadTransform(beam.PTransform):
             | "SpreadFiles" >> beam.Reshuffle()
             | self._label >> beam.ParDo(self._fn(self._options, self._features, self._extra,
                                                  self._columnar, self._batch_rows))
-            .with_outputs(REJECTED, COUNTS, main="records")
+            .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
         )
 
 

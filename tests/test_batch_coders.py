@@ -1,0 +1,73 @@
+"""The batch elements' coders: lossless, sized without encoding, and the ones Beam picks."""
+
+from __future__ import annotations
+
+import pickle
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from beam_tfrecords.pipelines.config import CsvOptions
+from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.transforms.batch_coders import SerializedBatchCoder, rows_nbytes
+from beam_tfrecords.transforms.build_examples import BuildExamples
+from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.sources import ReadCsv, RecordChunk, RecordChunkCoder
+
+COLUMNAR = RecordChunk("a.csv", 1, [], (), pa.record_batch({"x": np.arange(1000),
+                                                             "s": ["word"] * 1000}))
+ROWS = RecordChunk("b.csv", 3, [{"x": 1, "s": "four", "b": b"\x00" * 10}], (3,))
+BATCH = SerializedBatch.from_records([b"a" * 100, b"", b"bc"])
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise AssertionError("a size estimate must not pickle the element")
+
+
+def test_chunks_round_trip_and_are_sized_from_their_buffers():
+    coder = RecordChunkCoder()
+    back = coder.decode(coder.encode(COLUMNAR))
+    assert back.batch.equals(COLUMNAR.batch) and back.path == "a.csv"
+    assert coder.decode(coder.encode(ROWS)) == ROWS
+    assert coder.estimate_size(COLUMNAR) == COLUMNAR.batch.nbytes
+    assert coder.estimate_size(ROWS) == rows_nbytes(ROWS.rows) == 8 + 4 + 10
+
+
+def test_estimates_never_encode_the_element():
+    chunk = RecordChunk("c.csv", 1, [{"x": 1}], (), None)
+    object.__setattr__(chunk, "row_numbers", Unpicklable())  # would fail if pickled
+    assert RecordChunkCoder().estimate_size(chunk) == 8
+    assert SerializedBatchCoder().estimate_size(SerializedBatch.from_records([b"x" * 7])) == 7 + 16
+
+
+def test_serialized_batches_round_trip():
+    coder = SerializedBatchCoder()
+    back = coder.decode(coder.encode(BATCH))
+    assert list(back) == list(BATCH)
+    assert coder.estimate_size(BATCH) == BATCH.nbytes + BATCH.offsets.nbytes
+
+
+def test_anything_else_is_sized_by_its_pickle():
+    value = {"a": 1}
+    assert RecordChunkCoder().estimate_size(value) == len(pickle.dumps(value, 5))
+
+
+def test_the_pipeline_uses_them_for_the_batch_pcollections():
+    features = [FeatureSpec("x", "int64")]
+    p = beam.Pipeline()
+    read = p | beam.Create(["unused.csv"]) | ReadCsv(CsvOptions(), features)
+    built = read.records | BuildExamples(features)
+    registry = beam.coders.registry
+    assert isinstance(registry.get_coder(read.records.element_type), RecordChunkCoder)
+    examples = registry.get_coder(built.examples.element_type)
+    assert isinstance(examples, beam.coders.TupleCoder)
+    assert isinstance(examples.coders()[1], SerializedBatchCoder)
+
+
+@pytest.mark.parametrize("coder", [RecordChunkCoder(), SerializedBatchCoder()])
+def test_coders_compare_by_type(coder):
+    assert coder == type(coder)() and hash(coder) == hash(type(coder)())
+    assert not coder.is_deterministic()
