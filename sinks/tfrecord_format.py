@@ -85,9 +85,13 @@ def frame(record: bytes | bytearray | memoryview) -> bytes:
     return b"".join((_length_header(len(record)), record, _U32.pack(masked_crc32c(record))))
 
 
-def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> bytes:
-    """Frame N records given as one concatenated ``payload`` and N+1 ``offsets`` boundaries."""
-    return bytes(_frame_batch_into_bytearray(payload, offsets))
+def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> bytearray:
+    """Frame N records given as one concatenated ``payload`` and N+1 ``offsets`` boundaries.
+
+    A bytearray, the buffer it was built in: a ``bytes`` copy would cost as much again as
+    the framing of large records (slice it through a memoryview to avoid copies too).
+    """
+    return _frame_batch_into_bytearray(payload, offsets)
 
 
 def _frame_batch_into_bytearray(payload: bytes | bytearray | memoryview,

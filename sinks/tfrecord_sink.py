@@ -152,7 +152,7 @@ class _WriteParts(beam.DoFn):
             records = SerializedBatch.from_records([bytes(records)])
         if not len(records):
             return
-        framed = tff.frame_batch(records.payload, records.offsets)
+        framed = memoryview(tff.frame_batch(records.payload, records.offsets))  # no copies
         bounds = records.offsets + _FRAME_OVERHEAD * np.arange(len(records) + 1)
         self._write_framed(split, framed, bounds)
         self._records.inc(len(records))
@@ -160,7 +160,7 @@ class _WriteParts(beam.DoFn):
         if self._progress_dir:
             self._report_progress()
 
-    def _write_framed(self, split: str, framed: bytes, bounds: np.ndarray) -> None:
+    def _write_framed(self, split: str, framed: memoryview, bounds: np.ndarray) -> None:
         size = self._size
         n = bounds.size - 1
         i = 0
