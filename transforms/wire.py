@@ -84,30 +84,45 @@ def encode_feature(kind: str, values: Any) -> bytes:
     ``values``: ints for int64_list (an int64 array works too), floats or a float32 array or
     the packed little-endian float32 bytes for float_list, bytes for bytes_list. An empty list
     is a present, empty feature (``Feature{int64_list{}}``), not a missing one.
+
+    Bytes are joined once from all the pieces: a large value (an image) is copied once, not
+    once per level of nesting.
     """
+    if kind == "bytes_list":
+        body = []
+        for value in values:
+            body += (b"\x0a", varint(len(value)), value)
+        return b"".join([_KIND_TAG[kind], varint(sum(map(len, body))), *body])
     if kind == "int64_list":
         packed = _packed_int64(values)
-        body = _field(b"\x0a", packed) if packed else b""
     elif kind == "float_list":
         packed = _packed_float(values)
-        body = _field(b"\x0a", packed) if packed else b""
-    elif kind == "bytes_list":
-        body = b"".join([b"\x0a" + varint(len(v)) + v for v in values])
     else:
         raise ValueError(f"unknown feature kind {kind!r}; expected one of {KINDS}")
-    return _field(_KIND_TAG[kind], body)
+    return _field(_KIND_TAG[kind], _field(b"\x0a", packed) if packed else b"")
 
 
-def _map_entries(items: Mapping[str, bytes]) -> bytes:
+def _map_pieces(items: Mapping[str, bytes]) -> tuple[list[bytes], int]:
     """Map entries sorted by key in UTF-8 byte order, as C++ protobuf (TensorFlow's) and the
     pure-Python backend do for deterministic output. (upb, the default Python backend, puts a
     key before its own prefixes -- ``"ab"`` before ``"a"`` -- the one case where it differs.)
+
+    As pieces to join (and their total size), so that values are copied only by the final join.
     """
-    parts = []
+    pieces: list[bytes] = []
+    size = 0
     for key in sorted(items):
-        entry = _field(b"\x0a", key.encode("utf-8")) + _field(b"\x12", items[key])
-        parts.append(_field(b"\x0a", entry))
-    return b"".join(parts)
+        name, value = key.encode("utf-8"), items[key]
+        head = b"\x0a" + varint(len(name)) + name + b"\x12" + varint(len(value))
+        entry = len(head) + len(value)
+        head = b"\x0a" + varint(entry) + head
+        pieces += (head, value)
+        size += len(head) + len(value)
+    return pieces, size
+
+
+def _map_entries(items: Mapping[str, bytes]) -> bytes:
+    return b"".join(_map_pieces(items)[0])
 
 
 def encode_features(features: Mapping[str, bytes]) -> bytes:
@@ -117,7 +132,8 @@ def encode_features(features: Mapping[str, bytes]) -> bytes:
 
 def encode_example(features: Mapping[str, bytes]) -> bytes:
     """A serialized ``Example`` from feature name -> serialized ``Feature``."""
-    return _field(b"\x0a", encode_features(features))
+    pieces, size = _map_pieces(features)
+    return b"".join([b"\x0a", varint(size), *pieces])
 
 
 def encode_sequence_example(context: Mapping[str, bytes],
