@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
@@ -38,6 +38,9 @@ __all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
 
 _LOG = logging.getLogger(__name__)
 _FRAME_OVERHEAD = 16  # u64 length + two u32 CRCs per record
+# Mean record size from which records are written piece by piece (header, data, footer)
+# instead of being copied into one framed buffer first: images, audio, large tensors.
+_PIECEWISE_RECORD_BYTES = 32 * 1024
 INDEX_SUFFIX = ".index"
 
 
@@ -152,15 +155,26 @@ class _WriteParts(beam.DoFn):
             records = SerializedBatch.from_records([bytes(records)])
         if not len(records):
             return
-        framed = memoryview(tff.frame_batch(records.payload, records.offsets))  # no copies
         bounds = records.offsets + _FRAME_OVERHEAD * np.arange(len(records) + 1)
-        self._write_framed(split, framed, bounds)
+        if records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
+            pieces = tff.frame_pieces(records.payload, records.offsets)
+            self._write_framed(split, bounds, lambda w, i, j: w.write_pieces(
+                pieces[3 * i:3 * j], j - i))
+        else:
+            framed = memoryview(tff.frame_batch(records.payload, records.offsets))
+            self._write_framed(split, bounds, lambda w, i, j: w.write_framed(
+                framed[bounds[i]:bounds[j]], j - i,
+                sizes=(np.diff(bounds[i:j + 1]) - _FRAME_OVERHEAD).tolist() if self._index
+                else None))
         self._records.inc(len(records))
         self._total_records += len(records)
         if self._progress_dir:
             self._report_progress()
 
-    def _write_framed(self, split: str, framed: memoryview, bounds: np.ndarray) -> None:
+    def _write_framed(self, split: str, bounds: np.ndarray,
+                      write: Callable[[tff.TFRecordWriter, int, int], None]) -> None:
+        """Records ``i:j`` go out as ``write(writer, i, j)``; ``bounds`` are their framed offsets.
+        """
         size = self._size
         n = bounds.size - 1
         i = 0
@@ -178,11 +192,7 @@ class _WriteParts(beam.DoFn):
             room = max(size.target - current, 0) / max(ratio, 1e-6)
             j = int(np.searchsorted(bounds, bounds[i] + room, side="right")) - 1
             j = min(max(j, i + 1), n)
-            writer.writer.write_framed(
-                framed[bounds[i]:bounds[j]], j - i,
-                sizes=(np.diff(bounds[i:j + 1]) - _FRAME_OVERHEAD).tolist() if self._index
-                else None,
-            )
+            write(writer.writer, i, j)
             if j - i == 1 and first > size.max:
                 self._oversized.inc()
                 _LOG.warning("a record of %d bytes exceeds the maximum shard size %d; it gets "

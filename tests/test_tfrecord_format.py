@@ -191,6 +191,16 @@ def test_frame_batch_equals_joined_frames(set_name):
     assert tff.frame_batch(bytearray(payload), offsets.tolist()) == expected
 
 
+@pytest.mark.parametrize("set_name", list(RECORD_SETS))
+def test_frame_pieces_are_the_frames_without_copying_the_data(set_name):
+    records = RECORD_SETS[set_name]
+    payload, offsets = batch_of(records)
+    pieces = tff.frame_pieces(payload, offsets)
+    assert len(pieces) == 3 * len(records)
+    assert b"".join(bytes(p) for p in pieces) == b"".join(tff.frame(r) for r in records)
+    assert all(isinstance(p, memoryview) and p.obj is payload for p in pieces[1::3])
+
+
 @pytest.mark.parametrize("payload,offsets", [
     (b"abc", [0, 2]), (b"abc", [1, 3]), (b"abc", [0, 2, 1, 3]), (b"abc", []),
 ])
@@ -210,17 +220,21 @@ def test_write_framed_and_offset_tracking(compression):
     writer.write_batch(*batch_of(records[1:3]))
     writer.write_framed(tff.frame(records[3]), 1)
     writer.write_framed(tff.frame(records[0]), 1, sizes=[1])
+    writer.write_pieces(tff.frame_pieces(*batch_of(records[2:4])), 2)
     writer.close()
     expected = list(tff.iter_records_with_offsets(io.BytesIO(buf.getvalue())))
     assert [off for off, _ in expected] == [off for off, _ in seen]
     assert [len(r) + 16 for _, r in expected] == [n for _, n in seen]
-    assert writer.records == 5 and writer.uncompressed_bytes == sum(n for _, n in seen)
+    assert writer.records == 7 and writer.uncompressed_bytes == sum(n for _, n in seen)
+    assert [r for _, r in expected] == [*records, records[0], *records[2:4]]
 
 
 def test_write_framed_checks_record_count_and_callback():
     writer = tff.TFRecordWriter(io.BytesIO(), track_offsets=True, on_record=lambda o, n: None)
     with pytest.raises(ValueError):
         writer.write_framed(tff.frame(b"x") + tff.frame(b"y"), 1)
+    with pytest.raises(ValueError, match="pieces"):
+        writer.write_pieces(tff.frame_pieces(*batch_of([b"x", b"y"])), 1)
     with pytest.raises(ValueError):
         tff.TFRecordWriter(io.BytesIO(), track_offsets=True)
 

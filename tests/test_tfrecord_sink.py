@@ -23,6 +23,15 @@ from beam_tfrecords.sinks.shard_plan import ShardSize
 BAND = ShardSize(target=30_000, min=20_000, max=40_000)
 
 
+@pytest.fixture(autouse=True, params=["framed-batch", "pieces"])
+def framing(request, monkeypatch):
+    """Every test runs on both write paths: one framed buffer per batch (small records) and
+    header/data/footer pieces per record (large ones), chosen by mean record size."""
+    monkeypatch.setattr(sink, "_PIECEWISE_RECORD_BYTES",
+                        1 << 60 if request.param == "framed-batch" else 0)
+    return request.param
+
+
 def read_all(path: str) -> list[bytes]:
     with open(path, "rb") as handle:
         return list(tff.iter_records(handle, path=path))
