@@ -78,6 +78,7 @@ RATE_TARGETS = (
     (("images",), "framing", 0.8),
 )
 RSS_GROWTH, RSS_LIMIT = 1.2, 1 << 30  # larger tutorial size vs smaller; absolute, bytes
+REPEAT_BELOW_ROWS = 5_000_000  # cases this small run --repeat times, the fastest run counts
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -110,7 +111,21 @@ def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse
     cmd = [python, str(HERE / alt.script), "--data", str(folder), "--out", str(out), *alt.args]
     env = dict(os.environ)  # each script finds its bench/ siblings through its own folder
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    child = measure.run_child(cmd, timeout=args.timeout, env=env)
+    # The fastest of a few runs: on a shared virtual machine single runs vary by +-30% (page
+    # faults on memory the host reclaimed, other tenants); the minimum is the stable estimate
+    # of what the code costs. Runs of millions of rows are long enough to run once.
+    repeats = args.repeat if case.rows < REPEAT_BELOW_ROWS else 1
+    runs = []
+    for _ in range(repeats):
+        shutil.rmtree(out, ignore_errors=True)
+        child = measure.run_child(cmd, timeout=args.timeout, env=env)
+        runs.append(child)
+        if child.result is None or child.returncode != 0 or "skipped" in child.result:
+            break  # reported as it is
+    else:
+        child = min(runs, key=lambda r: r.result["seconds"])  # its output is the same
+    if len(runs) > 1:
+        row["all_seconds"] = [r.result.get("seconds") for r in runs if r.result]
     if args.profile_dir and alt.name == "ours":  # a second, untimed run under cProfile
         row["profile"] = profile_ours(cmd, out, pathlib.Path(args.profile_dir) / case.dirname,
                                       args.timeout, env)
@@ -321,6 +336,9 @@ def make_parser() -> argparse.ArgumentParser:
                                               "and <case>.txt (top 25 cumulative) here")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds one alternative may take on one case (default 3600)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+                        help="runs per alternative on cases under "
+                             f"{REPEAT_BELOW_ROWS:,} rows; the fastest counts (default 3)")
     parser.add_argument("--keep-output", action="store_true",
                         help="keep the written TFRecords (default: delete after checking)")
     return parser
