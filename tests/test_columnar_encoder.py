@@ -3,7 +3,9 @@
 The reference is what the row path does with the same batch: ``ExampleEncoder.encode`` on every
 row of ``batch.to_pylist()``. Hypothesis draws Arrow schemas, feature specs and values (nulls,
 empty lists, NaN, inf, huge ints, unicode and invalid UTF-8, float32 overflow); the tables pin
-which feature/column combinations are encoded column-wise and which fall back per row.
+which feature/column combinations are encoded column-wise and which fall back per row. The
+layout underneath (``columnar_layout.assemble``) is also checked on its own against plain
+row-by-row concatenation, in tiles of every size and with each way of writing a span.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms import columnar_layout, wire
 from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
 from beam_tfrecords.transforms.columnar_encoder import COLUMNAR, PER_ROW, ColumnarEncoder
 from beam_tfrecords.transforms.example_codec import ExampleEncoder
@@ -312,3 +314,88 @@ def test_rows_flagged_by_mistake_keep_the_row_encoders_bytes(monkeypatch, caplog
     with caplog.at_level("WARNING", logger="beam_tfrecords.transforms.columnar_encoder"):
         assert_same_as_rows(specs, batch, encoder)
     assert any("flagged 2 rows" in r.getMessage() for r in caplog.records)
+
+
+# -- the row layout ---------------------------------------------------------------------------
+
+def write_modes():
+    """(tile bytes, padding allowed): one tile, one row per tile, a few rows per tile, and a
+    few rows per tile with every ragged span written byte-wise instead of with its padding."""
+    default = columnar_layout.TILE_BYTES
+    return [(default, True), (1, True), (40, True), (40, False), (default, False)]
+
+
+def assemble_as(blocks, n, tile_bytes, padding):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(columnar_layout, "TILE_BYTES", tile_bytes)
+        if not padding:
+            mp.setattr(columnar_layout, "_padding_fits", lambda *args: False)
+        payload, offsets = columnar_layout.assemble(blocks, n)
+    return [payload[offsets[r]:offsets[r + 1]].tobytes() for r in range(n)]
+
+
+@st.composite
+def layout_case(draw):
+    """(blocks, rows, every row's expected bytes): constants, constants in some rows, blocks
+    every row fills (lengths as an int or per row), ragged blocks, short and long flat ones."""
+    n = draw(st.integers(0, 12))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    blocks, pieces = [], []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["const", "const_on", "full", "full_lens", "ragged", "flat"]))
+        width = draw(st.integers(1, 12))
+        mat = rng.integers(0, 256, (n, width), dtype=np.uint8)
+        row_lens = st.lists(st.integers(0, width), min_size=n, max_size=n)
+        if kind in ("const", "const_on"):
+            data = mat[0].tobytes() if n else b"c" * width
+            on = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+            block = columnar_layout.const(data, on if kind == "const_on" else None)
+            piece = [data if kind == "const" or on[r] else b"" for r in range(n)]
+        elif kind == "flat":
+            lens = np.array(draw(st.lists(st.sampled_from([0, 1, 5, 64, 65, 90]), min_size=n,
+                                          max_size=n)), dtype=np.int64)
+            data = rng.integers(0, 256, int(lens.sum()), dtype=np.uint8)
+            starts = columnar_layout.exclusive_cumsum(lens)
+            block = columnar_layout.Flat(data, starts, lens)
+            piece = [data[starts[r]:starts[r] + lens[r]].tobytes() for r in range(n)]
+        else:
+            lens = width if kind == "full" else np.full(n, width, dtype=np.int64)
+            if kind == "ragged":
+                lens = np.array(draw(row_lens), dtype=np.int64)
+            block = columnar_layout.Padded(mat, lens)
+            piece = [mat[r, :width if kind != "ragged" else lens[r]].tobytes() for r in range(n)]
+        blocks.append(block)
+        pieces.append(piece)
+    return blocks, n, [b"".join(p[r] for p in pieces) for r in range(n)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(layout_case())
+def test_assemble_concatenates_each_rows_blocks_in_every_write_mode(drawn):
+    blocks, n, want = drawn
+    for tile_bytes, padding in write_modes():
+        assert assemble_as(blocks, n, tile_bytes, padding) == want, (tile_bytes, padding)
+
+
+def test_wide_rows_in_small_tiles_keep_the_row_encoders_bytes(monkeypatch):
+    """Padding spilled across row and tile ends (a string ends each row), rows missing a
+    feature, and the byte-wise writes forced everywhere: still the row encoder's bytes."""
+    rng = np.random.default_rng(3)
+    n = 300
+    words = ["", "a", "bb", "x" * 20, "é" * 7]
+    batch = pa.record_batch({
+        "f": pa.array(rng.standard_normal(n)),
+        "i": pa.array(rng.integers(-(2**40), 2**40, n)),
+        "l": pa.array([rng.standard_normal(int(k)).astype(np.float32).tolist()
+                       for k in rng.integers(0, 4, n)], pa.list_(pa.float32())),
+        "o": pa.array([None if k == 0 else int(k) * 1000 for k in rng.integers(0, 3, n)]),
+        "s": pa.array([words[k] for k in rng.integers(0, len(words), n)]),
+    })
+    specs = [F("f", "float"), F("i", "int64"), F("l", "float", (-1,)),
+             F("o", "int64", missing="omit"), F("s", "string")]
+    for tile_bytes, padding in write_modes():
+        with monkeypatch.context() as mp:
+            mp.setattr(columnar_layout, "TILE_BYTES", tile_bytes)
+            if not padding:
+                mp.setattr(columnar_layout, "_padding_fits", lambda *args: False)
+            assert_same_as_rows(specs, batch)
