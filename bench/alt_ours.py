@@ -19,9 +19,9 @@ import apache_beam  # noqa: F401  (imported before the clock starts, as in every
 from measure import alt_args, emit, output_bytes
 from rows import load_meta
 
-from beam_tfrecords.pipelines import build, cli  # noqa: F401
 # ``build`` is what the CLI's build command imports on first use (pyarrow.compute, the
 # readers, the sink): imported here, before the clock, like every alternative's libraries.
+from beam_tfrecords.pipelines import build, cli  # noqa: F401
 
 _SOURCE_SECTION = {
     "csv": '  csv: {delimiter: ",", header: true, null_values: [""]}\n',
