@@ -10,7 +10,8 @@ How it works (no global shuffle, no shard held in memory):
 3. Finalize -- each planned shard is produced under its final name
    ``<split>/<name>-SSSSS-of-NNNNN.tfrecord[.gz]``: a rename for a single part, a byte
    concatenation for several (valid for uncompressed and GZIP TFRecords). The plan entries
-   are reshuffled so that this work spreads over workers. Finalize is idempotent.
+   are reshuffled so that this work spreads over workers (transforms/spread.py: not on a
+   single in-process worker). Finalize is idempotent.
 
 The output is one element: ``{split: [ShardInfo, ...]}``, which the manifest step consumes.
 Nothing here writes the manifest: the caller does, last, as the commit point.
@@ -33,6 +34,7 @@ from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.shard_plan import Part, ShardSize, plan_shards, should_roll_before
+from beam_tfrecords.transforms.spread import Spread
 
 __all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
 
@@ -356,7 +358,7 @@ class WriteTFRecordShards(beam.PTransform):
         )  # (split, final path, parts)
         shards = (
             planned
-            | "SpreadFinalize" >> beam.Reshuffle()
+            | "SpreadFinalize" >> Spread()
             | "FinalizeShards" >> beam.Map(_finalize_shard, self._index)  # ShardInfo
         )
         return (

@@ -44,6 +44,7 @@ from beam_tfrecords.transforms.image_header import (
     read_header,
 )
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
+from beam_tfrecords.transforms.spread import Spread
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -392,7 +393,7 @@ class ReadImages(beam.PTransform):
         return (
             pbegin
             | "ListImages" >> beam.Create(batches, reshuffle=False)
-            | "SpreadImages" >> beam.Reshuffle()
+            | "SpreadImages" >> Spread()
             | "ReadImageFiles" >> beam.ParDo(_ReadImageBatch(self._source, self._check))
             .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
         )

@@ -39,6 +39,7 @@ from beam_tfrecords.transforms import csv_columnar as cc
 from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
 from beam_tfrecords.transforms.coercion import preview
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.spread import Spread
 
 __all__ = ["COUNTS", "REJECTED", "ReadCsv", "RecordChunk", "dead_letter", "parse_cell"]
 
@@ -441,7 +442,7 @@ class ReadCsv(beam.PTransform):
     def expand(self, paths):
         return (
             paths
-            | "SpreadFiles" >> beam.Reshuffle()
+            | "SpreadFiles" >> Spread()
             | "ParseCsv" >> beam.ParDo(_ReadCsvFile(self._options, self._features,
                                                     self._columnar, self._block_bytes))
             .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")

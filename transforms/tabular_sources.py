@@ -57,6 +57,7 @@ from beam_tfrecords.transforms.sources import (
     RecordChunk,
     read_outputs,
 )
+from beam_tfrecords.transforms.spread import Spread
 
 __all__ = [
     "AvroOptions",
@@ -236,7 +237,7 @@ class _ReadTransform(beam.PTransform):
     def expand(self, paths):
         return (
             paths
-            | "SpreadFiles" >> beam.Reshuffle()
+            | "SpreadFiles" >> Spread()
             | self._label >> beam.ParDo(self._fn(self._options, self._features, self._extra,
                                                  self._columnar, self._batch_rows))
             .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
