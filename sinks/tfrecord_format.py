@@ -85,15 +85,6 @@ def frame(record: bytes | bytearray | memoryview) -> bytes:
     return b"".join((_length_header(len(record)), record, _U32.pack(masked_crc32c(record))))
 
 
-def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> bytearray:
-    """Frame N records given as one concatenated ``payload`` and N+1 ``offsets`` boundaries.
-
-    A bytearray, the buffer it was built in: a ``bytes`` copy would cost as much again as
-    the framing of large records (slice it through a memoryview to avoid copies too).
-    """
-    return _frame_batch_into_bytearray(payload, offsets)
-
-
 def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> list:
     """Frame N records as 3N buffers to write in order: header, the record's data (a view of
     ``payload``, not a copy) and footer, per record.
@@ -110,9 +101,12 @@ def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -
     return pieces
 
 
-def _frame_batch_into_bytearray(payload: bytes | bytearray | memoryview,
-                                offsets: np.ndarray) -> bytearray:
-    """The writer's hot path: one exact-size buffer, filled column-wise with numpy.
+def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> bytearray:
+    """Frame N records given as one concatenated ``payload`` and N+1 ``offsets`` boundaries.
+
+    The writer's hot path: one exact-size buffer, filled column-wise with numpy, and returned
+    as that bytearray (a ``bytes`` copy would cost as much again as framing large records;
+    slice it through a memoryview to avoid copies too).
 
     Per record, Python does only the one thing numpy cannot, the CRC of its data (one call);
     masking those CRCs, the length headers (computed once per distinct length), and placing
@@ -280,7 +274,7 @@ class TFRecordWriter:
 
     def write_batch(self, payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> None:
         """Frame and write the records ``payload[offsets[i]:offsets[i+1]]`` (see frame_batch)."""
-        framed = _frame_batch_into_bytearray(payload, offsets)
+        framed = frame_batch(payload, offsets)
         if self._on_record is not None:
             self._report(np.diff(np.asarray(offsets, dtype=np.int64)).tolist())
         self._stream.write(framed)
