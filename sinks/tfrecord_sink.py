@@ -9,9 +9,14 @@ How it works (no global shuffle, no shard held in memory):
    descriptors, not data) and :func:`shard_plan.plan_shards` groups the small tails.
 3. Finalize -- each planned shard is produced under its final name
    ``<split>/<name>-SSSSS-of-NNNNN.tfrecord[.gz]``: a rename for a single part, a byte
-   concatenation for several (valid for uncompressed and GZIP TFRecords). The plan entries
-   are reshuffled so that this work spreads over workers (transforms/spread.py: not on a
-   single in-process worker). Finalize is idempotent.
+   concatenation for several (valid for uncompressed and GZIP TFRecords). Finalize is
+   idempotent. Where there are several workers, plan, finalize and group are three steps:
+   the plan entries are reshuffled so that the finalize work spreads over the workers, and a
+   last step gathers the shards. On a single in-process worker (Beam's direct runner in its
+   default mode, ``transforms/spread.py``) there is nobody to spread to, and every stage has
+   a fixed cost (~20 ms: a bundle and its state sampler thread, bench/README.md), so there
+   the three are one step that plans, finalizes the shards one after another and groups
+   them. Both shapes call the same functions and write the same shards.
 
 The output is one element: ``{split: [ShardInfo, ...]}``, which the manifest step consumes.
 Nothing here writes the manifest: the caller does, last, as the commit point.
@@ -34,7 +39,7 @@ from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.shard_plan import Part, ShardSize, plan_shards, should_roll_before
-from beam_tfrecords.transforms.spread import Spread
+from beam_tfrecords.transforms.spread import Spread, runs_in_one_process
 
 __all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
 
@@ -304,6 +309,15 @@ def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
     return _group_shards(shards, splits)
 
 
+def _commit_all(_impulse: bytes, parts: list[tuple[str, Part]], splits: tuple[str, ...],
+                version_dir: str, name: str, compression: str, size: ShardSize,
+                index: bool) -> dict[str, list[ShardInfo]]:
+    """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
+    """
+    planned = _plan(parts, splits, version_dir, name, compression, size)
+    return _group_shards([_finalize_shard(entry, index) for entry in planned], splits)
+
+
 class WriteTFRecordShards(beam.PTransform):
     """Writes ``(split, bytes | SerializedBatch)`` elements as sharded TFRecord files.
 
@@ -346,15 +360,21 @@ class WriteTFRecordShards(beam.PTransform):
         parts = records | "WriteParts" >> beam.ParDo(
             _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir)
         )  # (split, Part)
-        # The parts and the final shards are small descriptors: they reach the one planning
-        # and the one grouping step as side inputs of an Impulse, which costs Beam far less
-        # to construct and translate than a ToList (a CombineGlobally) each.
+        plan_args = (self._splits, self._version_dir, self._name, self._compression, self._size)
+        # The parts and the final shards are small descriptors: they reach the planning and the
+        # grouping as side inputs of an Impulse, which costs Beam far less to construct and
+        # translate than a ToList (a CombineGlobally) each.
+        if runs_in_one_process(records.pipeline.runner, records.pipeline.options):
+            return (
+                records.pipeline
+                | "CommitTrigger" >> beam.Impulse()
+                | "PlanFinalizeGroup" >> beam.Map(_commit_all, beam.pvalue.AsList(parts),
+                                                  *plan_args, self._index)
+            )  # {split: [ShardInfo]}
         planned = (
             records.pipeline
             | "PlanTrigger" >> beam.Impulse()
-            | "PlanShards" >> beam.FlatMap(_plan_all, beam.pvalue.AsList(parts), self._splits,
-                                           self._version_dir, self._name, self._compression,
-                                           self._size)
+            | "PlanShards" >> beam.FlatMap(_plan_all, beam.pvalue.AsList(parts), *plan_args)
         )  # (split, final path, parts)
         shards = (
             planned
@@ -365,4 +385,4 @@ class WriteTFRecordShards(beam.PTransform):
             records.pipeline
             | "GatherTrigger" >> beam.Impulse()
             | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), self._splits)
-        )
+        )  # {split: [ShardInfo]}

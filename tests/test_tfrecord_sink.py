@@ -1,17 +1,20 @@
 """The sharded sink: the band rule over many bundles, every record exactly once, retries.
 
 Local runners make few bundles (NOTES.md), so the many-bundle case is exercised by driving the
-writer's bundle protocol by hand, as Beam's own sink tests do; a pipeline test covers retries.
+writer's bundle protocol by hand, as Beam's own sink tests do; pipeline tests cover the Beam
+glue and retries, on both graph shapes of the steps after the writers.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import random
 from collections import Counter
 
 import apache_beam as beam
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -29,6 +32,16 @@ def framing(request, monkeypatch):
     header/data/footer pieces per record (large ones), chosen by mean record size."""
     monkeypatch.setattr(sink, "_PIECEWISE_RECORD_BYTES",
                         1 << 60 if request.param == "framed-batch" else 0)
+    return request.param
+
+
+@pytest.fixture(params=["folded", "distributed"])
+def graph(request, monkeypatch):
+    """For the tests that build a pipeline: the sink's steps after the writers as one step
+    (plan, finalize, group; what a single in-process worker gets) or as three (plan, spread
+    finalize, group; what every other runner gets), forced whatever the runner."""
+    folded = request.param == "folded"
+    monkeypatch.setattr(sink, "runs_in_one_process", lambda runner, options: folded)
     return request.param
 
 
@@ -51,6 +64,25 @@ def write_bundles(staging, bundles, compression, size=BAND):
 
 def make_records(rng, n, low=20, high=900):
     return [os.urandom(8) + bytes(rng.randrange(low, high)) for _ in range(n)]
+
+
+def run_sink(out, elements, splits=("train", "eval"), compression=tff.NONE, index=False):
+    """Run the sink in a pipeline (Beam's in-process direct runner) into ``out``; return its
+    {split: [ShardInfo]} and the sink's counters."""
+    result_file = out / "shards.pickle"
+    p = beam.Pipeline()
+    shards = (
+        p
+        | beam.Create(elements)
+        | "WriteShards" >> sink.WriteTFRecordShards(str(out / "v"), str(out / "staging"), "ds",
+                                                    splits, compression, BAND, index=index)
+    )
+    _ = shards | beam.Map(lambda s: result_file.write_bytes(pickle.dumps(s)))
+    result = p.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query(
+        MetricsFilter().with_namespace("tfrecord_sink"))["counters"]}
+    return pickle.loads(result_file.read_bytes()), counters
 
 
 def finalize(parts, version_dir, compression, size=BAND, splits=("train", "eval")):
@@ -132,7 +164,7 @@ def test_finalize_is_idempotent(tmp_path):
     assert first == again
 
 
-def test_retried_bundles_neither_duplicate_nor_lose_records(tmp_path, monkeypatch):
+def test_retried_bundles_neither_duplicate_nor_lose_records(tmp_path, monkeypatch, graph):
     """A writer bundle fails after writing its files; BundleBasedDirectRunner retries it.
 
     The failed attempt's parts are orphans under staging that no one references: the final
@@ -205,3 +237,71 @@ def test_index_sidecar_addresses_every_record_of_joined_shards(tmp_path):
 def test_index_needs_uncompressed_shards():
     with pytest.raises(ValueError, match="uncompressed"):
         sink.WriteTFRecordShards("v", "s", "ds", ("train",), tff.GZIP, BAND, index=True)
+
+
+@pytest.mark.parametrize("compression", [tff.NONE, tff.GZIP, tff.ZLIB])
+def test_pipeline_writes_every_record_once_in_band_and_keeps_the_empty_split(
+        tmp_path, graph, compression):
+    rng = random.Random(7)
+    records = make_records(rng, 400)
+    elements = [("train", SerializedBatch.from_records(records[i:i + 50]))
+                for i in range(0, 400, 50)]
+    index = compression == tff.NONE
+    shards, counters = run_sink(tmp_path, elements, ("train", "eval"), compression, index)
+    assert shards["eval"] == []
+    infos = shards["train"]
+    assert [os.path.basename(i.path) for i in infos] == [
+        f"ds-{k:05d}-of-{len(infos):05d}{tff.file_suffix(compression)}"
+        for k in range(len(infos))]
+    assert len([i for i in infos if not BAND.min <= i.bytes <= BAND.max]) <= 1
+    got = Counter()
+    for info in infos:
+        shard = read_all(info.path)
+        assert len(shard) == info.records and os.path.getsize(info.path) == info.bytes
+        got.update(shard)
+        if index:
+            assert len(open(info.index).read().splitlines()) == info.records
+        else:
+            assert info.index == ""
+    assert got == Counter(records)
+    assert counters["shards_finalized"] == len(infos)
+
+
+def test_both_graph_shapes_write_the_same_shards(tmp_path, monkeypatch):
+    rng = random.Random(11)
+    elements = [(split, SerializedBatch.from_records(make_records(rng, 60)))
+                for split in ("train", "eval", "train", "train", "eval")]
+    results = {}
+    for folded in (True, False):
+        monkeypatch.setattr(sink, "runs_in_one_process", lambda runner, options, f=folded: f)
+        out = tmp_path / str(folded)
+        shards, counters = run_sink(out, elements, ("train", "eval", "test"), index=True)
+        results[folded] = (
+            {split: [(os.path.relpath(i.path, out), i.records, i.bytes, i.crc32c,
+                      os.path.relpath(i.index, out), open(i.path, "rb").read(),
+                      open(i.index).read()) for i in infos]
+             for split, infos in shards.items()},
+            counters["shards_finalized"],
+        )
+    assert results[True] == results[False]
+    assert results[True][0]["test"] == [] and results[True][1] > 2  # several shards, in order
+
+
+@pytest.mark.parametrize("args,folded", [
+    ([], True),
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], False),
+])
+def test_a_single_in_process_worker_gets_one_step_after_the_writers(args, folded):
+    p = beam.Pipeline(options=PipelineOptions(args))
+    _ = (p | beam.Create([("train", b"x")])
+         | "WriteShards" >> sink.WriteTFRecordShards("v", "s", "ds", ("train",)))
+    labels = {t.unique_name for t in p.to_runner_api().components.transforms.values()}
+    steps = {label for label in labels if label.startswith("WriteShards/")
+                   and "/" not in label.removeprefix("WriteShards/")}
+    one_step = {"WriteShards/WriteParts", "WriteShards/CommitTrigger",
+                "WriteShards/PlanFinalizeGroup"}
+    three_steps = {"WriteShards/WriteParts", "WriteShards/PlanTrigger",
+                   "WriteShards/PlanShards", "WriteShards/SpreadFinalize",
+                   "WriteShards/FinalizeShards", "WriteShards/GatherTrigger",
+                   "WriteShards/GroupBySplit"}
+    assert steps == (one_step if folded else three_steps)
