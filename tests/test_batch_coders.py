@@ -71,3 +71,13 @@ def test_the_pipeline_uses_them_for_the_batch_pcollections():
 def test_coders_compare_by_type(coder):
     assert coder == type(coder)() and hash(coder) == hash(type(coder)())
     assert not coder.is_deterministic()
+
+
+def test_serialized_batch_from_pieces_equals_from_records():
+    records = [b"", b"one", bytes(range(200)) * 300, b"x"]
+    pieces = [[], [b"o", b"ne"], [records[2][:5], records[2][5:]], [b"", b"x"]]
+    batch = SerializedBatch.from_pieces(pieces, [len(r) for r in records])
+    assert batch == SerializedBatch.from_records(records)
+    assert list(batch) == records
+    with pytest.raises(ValueError, match="offsets must run"):  # sizes that do not add up
+        SerializedBatch.from_pieces(pieces, [0, 3, len(records[2]), 2])

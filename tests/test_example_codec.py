@@ -85,6 +85,19 @@ def test_features_sorted_and_bytes_deterministic():
     assert list(wire.decode_example(one)) == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize("sequence", [False, True])
+def test_encode_pieces_join_to_encode_with_the_image_uncopied(sequence):
+    specs = [F("image", "bytes"), F("label", "int64"), F("ragged", "int64", (-1, -1)),
+             F("steps", "float", (2,) if sequence else (2, 2), sequence=sequence)]
+    image = bytes(range(256)) * 400
+    record = {"image": image, "label": 3, "ragged": [[1], [2, 3]], "steps": [[1, 2], [3, 4]]}
+    encoder = ExampleEncoder(specs)
+    pieces, size = encoder.encode_pieces(record)
+    assert b"".join(pieces) == encoder.encode(record) and size == len(b"".join(pieces))
+    if not sequence:  # a SequenceExample is one piece, joined by the wire module
+        assert any(piece is image for piece in pieces)
+
+
 def test_omitted_feature_is_absent_not_empty():
     spec = F("opt", "int64", (-1,), missing="omit")
     assert wire.decode_example(encode([spec], {"opt": None})) == {}

@@ -121,6 +121,13 @@ def test_equal_keys_land_in_the_same_split():
         assert EIGHTY_TWENTY.choose(key_bytes(a)) == EIGHTY_TWENTY.choose(key_bytes(b))
 
 
+def test_a_record_in_pieces_lands_where_the_joined_record_does():
+    for record in (b"", b"abc", bytes(range(256)) * 40):
+        cuts = [record[:1], b"", record[1:7], record[7:]]
+        for spec in (EIGHTY_TWENTY, THIRDS):
+            assert spec.choose(cuts) == spec.choose(record)
+
+
 # --- Proportions --------------------------------------------------------------------------------
 
 PROPORTIONS = [

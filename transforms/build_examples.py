@@ -89,28 +89,31 @@ class _BuildExamplesFn(beam.DoFn):
             chunk.path, chunk.row_number(offset), feature, reason, value, record))
 
     def _process_rows(self, chunk: RecordChunk) -> Iterator[Any]:
-        by_split: dict[str, list[bytes]] = {}
+        # Records stay pieces until one join per split and chunk: an image is copied once.
+        by_split: dict[str, tuple[list[list[bytes]], list[int]]] = {}
         splits = self._splits
         key = splits.key
         for offset, record in enumerate(chunk.records()):
             try:
-                data = self._encoder.encode(record)
-                too_big = record_size_error(len(data), self._max_record_bytes)
+                pieces, size = self._encoder.encode_pieces(record)
+                too_big = record_size_error(size, self._max_record_bytes)
                 if too_big:
-                    yield self._reject(chunk, offset, "", too_big, len(data), record)
+                    yield self._reject(chunk, offset, "", too_big, size, record)
                     continue
                 if splits.field:
                     split = self._named_split(record)
                 else:
-                    split = splits.choose(key_bytes(lookup(record, key)) if key else data)
+                    split = splits.choose(key_bytes(lookup(record, key)) if key else pieces)
             except (FeatureValueError, TypeError) as err:
                 feature = getattr(err, "feature", ".".join(key))
                 value = getattr(err, "value", None)
                 yield self._reject(chunk, offset, feature, str(err), value, record)
                 continue
-            by_split.setdefault(split, []).append(data)
-        for split, records in by_split.items():
-            yield split, SerializedBatch.from_records(records)  # (split, SerializedBatch)
+            records, sizes = by_split.setdefault(split, ([], []))
+            records.append(pieces)
+            sizes.append(size)
+        for split, (records, sizes) in by_split.items():
+            yield split, SerializedBatch.from_pieces(records, sizes)  # (split, SerializedBatch)
 
     def _process_batch(self, chunk: RecordChunk) -> Iterator[Any]:
         batch = chunk.batch

@@ -246,7 +246,8 @@ class ColumnarEncoder:
         for row, record in enumerate(records):
             try:
                 for plan in plans:
-                    for key, feature in plan.items(record):
+                    for key, pieces in plan.items(record):
+                        feature = b"".join(pieces)  # no sequence features here
                         encoded = key.encode("utf-8")
                         entry = (b"\x0a" + wire.varint(len(encoded)) + encoded + b"\x12"
                                  + wire.varint(len(feature)) + feature)
@@ -460,7 +461,8 @@ class ColumnarEncoder:
         feature = [const(bytes([_KIND_TAG[spec.kind]])), blen_block, *body_blocks]
         written = value_on  # rows with an entry
         if default_rows is not None:
-            (_, default), = self._plans[spec.name].items({})  # checked by _FeaturePlan
+            (_, pieces), = self._plans[spec.name].items({})  # checked by _FeaturePlan
+            default = b"".join(pieces)
             feature_len = np.where(default_rows, len(default), feature_len)
             feature = [b.only(value_on) for b in feature] + [const(default, default_rows)]
             written = None

@@ -86,7 +86,8 @@ class _FeaturePlan:
         return FeatureValueError(self.spec.name, value, self.expected, reason)
 
     def items(self, record: Mapping[str, Any]) -> list[tuple[str, Any]]:
-        """(stored key, serialized Feature or list of step Features) pairs for a record."""
+        """(stored key, serialized Feature as pieces, or list of step Features) pairs for a
+        record."""
         spec = self.spec
         value = lookup(record, spec.source)
         if not is_missing(value) and not (
@@ -111,9 +112,9 @@ class _FeaturePlan:
                 steps.append(wire.encode_feature(spec.kind, self._coerce_all(flat, step_=index)))
             return [(spec.name, steps)]
         flat, lengths = self._flatten(value)
-        out = [(spec.values_key, wire.encode_feature(spec.kind, self._coerce_all(flat)))]
+        out = [(spec.values_key, wire.feature_pieces(spec.kind, self._coerce_all(flat)))]
         for dim in spec.ragged_dims:
-            out.append((spec.row_lengths_key(dim), wire.encode_feature("int64_list", lengths[dim])))
+            out.append((spec.row_lengths_key(dim), wire.feature_pieces("int64_list", lengths[dim])))
         return out
 
     # -- shapes -------------------------------------------------------------------------------
@@ -261,6 +262,11 @@ class ExampleEncoder:
 
     def encode(self, record: Mapping[str, Any]) -> bytes:
         """Serialized Example (or SequenceExample) bytes; raises FeatureValueError."""
+        return b"".join(self.encode_pieces(record)[0])
+
+    def encode_pieces(self, record: Mapping[str, Any]) -> tuple[list[bytes], int]:
+        """:meth:`encode` as pieces and their total size, unjoined: a caller gathering many
+        records joins them all at once, so a large value (an image) is copied once."""
         context: dict[str, Any] = {}
         lists: dict[str, Any] = {}
         for plan in self._plans:
@@ -268,8 +274,9 @@ class ExampleEncoder:
             for key, feature in plan.items(record):
                 target[key] = feature
         if self.sequence:
-            return wire.encode_sequence_example(context, lists)
-        return wire.encode_example(context)
+            data = wire.encode_sequence_example(context, lists)
+            return [data], len(data)
+        return wire.example_pieces(context)
 
 
 def _typed(spec: FeatureSpec, values: list) -> Any:

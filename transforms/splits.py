@@ -53,8 +53,14 @@ def key_bytes(value: Any) -> bytes:
     raise TypeError(f"a split key must be a scalar or a list, got {type(value).__name__}")
 
 
-def _digest(key: bytes | memoryview) -> bytes:
-    return hashlib.blake2b(key, digest_size=8, person=b"btfr-split").digest()
+def _digest(key: bytes | memoryview | list[bytes]) -> bytes:
+    """The key's hash; a list is a record's pieces, hashed as if joined."""
+    if not isinstance(key, list):
+        return hashlib.blake2b(key, digest_size=8, person=b"btfr-split").digest()
+    digest = hashlib.blake2b(digest_size=8, person=b"btfr-split")
+    for piece in key:
+        digest.update(piece)
+    return digest.digest()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +100,9 @@ class SplitSpec:
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.shares)
 
-    def choose(self, key: bytes) -> str:
-        """The split of a record whose key (or serialized content) is ``key``."""
+    def choose(self, key: bytes | list[bytes]) -> str:
+        """The split of a record whose key (or serialized content, maybe as pieces) is
+        ``key``."""
         if len(self.shares) == 1:
             return self.shares[0][0]
         bucket = int.from_bytes(_digest(key), "big") % BUCKETS

@@ -37,6 +37,8 @@ __all__ = [
     "encode_feature",
     "encode_features",
     "encode_sequence_example",
+    "example_pieces",
+    "feature_pieces",
     "varint",
 ]
 
@@ -78,62 +80,80 @@ def _packed_float(values: Sequence[float] | np.ndarray | bytes) -> bytes:
     return struct.pack(f"<{len(values)}f", *values)
 
 
-def encode_feature(kind: str, values: Any) -> bytes:
-    """A serialized ``Feature`` holding ``values`` as ``kind``.
+def feature_pieces(kind: str, values: Any) -> list[bytes]:
+    """A serialized ``Feature`` holding ``values`` as ``kind``, as pieces to join.
 
     ``values``: ints for int64_list (an int64 array works too), floats or a float32 array or
     the packed little-endian float32 bytes for float_list, bytes for bytes_list. An empty list
     is a present, empty feature (``Feature{int64_list{}}``), not a missing one.
 
-    Bytes are joined once from all the pieces: a large value (an image) is copied once, not
-    once per level of nesting.
+    A bytes value is one piece of its own, never copied here: a large value (an image) is
+    copied once, by whoever joins the record's pieces -- ideally straight into a batch buffer.
     """
     if kind == "bytes_list":
         body = []
         for value in values:
             body += (b"\x0a", varint(len(value)), value)
-        return b"".join([_KIND_TAG[kind], varint(sum(map(len, body))), *body])
+        return [_KIND_TAG[kind], varint(sum(map(len, body))), *body]
     if kind == "int64_list":
         packed = _packed_int64(values)
     elif kind == "float_list":
         packed = _packed_float(values)
     else:
         raise ValueError(f"unknown feature kind {kind!r}; expected one of {KINDS}")
-    return _field(_KIND_TAG[kind], _field(b"\x0a", packed) if packed else b"")
+    return [_field(_KIND_TAG[kind], _field(b"\x0a", packed) if packed else b"")]
 
 
-def _map_pieces(items: Mapping[str, bytes]) -> tuple[list[bytes], int]:
+def encode_feature(kind: str, values: Any) -> bytes:
+    """A serialized ``Feature`` holding ``values`` as ``kind`` (see :func:`feature_pieces`)."""
+    return b"".join(feature_pieces(kind, values))
+
+
+def _map_pieces(items: Mapping[str, bytes | list[bytes]]) -> tuple[list[bytes], int]:
     """Map entries sorted by key in UTF-8 byte order, as C++ protobuf (TensorFlow's) and the
     pure-Python backend do for deterministic output. (upb, the default Python backend, puts a
     key before its own prefixes -- ``"ab"`` before ``"a"`` -- the one case where it differs.)
 
-    As pieces to join (and their total size), so that values are copied only by the final join.
+    A value is serialized bytes or a list of pieces (:func:`feature_pieces`). The result is
+    pieces to join and their total size, so that values are copied only by the final join.
     """
     pieces: list[bytes] = []
     size = 0
     for key in sorted(items):
         name, value = key.encode("utf-8"), items[key]
-        head = b"\x0a" + varint(len(name)) + name + b"\x12" + varint(len(value))
-        entry = len(head) + len(value)
+        value_size = sum(map(len, value)) if isinstance(value, list) else len(value)
+        head = b"\x0a" + varint(len(name)) + name + b"\x12" + varint(value_size)
+        entry = len(head) + value_size
         head = b"\x0a" + varint(entry) + head
-        pieces += (head, value)
-        size += len(head) + len(value)
+        pieces.append(head)
+        if isinstance(value, list):
+            pieces += value
+        else:
+            pieces.append(value)
+        size += len(head) + value_size
     return pieces, size
 
 
-def _map_entries(items: Mapping[str, bytes]) -> bytes:
+def _map_entries(items: Mapping[str, bytes | list[bytes]]) -> bytes:
     return b"".join(_map_pieces(items)[0])
 
 
-def encode_features(features: Mapping[str, bytes]) -> bytes:
-    """A serialized ``Features`` from feature name -> serialized ``Feature``."""
+def encode_features(features: Mapping[str, bytes | list[bytes]]) -> bytes:
+    """A serialized ``Features`` from feature name -> serialized ``Feature`` (or its pieces)."""
     return _map_entries(features)
 
 
-def encode_example(features: Mapping[str, bytes]) -> bytes:
-    """A serialized ``Example`` from feature name -> serialized ``Feature``."""
+def example_pieces(features: Mapping[str, bytes | list[bytes]]) -> tuple[list[bytes], int]:
+    """A serialized ``Example`` as pieces and their total size, from feature name ->
+    serialized ``Feature`` or its pieces; ``b"".join(pieces)`` is :func:`encode_example`."""
     pieces, size = _map_pieces(features)
-    return b"".join([b"\x0a", varint(size), *pieces])
+    head = b"\x0a" + varint(size)
+    return [head, *pieces], len(head) + size
+
+
+def encode_example(features: Mapping[str, bytes | list[bytes]]) -> bytes:
+    """A serialized ``Example`` from feature name -> serialized ``Feature`` (or its pieces)."""
+    return b"".join(example_pieces(features)[0])
 
 
 def encode_sequence_example(context: Mapping[str, bytes],
