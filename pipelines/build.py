@@ -245,7 +245,8 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
         if images is None:
             raise ValueError("an images source needs the ImagePlan made at launch")
         return p | "ReadImages" >> ReadImages(images,
-                                              check_complete=source.images.check_complete)
+                                              check_complete=source.images.check_complete,
+                                              read_threads=source.images.read_threads)
     extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
     readers = {
         "csv": lambda: ("ReadCsv", ReadCsv(source.csv, config.features)),
