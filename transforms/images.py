@@ -430,6 +430,8 @@ class ReadImages(beam.PTransform):
 
     ``ReadImages(plan)``; or ``ReadImages(entries, source=...)``; or
     ``ReadImages(options, path=...)``, which lists the images when constructed.
+    ``read_threads`` (default: the options', else auto) is how many files a worker reads at
+    once; auto is :data:`REMOTE_READ_THREADS` when any image is on a remote file system, else 1.
     """
 
     def __init__(self, entries_or_options: ImagePlan | Sequence[ImageEntry] | ImagesOptions,
