@@ -246,12 +246,8 @@ class ColumnarEncoder:
         for row, record in enumerate(records):
             try:
                 for plan in plans:
-                    for key, pieces in plan.items(record):
-                        feature = b"".join(pieces)  # no sequence features here
-                        encoded = key.encode("utf-8")
-                        entry = (b"\x0a" + wire.varint(len(encoded)) + encoded + b"\x12"
-                                 + wire.varint(len(feature)) + feature)
-                        parts[key][row] = b"\x0a" + wire.varint(len(entry)) + entry
+                    for key, pieces in plan.items(record):  # no sequence features here
+                        parts[key][row] = wire.map_entry(key, pieces)
             except (FeatureValueError, TypeError):
                 bad[row] = True
         blocks = {}

@@ -39,6 +39,7 @@ __all__ = [
     "encode_sequence_example",
     "example_pieces",
     "feature_pieces",
+    "map_entry",
     "varint",
 ]
 
@@ -120,18 +121,25 @@ def _map_pieces(items: Mapping[str, bytes | list[bytes]]) -> tuple[list[bytes], 
     pieces: list[bytes] = []
     size = 0
     for key in sorted(items):
-        name, value = key.encode("utf-8"), items[key]
-        value_size = sum(map(len, value)) if isinstance(value, list) else len(value)
-        head = b"\x0a" + varint(len(name)) + name + b"\x12" + varint(value_size)
-        entry = len(head) + value_size
-        head = b"\x0a" + varint(entry) + head
-        pieces.append(head)
-        if isinstance(value, list):
-            pieces += value
-        else:
-            pieces.append(value)
-        size += len(head) + value_size
+        entry, entry_size = _entry_pieces(key, items[key])
+        pieces += entry
+        size += entry_size
     return pieces, size
+
+
+def _entry_pieces(key: str, value: bytes | list[bytes]) -> tuple[list[bytes], int]:
+    """One map entry ``key -> value`` as a repeated field 1 of its map: head, value pieces."""
+    name = key.encode("utf-8")
+    value_size = sum(map(len, value)) if isinstance(value, list) else len(value)
+    head = b"\x0a" + varint(len(name)) + name + b"\x12" + varint(value_size)
+    head = b"\x0a" + varint(len(head) + value_size) + head
+    return [head, *value] if isinstance(value, list) else [head, value], len(head) + value_size
+
+
+def map_entry(key: str, value: bytes | list[bytes]) -> bytes:
+    """One serialized entry of a ``Features`` map, ``key -> value`` (a serialized ``Feature``
+    or its pieces): joined entries, sorted by key, are the map."""
+    return b"".join(_entry_pieces(key, value)[0])
 
 
 def _map_entries(items: Mapping[str, bytes | list[bytes]]) -> bytes:
