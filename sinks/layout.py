@@ -1,0 +1,140 @@
+"""The output layout of a data set, and the rules for the names that go into it.
+
+```
+<root>/
+  LATEST                  name of the newest committed version, written last
+  .lease                  held by the build that is writing now (sinks/lease.py)
+  <version>/
+    .beam-tfrecords-build ownership marker: written first, exclusively, with the build's id
+    .staging/             parts, progress files, staged dead letters (removed by the commit)
+    manifest.json         the commit point
+    feature_spec.json
+    <split>/<name>-00000-of-00007.tfrecord[.gz]
+    dead_letter/rejected-00000-of-00001.jsonl
+    failure.json          only in a failed build's folder, beside its kept dead letters
+```
+
+Names are checked whole (``re.fullmatch``, never ``match``: ``$`` also matches before a
+trailing newline) before anything runs, because each one becomes a path segment: a name with
+``/`` or a newline, ``.``/``..`` or one of the layout's own names would write somewhere else,
+or make the location unreadable for every later build. Pure: no Beam, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+
+__all__ = [
+    "DEAD_LETTER",
+    "FAILURE",
+    "FEATURE_SPEC",
+    "LATEST",
+    "LEASE",
+    "MANIFEST",
+    "MARKER",
+    "RESERVED",
+    "STAGING",
+    "Layout",
+    "InvalidName",
+    "check_name",
+]
+
+LATEST = "LATEST"
+LEASE = ".lease"
+MARKER = ".beam-tfrecords-build"
+STAGING = ".staging"
+MANIFEST = "manifest.json"
+FEATURE_SPEC = "feature_spec.json"
+DEAD_LETTER = "dead_letter"
+FAILURE = "failure.json"
+# Every name the layout gives a meaning to, at the root or inside a version folder; none may
+# be a version, data set or split name (compared case-insensitively: on case-insensitive
+# filesystems ``latest`` is ``LATEST``).
+RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
+                                         FEATURE_SPEC, DEAD_LETTER, FAILURE))
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_HINTS = {
+    "version": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
+    "data set": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
+    "split": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
+}
+
+
+class InvalidName(ValueError):  # noqa: N801 - ``NameError`` is a builtin
+    """A version, data set or split name the layout cannot hold; the message says why."""
+
+
+def check_name(kind: str, name: object) -> str:
+    """``name`` unchanged when it can be a path segment of the layout, else InvalidName.
+
+    ``kind`` is what the name is for ("version", "data set", "split"), used in the message.
+    """
+    if not isinstance(name, str):
+        raise InvalidName(f"{kind} name {name!r}: must be a string")
+    if not _NAME.fullmatch(name):
+        why = ("is empty" if not name else
+               "is longer than 128 characters" if len(name) > 128 else
+               f"may only hold {_HINTS.get(kind, _HINTS['version'])}")
+        raise InvalidName(f"{kind} name {name!r} {why}")
+    if name in (".", "..") or name.lower() in RESERVED:
+        raise InvalidName(f"{kind} name {name!r} is reserved by the output layout "
+                         f"({', '.join(sorted(RESERVED))})")
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where one build writes: ``<root>/<version>/`` with staging and the marker inside it.
+
+    Paths are joined with ``/``, which every Beam filesystem we support (local, ``gs://``)
+    accepts; ``root`` is kept as given, less a trailing ``/``.
+    """
+
+    root: str
+    version: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", self.root.rstrip("/") or "/")
+        check_name("version", self.version)
+
+    def _join(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts) if "://" not in self.root else "/".join(
+            (self.root, *parts))
+
+    @property
+    def version_dir(self) -> str:
+        return self._join(self.version)
+
+    @property
+    def staging(self) -> str:
+        return self._join(self.version, STAGING)
+
+    @property
+    def marker(self) -> str:
+        return self._join(self.version, MARKER)
+
+    @property
+    def manifest(self) -> str:
+        return self._join(self.version, MANIFEST)
+
+    @property
+    def feature_spec(self) -> str:
+        return self._join(self.version, FEATURE_SPEC)
+
+    @property
+    def dead_letter_dir(self) -> str:
+        return self._join(self.version, DEAD_LETTER)
+
+    @property
+    def failure(self) -> str:
+        return self._join(self.version, FAILURE)
+
+    @property
+    def latest(self) -> str:
+        return self._join(LATEST)
+
+    @property
+    def lease(self) -> str:
+        return self._join(LEASE)
