@@ -62,7 +62,7 @@ _HINTS = {
 }
 
 
-class InvalidName(ValueError):  # noqa: N801 - ``NameError`` is a builtin
+class InvalidName(ValueError):
     """A version, data set or split name the layout cannot hold; the message says why."""
 
 
