@@ -5,7 +5,15 @@ not documents that are small on disk and huge in memory: a "billion laughs" of n
 expands a few hundred bytes into billions of nodes, a self-referencing alias makes a cyclic
 structure, and a deeply nested one overflows the stack of whoever walks it. So the document is
 first *composed* (nodes only, aliases still shared), measured without expanding it, and only
-then constructed with the safe loader. Pure: text in, data or :class:`YamlLimitError` out.
+then constructed with the safe loader.
+
+The composed graph is also where duplicate keys are refused: PyYAML keeps the last of two
+equal keys in one mapping without a word, so a second ``errors:`` section or a feature listed
+twice would silently replace the first. Keys are compared as the loader constructs them
+(``1``, ``0x1`` and ``true`` are one key to a Python dict), each mapping on its own: keys
+that ``<<:`` merge keys bring in may be overridden, which is YAML's documented merge, but two
+literal ``<<:`` keys in one mapping are a duplicate like any other. Pure: text in, data,
+:class:`YamlLimitError` or :class:`DuplicateKeyError` out.
 """
 
 from __future__ import annotations
@@ -14,7 +22,14 @@ from typing import Any
 
 import yaml
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "YamlLimitError", "safe_load_limited"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "DuplicateKeyError",
+    "YamlLimitError",
+    "safe_load_limited",
+]
 
 MAX_BYTES = 1 << 20  # a config is a page of text; 1 MiB is generous
 MAX_NODES = 100_000  # scalars, sequences and mappings after expanding every alias
@@ -25,6 +40,25 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 class YamlLimitError(ValueError):
     """A document refused for its size or shape; the message says which limit and why."""
+
+
+class DuplicateKeyError(ValueError):
+    """One mapping holds the same key twice. ``key`` is its dotted path from the document's
+    root (``features.age``; ``[i]`` for a list item), ``lines`` the two 1-based lines; the
+    one-line message reads ``key 'features.age' appears twice (lines 7 and 12)``."""
+
+    def __init__(self, key: str, lines: tuple[int, int], spellings: tuple[str, str]):
+        self.key, self.lines = key, lines
+        shown = key if len(key) <= 120 else key[:117] + "..."
+        message = f"key {shown!r} appears twice (lines {lines[0]} and {lines[1]})"
+        if spellings[0] != spellings[1]:
+            message += (f"; {_short(spellings[0])} and {_short(spellings[1])} are the same "
+                        "key once loaded")
+        super().__init__(message)
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -69,12 +103,72 @@ def _measure(root: yaml.Node) -> tuple[int, int]:
     return size[id(root)], depth[id(root)]
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_VALUE_TAG = "tag:yaml.org,2002:value"  # an unquoted ``=`` key: the loader makes it a string
+
+
+def _check_duplicate_keys(root: yaml.Node) -> None:
+    """Raise :class:`DuplicateKeyError` for the first mapping, in document order, holding two
+    keys that construct equal. Walks each node of the (acyclic, measured) graph once, so a
+    mapping reached through several aliases is named by its first path."""
+    constructor = _Loader("")  # only its constructor is used, for scalar keys
+    try:
+        seen_nodes: set[int] = set()
+        stack: list[tuple[yaml.Node, str]] = [(root, "")]
+        while stack:
+            node, path = stack.pop()
+            if id(node) in seen_nodes:
+                continue
+            seen_nodes.add(id(node))
+            children: list[tuple[yaml.Node, str]] = []
+            if isinstance(node, yaml.SequenceNode):
+                children = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+            elif isinstance(node, yaml.MappingNode):
+                keys: dict[Any, yaml.ScalarNode] = {}
+                for key_node, value_node in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode):
+                        # a list or mapping key cannot be a dict key: construction refuses it
+                        children.append((value_node, f"{path}.?" if path else "?"))
+                        continue
+                    spelled = key_node.value
+                    child = f"{path}.{spelled}" if path else spelled
+                    key = _construct_key(constructor, key_node)
+                    if key is not None:
+                        first = keys.setdefault(key[0], key_node)
+                        if first is not key_node:
+                            raise DuplicateKeyError(
+                                f"{path}.{first.value}" if path else first.value,
+                                (first.start_mark.line + 1, key_node.start_mark.line + 1),
+                                (first.value, spelled))
+                    children.append((value_node, child))
+            stack.extend(reversed(children))
+    finally:
+        constructor.dispose()
+
+
+def _construct_key(constructor: Any, node: yaml.ScalarNode) -> tuple[Any] | None:
+    """``(key,)`` as the loader would construct the scalar key, or None when it cannot be a
+    dict key (the construction that follows reports that)."""
+    if node.tag == _MERGE_TAG:
+        return (_MERGE_TAG,)  # a second ``<<`` in one mapping is a duplicate too
+    if node.tag == _VALUE_TAG:
+        return ("=",)
+    try:
+        key = constructor.construct_object(node, deep=True)
+        hash(key)
+    except Exception:  # noqa: BLE001 -- the full construction raises it, with its position
+        return None
+    return (key,)
+
+
 def safe_load_limited(text: str) -> Any:
     """Parse one YAML document with the safe loader, refusing hostile shapes first.
 
     Raises :class:`YamlLimitError` for a document over :data:`MAX_BYTES`, one expanding to
     more than :data:`MAX_NODES` nodes, nested deeper than :data:`MAX_DEPTH`, or with cyclic
-    aliases; ``yaml.YAMLError`` for invalid YAML and unsafe tags such as ``!!python/object``.
+    aliases; :class:`DuplicateKeyError` for a mapping holding one key twice;
+    ``yaml.YAMLError`` for invalid YAML, unsafe tags such as ``!!python/object`` and values
+    the safe tags cannot build (a timestamp in month 13).
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise YamlLimitError(f"larger than {MAX_BYTES} bytes")
@@ -85,4 +179,14 @@ def safe_load_limited(text: str) -> Any:
     if root is None:
         return None
     _measure(root)
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 -- a SafeLoader (C or Python)
+    _check_duplicate_keys(root)
+    loader = _Loader("")  # construct the very graph that was measured and checked
+    try:
+        return loader.construct_document(root)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, TypeError, OverflowError) as err:  # e.g. datetime(2001, 13, 45)
+        raise yaml.constructor.ConstructorError(None, None, f"cannot construct a value: {err}",
+                                                None) from None
+    finally:
+        loader.dispose()
