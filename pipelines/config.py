@@ -15,10 +15,10 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from beam_tfrecords.sinks.layout import InvalidName, check_name
 from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
 from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression
 from beam_tfrecords.transforms.feature_spec import FeatureSpec, FeatureSpecError
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("csv", "jsonl", "parquet", "avro", "images")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class ConfigError(ValueError):
@@ -71,6 +70,17 @@ def _mapping(key: str, value: Any, allowed: tuple[str, ...], required: tuple[str
         if name not in value:
             raise _fail(f"{key}.{name}" if key else name, None, "is required")
     return value
+
+
+def _named(key: str, kind: str, name: Any, echo: Any) -> str:
+    """``name`` if the output layout can hold it as a ``kind`` name (sinks/layout.py: checked
+    whole, reserved names refused), else a ConfigError naming ``key`` and echoing ``echo``."""
+    try:
+        return check_name(kind, name)
+    except InvalidName as err:
+        shown = key if len(key) <= 160 else key[:157] + "..."
+        reason = str(err) if len(str(err)) <= 200 else str(err)[:197] + "..."
+        raise _fail(shown, echo, reason) from None
 
 
 def _typed(key: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
@@ -306,9 +316,7 @@ def _parse_splits(raw: Any) -> SplitSpec:
     for name, pct in raw.items():
         if name == "key":
             continue
-        if not isinstance(name, str) or not _NAME.match(name) or name == "dead_letter":
-            raise _fail(f"splits.{name}", pct, "a split name must be letters, digits, '_', "
-                                               "'-' or '.', and not 'dead_letter'")
+        _named(f"splits.{name}", "split", name, pct)
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 < pct <= 100:
             raise _fail(f"splits.{name}", pct, "must be a percentage in (0, 100]")
         shares.append((name, float(pct)))
@@ -331,11 +339,10 @@ def _parse_field_splits(raw: Mapping[str, Any]) -> SplitSpec:
     if not isinstance(field, str) or not field or not all(field.split(".")):
         raise _fail("splits.field", field, "must be a field name or a dotted path")
     names = raw["names"]
-    if (not isinstance(names, list) or not names or len(set(map(str, names))) != len(names)
-            or not all(isinstance(n, str) and _NAME.match(n) and n != "dead_letter"
-                       for n in names)):
-        raise _fail("splits.names", names, "must list distinct split names (letters, digits, "
-                                           "'_', '-', '.'; not 'dead_letter')")
+    if not isinstance(names, list) or not names or len(set(map(str, names))) != len(names):
+        raise _fail("splits.names", names, "must list distinct split names")
+    for name in names:
+        _named("splits.names", "split", name, names)
     share = 100.0 / len(names)
     return SplitSpec(shares=tuple((n, share) for n in names), field=tuple(field.split(".")))
 
@@ -369,9 +376,7 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
         except ValueError as err:
             raise _fail("output.shard_size", dict(sraw), str(err)) from None
     shard_name = raw.get("shard_name", name)
-    if not isinstance(shard_name, str) or not _NAME.match(shard_name) or len(shard_name) > 100:
-        raise _fail("output.shard_name", shard_name,
-                    "must be at most 100 letters, digits, '_', '-', '.'")
+    _named("output.shard_name", "data set", shard_name, shard_name)
     index = _typed("output.index", raw.get("index", False), bool, "true or false")
     if index and compression != "none":
         raise _fail("output.index", index, f"needs compression none: offsets into a "
@@ -395,9 +400,7 @@ def parse_config(raw: Any) -> Config:
     raw = _mapping("", raw, ("name", "source", "features", "splits", "output", "errors"),
                    ("name", "source", "features", "output"))
     name = raw["name"]
-    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 100:
-        raise _fail("name", name, "must be at most 100 letters, digits, '_', '-' or '.' (it "
-                                  "names the shard files)")
+    _named("name", "data set", name, name)
     return Config(
         name=name,
         source=_parse_source(raw["source"]),
@@ -413,11 +416,17 @@ def load_config(path: str) -> Config:
 
     Safe tags only, and bounded: a file over 1 MiB, aliases expanding past 100,000 nodes
     (a "billion laughs"), cyclic aliases or nesting past 64 levels are refused before any
-    of it is built (pipelines/safe_yaml.py).
+    of it is built (pipelines/safe_yaml.py); so is a mapping that holds one key twice, which
+    YAML loaders otherwise resolve silently by keeping the last.
     """
     import yaml
 
-    from beam_tfrecords.pipelines.safe_yaml import MAX_BYTES, YamlLimitError, safe_load_limited
+    from beam_tfrecords.pipelines.safe_yaml import (
+        MAX_BYTES,
+        DuplicateKeyError,
+        YamlLimitError,
+        safe_load_limited,
+    )
     from beam_tfrecords.sinks import storage
 
     try:
@@ -434,6 +443,8 @@ def load_config(path: str) -> Config:
         raise ConfigError(f"cannot read config {path!r}: {err}") from None
     try:
         raw = safe_load_limited(text)
+    except DuplicateKeyError as err:  # "config key 'features.age' appears twice (lines 7 and 12)"
+        raise ConfigError(f"config {err}") from None
     except YamlLimitError as err:
         raise ConfigError(f"config {path!r} refused: {err}") from None
     except yaml.YAMLError as err:

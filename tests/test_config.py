@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import copy
 import json
+import pathlib
 import re
 
 import pytest
 
-from beam_tfrecords.pipelines.config import Config, ConfigError, parse_config
+from beam_tfrecords.pipelines.config import Config, ConfigError, load_config, parse_config
 from beam_tfrecords.sinks.shard_plan import ShardSize
 
 DELETE = object()  # a change that removes the key
@@ -245,6 +246,8 @@ ACCEPTED = [
     ("errors_int", [("errors", {"max_bad_fraction": 1})], "errors.max_bad_fraction", 1.0),
     ("index_uncompressed", [("output.index", True)], "output.index", True),
     ("name_with_dots", [("name", "ds.v1-b_2")], "output.shard_name", "ds.v1-b_2"),
+    ("split_name_underscore_first", [("splits", {"train": 80, "_x": 20})], "splits.names",
+     ("train", "_x")),
     ("nested_feature_name", [("features", {"metadata/height": {"type": "int64"}})],
      "features.0.source", ("metadata", "height")),
     ("ragged_next_to_other", [("features", {"t": {"type": "int64", "shape": [-1, -1]},
@@ -327,7 +330,7 @@ REFUSED = [
     ("name_empty", [("name", "")], "name", '""'),
     ("name_space", [("name", "my data")], "name", '"my data"'),
     ("name_slash", [("name", "a/b")], "name", '"a/b"'),
-    ("name_too_long", [("name", "n" * 101)], "name", "nnnn"),
+    ("name_too_long", [("name", "n" * 129)], "name", "nnnn"),
     # -- source
     ("format_unknown", [("source.format", "xml")], "source.format", '"xml"'),
     ("format_int", [("source.format", 1)], "source.format", "1"),
@@ -453,7 +456,6 @@ REFUSED = [
      "splits.dead_letter", "20"),
     ("split_name_space", [("splits", {"train": 80, "my eval": 20})], "splits.my eval", "20"),
     ("split_name_slash", [("splits", {"train": 80, "a/b": 20})], "splits.a/b", "20"),
-    ("split_name_underscore_first", [("splits", {"train": 80, "_x": 20})], "splits._x", "20"),
     ("split_name_int", [("splits", {1: 100})], "splits.1", "100"),
     ("split_key_int", [("splits", {"key": 5, "train": 100})], "splits.key", "5"),
     ("split_key_empty", [("splits", {"key": "", "train": 100})], "splits.key", '""'),
@@ -567,3 +569,161 @@ def test_non_finite_default_keeps_the_manifest_strict_json():
     resolved = parse_config(raw).resolved()
     json.dumps(resolved, allow_nan=False)
     assert resolved["features"][0]["default"] == "inf"
+
+
+# --- Names: checked whole, as the output layout will use them -----------------------------------
+
+BAD_NAMES = [
+    ("trailing_newline", "train\n"),    # re.match with '$' let this through
+    ("inner_newline", "a\nb"),
+    ("trailing_cr", "train\r"),
+    ("slash", "a/b"),
+    ("dot", "."),
+    ("dotdot", ".."),
+    ("LATEST", "LATEST"),
+    ("latest", "latest"),              # the same file on a case-insensitive filesystem
+    ("staging", ".staging"),
+    ("dead_letter", "dead_letter"),
+    ("Dead_Letter", "Dead_Letter"),
+    ("lease", ".lease"),
+    ("manifest", "manifest.json"),
+    ("MANIFEST", "MANIFEST.JSON"),
+    ("hidden", ".x"),
+    ("dash_first", "-x"),
+    ("space", "my data"),
+    ("empty", ""),
+    ("too_long", "n" * 129),
+    ("not_text", 5),
+]
+GOOD_NAMES = ["train", "eval", "my-data.v2", "_x", "n" * 128, "Train2", "0", "latest2"]
+
+# (where, changes to the minimal config for a name, key the message names)
+NAME_PLACES = [
+    ("name", lambda n: [("name", n)], lambda n: "name"),
+    ("split", lambda n: [("splits", {"train": 50, n: 50})], lambda n: f"splits.{n}"),
+    ("split_names", lambda n: [("splits", {"field": "s", "names": ["train", n]})],
+     lambda n: "splits.names"),
+    ("shard_name", lambda n: [("output.shard_name", n)], lambda n: "output.shard_name"),
+]
+
+
+@pytest.mark.parametrize("where, changes, key", NAME_PLACES, ids=[p[0] for p in NAME_PLACES])
+@pytest.mark.parametrize("name", [n for _, n in BAD_NAMES], ids=[i for i, _ in BAD_NAMES])
+def test_bad_names_are_refused_everywhere_a_name_goes(where, changes, key, name):
+    if where == "split" and not isinstance(name, str):
+        name = 5  # an int split name: still refused, still named
+    message = refused(changed(minimal_config(), *changes(name)))
+    assert f"config key {key(name)!r}:" in message, message
+    if isinstance(name, str) and name.lower() in {"latest", "dead_letter", "manifest.json"}:
+        assert "reserved" in message, message  # '.staging', '.lease': no leading dot at all
+
+
+@pytest.mark.parametrize("where, changes, key", NAME_PLACES, ids=[p[0] for p in NAME_PLACES])
+@pytest.mark.parametrize("name", GOOD_NAMES, ids=lambda n: n if len(n) < 20 else "128_chars")
+def test_ordinary_names_are_accepted_everywhere_a_name_goes(where, changes, key, name):
+    if where in ("split", "split_names") and name == "train":
+        name = "eval"  # the names must differ from the other split's
+    config = parse_config(changed(minimal_config(), *changes(name)))
+    if where == "name":
+        assert config.name == name and config.output.shard_name == name
+    elif where == "shard_name":
+        assert config.output.shard_name == name
+    else:
+        assert name in config.splits.names
+
+
+def test_a_default_shard_name_is_the_checked_data_set_name():
+    message = refused(changed(minimal_config(), ("name", "LATEST")))
+    assert message.startswith("config key 'name':"), message
+
+
+def test_a_refused_name_message_stays_short():
+    message = refused(changed(minimal_config(), ("splits", {"train": 50, "n" * 5000: 50})))
+    assert len(message) < 600, message
+
+
+# --- Loading YAML: duplicate keys, sample configs -------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+DEMO_TEXT = """\
+name: demo
+source:
+  format: csv
+  path: in/*.csv
+features:
+  age:
+    type: int64
+  city:
+    type: string
+output:
+  path: out
+errors:
+  max_bad_fraction: 0.0
+"""
+
+
+def load_text(tmp_path, text: str):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return load_config(str(path))
+
+
+def test_the_duplicate_test_config_loads_without_its_duplicate(tmp_path):
+    config = load_text(tmp_path, DEMO_TEXT)
+    assert [f.dtype for f in config.features] == ["int64", "string"]
+
+
+@pytest.mark.parametrize("addition, message", [
+    # a duplicated feature silently changed type from int64 to float
+    ("features:\n  age:\n    type: float\n",
+     "config key 'features' appears twice (lines 5 and 14)"),
+    # a second errors section raised the threshold to 1.0
+    ("errors:\n  max_bad_fraction: 1.0\n",
+     "config key 'errors' appears twice (lines 12 and 14)"),
+], ids=["features_section", "errors_section"])
+def test_a_repeated_section_is_refused_with_both_lines(tmp_path, addition, message):
+    with pytest.raises(ConfigError) as caught:
+        load_text(tmp_path, DEMO_TEXT + addition)
+    assert str(caught.value) == message
+
+
+def test_a_repeated_feature_is_refused_with_its_dotted_path(tmp_path):
+    text = DEMO_TEXT.replace("  city:\n", "  age:\n    type: float\n  city:\n")
+    with pytest.raises(ConfigError) as caught:
+        load_text(tmp_path, text)
+    assert str(caught.value) == "config key 'features.age' appears twice (lines 6 and 8)"
+
+
+def test_a_repeated_key_deep_inside_is_refused(tmp_path):
+    text = DEMO_TEXT.replace("    type: int64\n", "    type: int64\n    type: float\n")
+    with pytest.raises(ConfigError) as caught:
+        load_text(tmp_path, text)
+    assert str(caught.value) == "config key 'features.age.type' appears twice (lines 7 and 8)"
+
+
+def test_keys_equal_once_loaded_are_refused(tmp_path):
+    text = DEMO_TEXT + "splits:\n  key: id\n  1: 50\n  0x1: 50\n"
+    with pytest.raises(ConfigError, match=r"^config key 'splits\.1' appears twice "
+                                          r"\(lines 16 and 17\); '1' and '0x1' are the same"):
+        load_text(tmp_path, text)
+
+
+def test_a_merge_key_override_is_not_a_duplicate(tmp_path):
+    text = DEMO_TEXT.replace("features:\n  age:\n    type: int64\n",
+                             "features:\n  age: &base\n    type: int64\n"
+                             "  height:\n    <<: *base\n    type: float\n")
+    config = load_text(tmp_path, text)
+    assert [(f.name, f.dtype) for f in config.features] == [
+        ("age", "int64"), ("height", "float"), ("city", "string")]
+
+
+def test_a_name_with_a_trailing_newline_from_yaml_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"^config key 'name': data set name 'demo\\n'"):
+        load_text(tmp_path, DEMO_TEXT.replace("name: demo", 'name: "demo\\n"'))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_every_sample_config_loads(path):
+    assert load_config(str(path)).name
