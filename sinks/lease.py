@@ -1,0 +1,496 @@
+"""The output lease: one build at a time writes to an output location, on local disk or gs://.
+
+A build takes ``<root>/.lease`` before it writes anything, renews it while it runs, and
+deletes it at the end. The lease object names the holder (build id, host, pid, the pid's
+start time) and when it expires; every change to it is a compare-and-swap through
+sinks/conditional.py (``create`` if absent, ``replace``/``delete`` at the generation read),
+so of several builds racing for it exactly one wins, on local disk as on Cloud Storage.
+
+What it guarantees:
+
+- A second build sees a live lease and refuses at once with one line naming the holder and
+  when its lease expires (``LeaseHeld``), or polls until it is free (``acquire(wait=...)``).
+- A lease is free again when it is released, when its ``expires`` time has passed (a build
+  killed with ``kill -9`` stops renewing), or at once when the holder ran on this same host
+  (same hostname, boot and pid namespace) and its process is gone or its pid now belongs to
+  another process (compared by start time from ``/proc``).
+- Taking over an expired or abandoned lease returns the previous holder, so the new build
+  knows whose leftovers it may remove -- and only leftovers of builds whose lease is no
+  longer live (``is_live``) may be removed.
+- Re-entrant: a process of the same build (same ``build_id``; a commit step in a worker)
+  acquires it again without waiting; it then extends the lease but leaves it in the name of
+  the process that took it (if that one is still running), and only that process's
+  ``release`` deletes it.
+
+What it does not guarantee:
+
+- Mutual exclusion in time. A build that stalls for longer than the TTL (a suspended laptop,
+  a long GC pause, a network partition) can lose its lease to another build and not notice
+  until it next renews. ``check()`` before each irreversible step (commit, moving LATEST,
+  cleanup) is the fencing that catches this: it succeeds only by a conditional write of the
+  lease that is still ours, and extends it by a full TTL. The window left is a stall between
+  ``check()`` and the step itself that outlasts the TTL.
+- Clock agreement. Expiry compares the reader's clock with the ``expires`` time the holder's
+  clock wrote; clocks must agree to well within the TTL (120 s by default;
+  ``BEAM_TFRECORDS_LEASE_SECONDS``). The same-host process check needs no clock.
+- Anything on filesystems other than local disk and gs:// (``NotImplementedError``), or on
+  network filesystems where ``flock`` is unreliable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import functools
+import json
+import logging
+import os
+import posixpath
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from beam_tfrecords.sinks import conditional
+from beam_tfrecords.sinks.layout import LEASE
+
+__all__ = [
+    "DEFAULT_TTL",
+    "TTL_ENV",
+    "Lease",
+    "LeaseHeld",
+    "LeaseInfo",
+    "LeaseLost",
+    "current",
+    "default_ttl",
+    "is_live",
+    "lease_path",
+]
+
+_LOG = logging.getLogger(__name__)
+DEFAULT_TTL = 120.0  # seconds
+TTL_ENV = "BEAM_TFRECORDS_LEASE_SECONDS"
+_RENEW_ATTEMPTS = 10  # same-build writers racing the renewal; each loss means one of them won
+
+
+def default_ttl() -> float:
+    """The lease's time to live: ``BEAM_TFRECORDS_LEASE_SECONDS`` or 120 s."""
+    raw = os.environ.get(TTL_ENV, "")
+    if not raw.strip():
+        return DEFAULT_TTL
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{TTL_ENV}={raw!r}: expected a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{TTL_ENV}={raw!r}: expected a positive number of seconds")
+    return value
+
+
+def lease_path(root: str) -> str:
+    """``<root>/.lease``, joined as sinks/layout.Layout joins its paths."""
+    root = root.rstrip("/") or "/"
+    return "/".join((root, LEASE)) if "://" in root else posixpath.join(root, LEASE)
+
+
+# --- who holds it -----------------------------------------------------------------------------
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def _utc(epoch: float) -> str:
+    try:
+        moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{epoch!r} (epoch seconds)"
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of a Linux process, None if absent."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            text = handle.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text.rpartition(")")[2].split()  # the name (field 2) may hold spaces and ')'
+    return fields[0], fields[19]  # fields 3 and 22
+
+
+def _has_proc() -> bool:
+    return os.path.isdir("/proc/self")
+
+
+def _pid_start(pid: int) -> str:
+    """The process's start time (``/proc/<pid>/stat`` field 22), "" where unavailable."""
+    if not _has_proc():
+        return ""
+    try:
+        stat = _proc_stat(pid)
+    except (OSError, IndexError):
+        return ""
+    return stat[1] if stat else ""
+
+
+@functools.lru_cache(maxsize=1)
+def _machine() -> str:
+    """This boot of this machine and pid namespace: pids compare only within one of these.
+
+    Two hosts may share a hostname (CI runners, containers), and two containers on one
+    kernel share it with separate pid namespaces; a different value means "not here", and
+    the lease then frees only by expiring. "" where ``/proc`` does not say.
+    """
+    parts = []
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            parts.append(handle.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return ""
+    return "/".join(parts)
+
+
+def _pid_running(pid: int, pid_start: str) -> bool:
+    """Whether ``pid`` on this host is still the process that wrote ``pid_start``."""
+    if pid <= 0:
+        return True  # unknown: never call a process dead without evidence
+    if pid == os.getpid():
+        return not pid_start or pid_start == _pid_start(pid)
+    if _has_proc():
+        try:
+            stat = _proc_stat(pid)
+        except (OSError, IndexError):
+            return True
+        if stat is None:
+            return False
+        state, start = stat
+        if state in ("Z", "X"):  # killed, not yet reaped by its parent
+            return False
+        return not pid_start or start == pid_start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseInfo:
+    """The content of a lease object: who holds it, since when, until when (epoch seconds).
+
+    ``machine`` identifies the holder's boot and pid namespace (see ``_machine``); pids are
+    compared only when it and ``host`` equal ours.
+    """
+
+    build_id: str
+    host: str
+    pid: int
+    pid_start: str
+    acquired: float
+    expires: float
+    machine: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LeaseInfo:
+        """Parse a lease object; ValueError when it is not one."""
+        try:
+            raw = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"not a lease: {error}") from None
+        if not isinstance(raw, dict):
+            raise ValueError("not a lease: expected a JSON object")
+        try:
+            info = cls(build_id=raw["build_id"], host=raw["host"], pid=raw["pid"],
+                       pid_start=raw.get("pid_start", ""), acquired=raw["acquired"],
+                       expires=raw["expires"], machine=raw.get("machine", ""))
+        except KeyError as error:
+            raise ValueError(f"not a lease: no {error.args[0]!r}") from None
+        types = {"build_id": str, "host": str, "pid": int, "pid_start": str,
+                 "acquired": (int, float), "expires": (int, float), "machine": str}
+        for name, kind in types.items():
+            value = getattr(info, name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"not a lease: {name} is {value!r}")
+        return dataclasses.replace(info, acquired=float(info.acquired),
+                                   expires=float(info.expires))
+
+    def describe(self) -> str:
+        """``build 1a2b3c4d (host:pid) until 2026-11-23 19:30:05 UTC``, on one line."""
+        if not self.build_id:
+            return "an unreadable lease"
+        return _one_line(f"build {self.build_id[:8]} ({self.host}:{self.pid}) "
+                         f"until {_utc(self.expires)}")
+
+    def on_this_host(self) -> bool:
+        return self.host == socket.gethostname() and self.machine == _machine()
+
+
+_UNREADABLE = LeaseInfo(build_id="", host="", pid=0, pid_start="", acquired=0.0, expires=0.0)
+
+
+def _parse(path: str, data: bytes) -> LeaseInfo:
+    """The lease in ``data``; an unreadable one (never written by a build: ours are written
+    whole) counts as expired, with an empty build id."""
+    try:
+        return LeaseInfo.from_json(data)
+    except ValueError as error:
+        _LOG.warning("%s is not a lease (%s); treating it as expired", path, error)
+        return _UNREADABLE
+
+
+def is_live(info: LeaseInfo, now: float | None = None) -> bool:
+    """Whether the build holding ``info`` may still be writing: not expired at ``now``, and
+    (when it ran on this host) its process still running."""
+    if (time.time() if now is None else now) > info.expires:
+        return False
+    if not info.build_id:
+        return False
+    if info.on_this_host() and not _pid_running(info.pid, info.pid_start):
+        return False
+    return True
+
+
+def current(root: str) -> LeaseInfo | None:
+    """The lease stored at ``root``, or None when there is none."""
+    path = lease_path(root)
+    found = conditional.read(path)
+    return None if found is None else _parse(path, found[0])
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class LeaseHeld(RuntimeError):
+    """Another live build holds the output's lease. One line: who, until when, what to do."""
+
+    def __init__(self, root: str, holder: LeaseInfo, waited: float = 0.0) -> None:
+        self.root = root
+        self.holder = holder
+        self.waited = waited
+        if waited > 0:
+            message = (f"output {root} is still leased after waiting {waited:g} s, by "
+                       f"{holder.describe()}; a longer --wait-for-lease waits longer")
+        else:
+            message = (f"output {root} is leased by {holder.describe()}; "
+                       "--wait-for-lease waits for it")
+        super().__init__(_one_line(message))
+
+
+class LeaseLost(RuntimeError):
+    """Our lease was taken over (it expired and another build took it) or removed."""
+
+    def __init__(self, root: str, holder: LeaseInfo | None, why: str = "") -> None:
+        self.root = root
+        self.holder = holder
+        if holder is not None:
+            message = f"lost the lease on output {root}: it is now held by {holder.describe()}"
+        else:
+            message = f"lost the lease on output {root}: {why or 'it was removed'}"
+        super().__init__(_one_line(message))
+
+
+# --- the lease --------------------------------------------------------------------------------
+
+
+class Lease:
+    """The lease on one output root for one build; see the module docstring.
+
+    ``clock`` and ``sleep`` are injectable so tests can expire leases without waiting.
+    Thread-safe: ``keep_alive``'s thread renews while the build calls ``check``.
+    """
+
+    def __init__(self, root: str, build_id: str, ttl: float | None = None,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], object] = time.sleep) -> None:
+        if not build_id or not isinstance(build_id, str):
+            raise ValueError(f"a lease needs a build id, not {build_id!r}")
+        self.root = root.rstrip("/") or "/"
+        self.path = lease_path(root)
+        conditional.check_supported(self.path)
+        self.build_id = build_id
+        self.ttl = default_ttl() if ttl is None else float(ttl)
+        if not 0 < self.ttl < float("inf"):
+            raise ValueError(f"lease ttl must be a positive number of seconds, not {ttl!r}")
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.RLock()
+        self._generation: conditional.Generation | None = None
+        self._info: LeaseInfo | None = None
+        self.lost: LeaseLost | None = None  # set by keep_alive's thread
+
+    @property
+    def info(self) -> LeaseInfo | None:
+        """The lease as we last wrote or saw it, None when not held."""
+        return self._info
+
+    # -- helpers --
+
+    def _me(self, now: float) -> LeaseInfo:
+        return LeaseInfo(build_id=self.build_id, host=socket.gethostname(), pid=os.getpid(),
+                         pid_start=_pid_start(os.getpid()), acquired=now,
+                         expires=now + self.ttl, machine=_machine())
+
+    @staticmethod
+    def _is_this_process(info: LeaseInfo) -> bool:
+        return info.on_this_host() and info.pid == os.getpid() and (
+            info.pid_start == _pid_start(os.getpid()))
+
+    def _extended(self, holder: LeaseInfo, now: float) -> LeaseInfo:
+        """Our build's lease, extended: in the name of the process that holds it while that
+        one runs (a re-entrant acquire from another process), else in ours."""
+        if self._is_this_process(holder) or (
+                now <= holder.expires
+                and not (holder.on_this_host() and not _pid_running(holder.pid,
+                                                                    holder.pid_start))):
+            return dataclasses.replace(holder, expires=max(holder.expires, now + self.ttl))
+        return dataclasses.replace(self._me(now), acquired=holder.acquired)
+
+    def _hold(self, info: LeaseInfo, generation: conditional.Generation) -> None:
+        self._info, self._generation = info, generation
+        self.lost = None
+
+    # -- the protocol --
+
+    def acquire(self, wait: float = 0.0, poll: float = 2.0) -> LeaseInfo | None:
+        """Take the lease; see the module docstring.
+
+        Returns the previous holder when an expired or abandoned lease was taken over (its
+        leftovers may be cleaned), else None. Raises LeaseHeld when another live build
+        still holds it after ``wait`` seconds (polling every ``poll`` seconds).
+        """
+        with self._lock:
+            deadline = self._clock() + max(float(wait), 0.0)
+            announced = False
+            while True:
+                now = self._clock()
+                found = conditional.read(self.path)
+                if found is None:
+                    info = self._me(now)
+                    generation = conditional.create(self.path, info.to_json().encode())
+                    if generation is not None:
+                        self._hold(info, generation)
+                        return None
+                    continue  # another taker won the create: look at what it wrote
+                data, generation = found
+                holder = _parse(self.path, data)
+                if holder.build_id == self.build_id:
+                    info = self._extended(holder, now)
+                    new = conditional.replace(self.path, info.to_json().encode(), generation)
+                    if new is not None:
+                        self._hold(info, new)
+                        return None
+                    continue
+                if not is_live(holder, now):
+                    info = self._me(now)
+                    new = conditional.replace(self.path, info.to_json().encode(), generation)
+                    if new is not None:
+                        self._hold(info, new)
+                        why = "expired" if now > holder.expires else "its process is gone"
+                        _LOG.warning("took over the lease on %s from %s (%s)", self.root,
+                                     holder.describe(), why)
+                        return holder
+                    continue
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise LeaseHeld(self.root, holder, waited=float(wait))
+                if not announced:
+                    _LOG.warning("output %s is leased by %s; waiting up to %g s", self.root,
+                                 holder.describe(), wait)
+                    announced = True
+                self._sleep(min(max(poll, 0.01), remaining))
+
+    def renew(self) -> LeaseInfo:
+        """Extend our lease to now + ttl; LeaseLost when it is no longer ours."""
+        with self._lock:
+            if self._generation is None:
+                self._adopt()
+            for _ in range(_RENEW_ATTEMPTS):
+                assert self._info is not None and self._generation is not None
+                info = self._extended(self._info, self._clock())
+                new = conditional.replace(self.path, info.to_json().encode(),
+                                          self._generation)
+                if new is not None:
+                    self._hold(info, new)
+                    return info
+                self._adopt()  # changed: another process of our build, or lost
+            raise OSError(f"could not renew the lease {self.path}: it kept changing")
+
+    def _adopt(self) -> None:
+        """Take the stored lease as our last known state if it is our build's, else lose."""
+        found = conditional.read(self.path)
+        if found is None:
+            self._info = self._generation = None
+            raise LeaseLost(self.root, None, "it was released or deleted by someone else")
+        holder = _parse(self.path, found[0])
+        if holder.build_id != self.build_id:
+            self._info = self._generation = None
+            raise LeaseLost(self.root, holder)
+        self._info, self._generation = holder, found[1]
+
+    def check(self) -> LeaseInfo:
+        """Fencing before an irreversible step: LeaseLost unless the stored lease is ours.
+
+        Proven by a conditional write that extends it (``renew``), so after this returns
+        the lease stays ours for a full TTL unless the clocks disagree.
+        """
+        return self.renew()
+
+    def release(self) -> None:
+        """Delete the lease if it is ours and in this process's name; never anyone else's.
+
+        A process that re-entered the lease of another still-running process of its build
+        leaves it to that process.
+        """
+        with self._lock:
+            try:
+                for _ in range(_RENEW_ATTEMPTS):
+                    found = conditional.read(self.path)
+                    if found is None:
+                        return
+                    holder = _parse(self.path, found[0])
+                    if holder.build_id != self.build_id or not self._is_this_process(holder):
+                        return
+                    if conditional.delete(self.path, found[1]):
+                        return
+            finally:
+                self._info = self._generation = None
+
+    @contextlib.contextmanager
+    def keep_alive(self, interval: float | None = None) -> Iterator[Lease]:
+        """Renew every ``ttl / 4`` seconds in a daemon thread while the block runs.
+
+        A lost lease stops the thread and is recorded in ``self.lost`` (with a warning), for
+        the build to act on at its next ``check()``; other errors (an outage outlasting the
+        retries) are logged and the renewal tried again next time.
+        """
+        every = self.ttl / 4 if interval is None else float(interval)
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(every):
+                try:
+                    self.renew()
+                except LeaseLost as error:
+                    if not stop.is_set():
+                        self.lost = error
+                        _LOG.warning("%s", error)
+                    return
+                except Exception as error:  # noqa: BLE001 -- keep renewing until expiry
+                    _LOG.warning("could not renew the lease on %s (retrying in %g s): %s",
+                                 self.root, every, error)
+
+        thread = threading.Thread(target=run, name=f"lease-{self.build_id[:8]}", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join(timeout=max(5.0, every))
