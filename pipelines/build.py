@@ -16,26 +16,36 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import hashlib
 import json
 import logging
-import re
 import sys
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 import beam_tfrecords
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard
 from beam_tfrecords.pipelines.config import Config, check_columns, load_config
 from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.commit import (
+    CommitSpec,
+    claim_version,
+    commit_version,
+    default_version,
+    prepare_output,
+    read_latest,
+)
+from beam_tfrecords.sinks.dead_letters import WriteDeadLetters
+from beam_tfrecords.sinks.layout import InvalidName, Layout, check_name
+from beam_tfrecords.sinks.lease import Lease, LeaseHeld
 from beam_tfrecords.sinks.redact import redact
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 from beam_tfrecords.transforms.build_examples import BuildExamples
@@ -56,42 +66,14 @@ from beam_tfrecords.transforms.tabular_sources import (
     top_level_fields,
 )
 
-__all__ = ["BuildError", "Layout", "build_pipeline", "input_fingerprint", "run"]
+__all__ = ["BuildError", "build_pipeline", "commit_spec", "input_fingerprint", "run"]
 
 _LOG = logging.getLogger(__name__)
-STAGING = ".staging"
-_VERSION_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
 
 
-class BuildError(RuntimeError):
-    """A build that must not commit; the message is the one line a scheduler log shows."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """Where one build writes: ``<root>/<version>/`` with staging inside it."""
-
-    root: str
-    version: str
-
-    @property
-    def version_dir(self) -> str:
-        return storage.join(self.root, self.version)
-
-    @property
-    def staging(self) -> str:
-        return storage.join(self.version_dir, STAGING)
-
-
-def default_version(root: str) -> str:
-    """A UTC timestamp that sorts in build order, ``20261122T083000Z``; a second build in
-    the same second gets ``20261122T083000Z-1``."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    version, n = stamp, 0
-    while storage.exists(storage.join(root, version, mf.MANIFEST)):
-        n += 1
-        version = f"{stamp}-{n}"
-    return version
+class BuildError(UserError):
+    """A build that must not start or commit; the message is the one line a scheduler log
+    shows."""
 
 
 def input_fingerprint(pattern: str, metadata: Sequence[Any] | None = None
@@ -112,128 +94,6 @@ def input_fingerprint(pattern: str, metadata: Sequence[Any] | None = None
         "bytes": sum(m.size_in_bytes for m in metadata),
         "sha256": digest.hexdigest(),
     }
-
-
-class _WriteDeadLetters(beam.DoFn):
-    """Dead-letter rows -> one staged JSONL file per bundle; emits (path, rows).
-
-    Rows are redacted (sinks/redact.py): a source path may carry a token or a signature."""
-
-    def __init__(self, staging: str) -> None:
-        self._staging = staging
-
-    def start_bundle(self) -> None:
-        self._handle = None
-        self._rows = 0
-
-    def process(self, row: dict) -> None:
-        if self._handle is None:
-            self._path = storage.join(self._staging, "dead_letter", f"{uuid.uuid4().hex}.jsonl")
-            self._handle = storage.open_write(self._path)
-        self._handle.write(json.dumps(redact(row), ensure_ascii=False, default=repr).encode()
-                           + b"\n")
-        self._rows += 1
-
-    def finish_bundle(self):
-        if self._handle is not None:
-            self._handle.close()
-            yield beam.utils.windowed_value.WindowedValue(
-                (self._path, self._rows), -1, [beam.transforms.window.GlobalWindow()])
-            self._handle = None
-
-
-def check_counts(counts: dict[str, int], written: int, dead_letters: int) -> None:
-    """Every record read is written or rejected, once; anything else is a bug, never a build."""
-    read = counts.get("read", 0)
-    rejected = counts.get("rejected_at_read", 0) + counts.get("rejected_at_build", 0)
-    problems = []
-    if counts.get("built", 0) != written:
-        problems.append(f"{counts.get('built', 0)} examples were built but the shards hold "
-                        f"{written}")
-    if rejected != dead_letters:
-        problems.append(f"{rejected} records were rejected but the dead letters hold "
-                        f"{dead_letters}")
-    if read != written + rejected:
-        problems.append(f"read {read} != written {written} + rejected {rejected}")
-    if problems:
-        raise BuildError("record counts do not add up: " + "; ".join(problems))
-
-
-def sum_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
-    """The partial counts the steps emit, ``(name, n)`` per chunk, summed by name."""
-    totals: dict[str, int] = {}
-    for name, n in pairs:
-        totals[name] = totals.get(name, 0) + n
-    return totals
-
-
-def _commit(_: Any, *, shards: dict, dead: list, counts: Iterable[tuple[str, int]],
-            config: Config, layout: Layout, inputs: dict, runner: str, keep: int = 5,
-            vocabulary: Sequence[str] | None = None) -> dict:
-    """Check the counts, move dead letters, write the spec, the manifest, then LATEST."""
-    counts = sum_counts(counts)
-    written = sum(info.records for infos in shards.values() for info in infos)
-    rejected = sum(rows for _, rows in dead)
-    check_counts(counts, written, rejected)
-    read = counts.get("read", 0)
-    if read and rejected / read > config.errors.max_bad_fraction:
-        raise BuildError(
-            f"{rejected} of {read} records were rejected ({rejected / read:.4%}), more than "
-            f"errors.max_bad_fraction={config.errors.max_bad_fraction}; see the dead letters "
-            f"under {layout.staging}/dead_letter"
-        )
-    finals = []
-    for index, (path, rows) in enumerate(sorted(dead)):
-        final = storage.join(layout.version_dir, "dead_letter",
-                             f"rejected-{index:05d}-of-{len(dead):05d}.jsonl")
-        if storage.exists(path):
-            storage.rename(path, final)
-        finals.append((final, rows))
-    spec = tf_parse_spec(config.features)
-    storage.write_atomic(storage.join(layout.version_dir, mf.FEATURE_SPEC),
-                         (json.dumps(spec, indent=2) + "\n").encode())
-    document = mf.make_manifest(
-        name=config.name, version=layout.version, version_dir=layout.version_dir,
-        created=mf.utc_now(), compression=config.output.compression,
-        counts={"read": read, "written": written, "rejected": rejected},
-        shards=shards, dead_letters=finals, feature_spec=spec, config=config.resolved(),
-        config_sha256=config.sha256(), inputs=inputs,
-        tool_version=beam_tfrecords.__version__, runner=runner,
-    )
-    if vocabulary is not None:  # image labels: the int label is the index into this list
-        document["label_vocabulary"] = list(vocabulary)
-    storage.write_atomic(storage.join(layout.version_dir, mf.MANIFEST), mf.dumps(document))
-    storage.write_atomic(storage.join(layout.root, mf.LATEST), (layout.version + "\n").encode())
-    storage.delete_tree(layout.staging)
-    apply_retention(layout.root, keep, layout.version)
-    return document
-
-
-def committed_versions(root: str) -> list[tuple[str, str]]:
-    """(created, version) of every committed version under ``root``, oldest first."""
-    found = []
-    for version_dir in _version_dirs(root):
-        manifest_path = storage.join(version_dir, mf.MANIFEST)
-        if storage.exists(manifest_path):
-            created = json.loads(storage.read_text(manifest_path)).get("created", "")
-            found.append((created, version_dir.rstrip("/").rsplit("/", 1)[-1]))
-    return sorted(found)
-
-
-def apply_retention(root: str, keep: int, latest: str) -> list[str]:
-    """Delete all but the newest ``keep`` committed versions; never the one LATEST names.
-
-    A version's manifest goes first, so a deletion cut short leaves something that no longer
-    looks like a data set (and the next build removes the rest), never a broken one that does.
-    """
-    versions = [v for _, v in committed_versions(root)]
-    doomed = [v for v in versions[:max(len(versions) - keep, 0)] if v != latest]
-    for version in doomed:
-        version_dir = storage.join(root, version)
-        storage.delete([storage.join(version_dir, mf.MANIFEST)])
-        storage.delete_tree(version_dir)
-        _LOG.info("retention: removed version %s", version)
-    return doomed
 
 
 def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
@@ -259,13 +119,38 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
     return files | label >> reader
 
 
-def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files: Sequence[str],
-                   inputs: dict, runner: str = "DirectRunner", keep: int = 5,
-                   images: ImagePlan | None = None) -> dict[str, Any]:
+def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
+                runner: str = "DirectRunner", keep: int = 5,
+                images: ImagePlan | None = None, use_lease: bool = True) -> CommitSpec:
+    """What the commit step needs to know about this build (sinks/commit.py)."""
+    extra = {}
+    if images is not None:  # image labels: the int label is the index into this list
+        extra["label_vocabulary"] = list(images.vocabulary)
+    return CommitSpec(
+        layout=layout, build_id=build_id, name=config.name,
+        compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
+        config=config.resolved(), config_sha256=config.sha256(), inputs=inputs,
+        runner=runner, tool_version=beam_tfrecords.__version__,
+        max_bad_fraction=config.errors.max_bad_fraction,
+        max_unread_fraction=getattr(config.errors, "max_unread_fraction", 0.0),
+        keep=keep, extra=extra, use_lease=use_lease,
+    )
+
+
+def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list,
+            counts: list) -> dict:
+    return commit_version(spec, shards, dead, counts)
+
+
+def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
+                   input_files: Sequence[str], images: ImagePlan | None = None
+                   ) -> dict[str, Any]:
     """Adds the build to ``p``; returns its main PCollections by name.
 
-    ``images``: the plan :func:`plan_inputs` made at launch for an images source.
+    ``spec``: the commit's (:func:`commit_spec`); ``images``: the plan :func:`plan_inputs`
+    made at launch for an images source.
     """
+    layout = spec.layout
     read = read_source(p, config, input_files, images)
     built = read.records | "BuildExamples" >> BuildExamples(
         config.features, config.splits, max_record_bytes=config.output.shard_size.max)
@@ -276,8 +161,8 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
     dead = (
         (read[REJECTED], built[REJECTED])
         | "MergeRejects" >> beam.Flatten()
-        | "WriteDeadLetters" >> beam.ParDo(_WriteDeadLetters(layout.staging))
-    )  # (staged path, rows) per file
+        | "WriteDeadLetters" >> beam.ParDo(WriteDeadLetters(layout.staging))
+    )  # DeadLetterFile per staged file
     counts = (
         (read[COUNTS], built[COUNTS]) | "MergeCounts" >> beam.Flatten()
     )  # (counter name, partial count), summed by the commit
@@ -287,47 +172,13 @@ def build_pipeline(p: beam.Pipeline, config: Config, layout: Layout, input_files
         p
         | "CommitTrigger" >> beam.Impulse()
         | "Commit" >> beam.Map(
-            _commit,
+            _commit, spec=spec,
             shards=beam.pvalue.AsSingleton(shards),
             dead=beam.pvalue.AsList(dead),
             counts=beam.pvalue.AsList(counts),
-            config=config, layout=layout, inputs=inputs, runner=runner, keep=keep,
-            vocabulary=images.vocabulary if images is not None else None,
         )
     )
     return {"shards": shards, "dead_letters": dead, "manifest": manifest}
-
-
-def prepare_output(layout: Layout, allow_non_empty: bool = False) -> None:
-    """Refuse to overwrite a committed version, or to write into a non-empty location that is
-    not ours (unless ``allow_non_empty``); clean what our failed builds left behind -- only
-    that, never files of others (pipelines/output_guard.py)."""
-    if storage.exists(storage.join(layout.version_dir, mf.MANIFEST)):
-        raise BuildError(f"version {layout.version!r} is already committed at "
-                         f"{layout.version_dir}; choose another --version")
-    files = storage.list_files(layout.root) if storage.exists(layout.root) else []
-    try:
-        state = output_guard.check_output_state(layout.root, files, allow_non_empty)
-    except output_guard.OutputGuardError as err:
-        raise BuildError(str(err)) from None
-    latest = read_latest(layout.root)
-    for name in state.leftovers:
-        if name != latest:
-            version_dir = storage.join(layout.root, name)
-            _LOG.info("removing leftovers of an unfinished build: %s", version_dir)
-            storage.delete_tree(version_dir)
-
-
-def _version_dirs(root: str) -> list[str]:
-    if not storage.exists(root):
-        return []
-    dirs = set()
-    prefix = root.rstrip("/") + "/"
-    for path in storage.list_files(root):
-        rest = path[len(prefix):] if path.startswith(prefix) else ""
-        if "/" in rest:
-            dirs.add(prefix + rest.split("/", 1)[0])
-    return sorted(dirs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -441,11 +292,6 @@ def first_columns(config: Config, path: str) -> list[str] | None:
     return header
 
 
-def read_latest(root: str) -> str | None:
-    path = storage.join(root, mf.LATEST)
-    return storage.read_text(path).strip() if storage.exists(path) else None
-
-
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="beam-tfrecords build",
@@ -463,6 +309,9 @@ def make_parser() -> argparse.ArgumentParser:
                         help="write into an output location that holds files which are not "
                              "beam-tfrecords versions (refused by default); those files are "
                              "left alone")
+    parser.add_argument("--wait-for-lease", type=float, default=0.0, metavar="SECONDS",
+                        help="when another build holds the output's lease, wait up to this "
+                             "many seconds for it instead of refusing at once (default 0)")
     parser.add_argument("--skip-if-unchanged", action="store_true",
                         help="exit 0 without writing anything when the inputs fingerprint and "
                              "the config hash equal those of the version LATEST names")
@@ -497,8 +346,6 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     every writer process, goes to stderr that often -- except on Dataflow, whose job page
     shows the sink's counters.
     """
-    import contextlib
-
     parser = make_parser()
     parser.add_argument("--progress-interval", type=float, default=progress_interval,
                         metavar="SECONDS", help="seconds between progress lines on stderr "
@@ -513,11 +360,16 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     if args.output:
         config = dataclasses.replace(config, output=dataclasses.replace(config.output,
                                                                         path=args.output))
-    if args.version is not None and not _VERSION_NAME.match(args.version):
-        raise BuildError(f"--version {args.version!r}: use letters, digits, '_', '-' or '.', "
-                         "not starting with '.'")
+    if args.version is not None:
+        try:
+            check_name("version", args.version)
+        except InvalidName as err:
+            raise BuildError(f"--version: {err}") from None
     if args.keep_versions < 1:
         raise BuildError(f"--keep-versions {args.keep_versions}: keep at least 1")
+    if args.wait_for_lease < 0:
+        raise BuildError(f"--wait-for-lease {args.wait_for_lease}: use 0 (refuse at once) or "
+                         "more")
     root = config.output.path.rstrip("/")
     config, found = plan_inputs(config)
     suffix = tff.file_suffix(config.output.compression)
@@ -528,13 +380,41 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
               for split in config.splits.names)])
     except output_guard.OutputGuardError as err:
         raise BuildError(str(err)) from None
+    build_id = uuid.uuid4().hex
+    lease = Lease(root, build_id)
+    try:
+        lease.acquire(wait=args.wait_for_lease)
+    except LeaseHeld as err:
+        raise BuildError(str(err)) from None
+    try:
+        with lease.keep_alive():
+            return _run_leased(args, beam_args, config, found, root, build_id)
+    finally:
+        lease.release()
+
+
+def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
+                found: Inputs, root: str, build_id: str) -> dict[str, Any] | None:
+    """The part of a build that needs the output's lease: prepare, claim, run, commit."""
+    import contextlib
+
+    if args.version is not None:
+        layout = Layout(root, args.version)
+    else:
+        layout = Layout(root, default_version(root))
+    prepared = prepare_output(layout, build_id, args.allow_non_empty_output)
+    if layout.version in prepared.completed:  # a re-run finished the interrupted commit
+        print(f"version {layout.version} was committed by an earlier run whose last step was "
+              "cut short; completed its commit (LATEST now names it)", file=sys.stderr)
+        return json.loads(storage.read_text(layout.manifest))
     if args.skip_if_unchanged:  # the manifest holds the fingerprint redacted
         same = unchanged_since_latest(root, redact(found.fingerprint), config.sha256())
         if same is not None:
             raise Skipped(f"inputs and config are unchanged since version {same}; nothing "
                           "written (--skip-if-unchanged)")
-    layout = Layout(root, args.version or default_version(root))
-    prepare_output(layout, args.allow_non_empty_output)
+    if args.version is None:  # the root was cleaned: the first free name may have changed
+        layout = Layout(root, default_version(root))
+    claim_version(layout, build_id, beam_tfrecords.__version__)
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__
@@ -548,13 +428,13 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
         progress = ProgressReporter(lambda: read_totals(progress_dir),
                                     lambda line: print(line, file=sys.stderr, flush=True),
                                     args.progress_interval)
-    with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
-        build_pipeline(p, config, layout, found.files, found.fingerprint, runner,
+    spec = commit_spec(config, layout, build_id, found.fingerprint, runner,
                        args.keep_versions, images=found.images)
-    manifest_path = storage.join(layout.version_dir, mf.MANIFEST)
-    if not storage.exists(manifest_path):
+    with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
+        build_pipeline(p, config, spec, found.files, images=found.images)
+    if not storage.exists(layout.manifest):
         return None
-    return json.loads(storage.read_text(manifest_path))
+    return json.loads(storage.read_text(layout.manifest))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

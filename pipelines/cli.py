@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 
@@ -139,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # one line for schedulers; details with --debug later
         message = str(err).strip().splitlines()
         reason = message[-1] if message else type(err).__name__
+        reason = re.sub(r" \[while running '[^']*'\]$", "", reason)  # Beam's step suffix
         print(f"beam-tfrecords {argv[0]}: {type(err).__name__}: {reason}", file=sys.stderr)
         return 1
 

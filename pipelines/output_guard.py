@@ -7,36 +7,25 @@ Three mistakes would destroy data or build garbage, and none is caught by the co
   build would delete them);
 - ``..`` in a Cloud Storage path: object names are never normalized, so ``gs://b/a/../x``
   names an object under a literal ``..`` folder, not ``gs://b/x``;
-- writing into a non-empty location that is not ours -- files that are neither ``LATEST``,
-  nor a committed version (``<v>/manifest.json``), nor the leftovers of one of our builds
-  (``<v>/.staging/``, or what a cut-short retention leaves). Without an explicit flag that
-  is refused; with it, the build writes beside them and never deletes them.
+
+What in a non-empty output location is ours is decided by content (markers and manifests),
+never by names, in sinks/ownership.py.
 
 Pure: paths and listings in, a verdict or :class:`OutputGuardError` out; the caller lists.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import posixpath
 import re
 from collections.abc import Sequence
 
-__all__ = [
-    "OutputGuardError",
-    "OutputState",
-    "check_locations",
-    "check_output_state",
-    "classify_output",
-]
+__all__ = ["OutputGuardError", "check_locations"]
 
 _GCS = "gs://"
 _WILDCARD = re.compile(r"[*?\[]")
-LATEST, MANIFEST, STAGING = "LATEST", "manifest.json", ".staging"
-# What a version folder of ours holds once its manifest is gone (a retention cut short).
-_OUR_FILES = re.compile(r"(feature_spec\.json|[^/]+/[^/]+-\d{5}-of-\d{5}\.tfrecord"
-                        r"(\.gz|\.zlib)?(\.index)?|dead_letter/rejected-\d{5}-of-\d{5}\.jsonl)\Z")
+LATEST = "LATEST"
 
 
 class OutputGuardError(ValueError):
@@ -127,58 +116,3 @@ def check_locations(input_pattern: str, output_root: str,
         raise OutputGuardError(
             f"the input glob {input_pattern!r} matches the output ({hit!r}); a rebuild would "
             "read its own output -- choose an output location the glob cannot match")
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputState:
-    """What an output root holds, by its top-level entries."""
-
-    latest: bool = False
-    committed: tuple[str, ...] = ()  # version folders with a manifest
-    leftovers: tuple[str, ...] = ()  # our unfinished builds (.staging/) or half-deleted ones
-    foreign: tuple[str, ...] = ()  # everything else
-
-    @property
-    def ours(self) -> bool:
-        return not self.foreign
-
-
-def classify_output(root: str, files: Sequence[str]) -> OutputState:
-    """Sort the files below ``root`` (full paths, as storage.list_files gives) into ours and
-    not ours, by top-level entry."""
-    prefix = root.rstrip("/") + "/"
-    tops: dict[str, set[str]] = {}
-    loose: list[str] = []
-    latest = False
-    for path in files:
-        rest = path[len(prefix):] if path.startswith(prefix) else path
-        head, sep, below = rest.partition("/")
-        if not sep:
-            if head == LATEST:
-                latest = True
-            else:
-                loose.append(head)
-            continue
-        tops.setdefault(head, set()).add(below)
-    committed, leftovers, foreign = [], [], list(loose)
-    for name, inside in sorted(tops.items()):
-        if MANIFEST in inside:
-            committed.append(name)
-        elif any(p.startswith(STAGING + "/") for p in inside) or all(
-                _OUR_FILES.match(p) for p in inside):
-            leftovers.append(name)
-        else:
-            foreign.append(name + "/")
-    return OutputState(latest, tuple(committed), tuple(leftovers), tuple(sorted(foreign)))
-
-
-def check_output_state(root: str, files: Sequence[str], allow_non_empty: bool) -> OutputState:
-    """Refuse a root holding files that are not ours, unless ``allow_non_empty``."""
-    state = classify_output(root, files)
-    if state.foreign and not allow_non_empty:
-        shown = ", ".join(state.foreign[:5]) + (", ..." if len(state.foreign) > 5 else "")
-        raise OutputGuardError(
-            f"the output {root!r} is not empty and does not look like a beam-tfrecords output "
-            f"(found {shown}); choose an empty location, or pass --allow-non-empty-output to "
-            "write beside those files (they are never deleted)")
-    return state

@@ -127,8 +127,10 @@ def check_manifest(manifest: object) -> dict:
     _expect(compression == "auto" or compression in tff.COMPRESSIONS,
             f"unknown compression {compression!r}")
     counts = manifest.get("counts", {})
-    _expect(isinstance(counts, dict) and all(_is_count(v) for v in counts.values()),
-            "'counts' must map names to record counts")
+    _expect(isinstance(counts, dict) and all(
+        _is_count(v) or (k == "unread" and isinstance(v, dict)
+                         and all(_is_count(n) for n in v.values()))
+        for k, v in counts.items()), "'counts' must map names to record counts")
     return manifest
 
 

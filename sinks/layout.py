@@ -11,7 +11,7 @@
     feature_spec.json
     <split>/<name>-00000-of-00007.tfrecord[.gz]
     dead_letter/rejected-00000-of-00001.jsonl
-    failure.json          only in a failed build's folder, beside its kept dead letters
+  .failed/<version>-<build>/   a failed build's dead letters and failure.json, kept
 ```
 
 Names are checked whole (``re.fullmatch``, never ``match``: ``$`` also matches before a
@@ -28,6 +28,7 @@ import re
 
 __all__ = [
     "DEAD_LETTER",
+    "FAILED",
     "FAILURE",
     "FEATURE_SPEC",
     "LATEST",
@@ -49,11 +50,13 @@ MANIFEST = "manifest.json"
 FEATURE_SPEC = "feature_spec.json"
 DEAD_LETTER = "dead_letter"
 FAILURE = "failure.json"
+FAILED = ".failed"
 # Every name the layout gives a meaning to, at the root or inside a version folder; none may
 # be a version, data set or split name (compared case-insensitively: on case-insensitive
 # filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
-                                         FEATURE_SPEC, DEAD_LETTER, FAILURE))
+                                         FEATURE_SPEC, DEAD_LETTER, FAILURE,
+                                         FAILED))
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _HINTS = {
     "version": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
@@ -127,9 +130,10 @@ class Layout:
     def dead_letter_dir(self) -> str:
         return self._join(self.version, DEAD_LETTER)
 
-    @property
-    def failure(self) -> str:
-        return self._join(self.version, FAILURE)
+    def failed_dir(self, build_id: str) -> str:
+        """Where a failed build keeps its dead letters and ``failure.json``: outside the
+        version folder, which the next build may reuse or clean."""
+        return self._join(FAILED, f"{self.version}-{build_id[:8]}")
 
     @property
     def latest(self) -> str:

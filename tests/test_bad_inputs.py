@@ -21,6 +21,9 @@ from beam_tfrecords.pipelines import build
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.transforms import wire
 
+NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
+
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_sample_data  # noqa: E402
@@ -65,7 +68,8 @@ def _check(manifest, written, dead, cases, good_ids, id_of):
     assert len(dead) == len(cases)
     assert sorted(id_of(example) for example in written) == sorted(good_ids)
     assert manifest["counts"] == {"read": len(good_ids) + len(cases),
-                                  "written": len(good_ids), "rejected": len(cases)}
+                                  "written": len(good_ids), "rejected": len(cases),
+                                  "unread": NOTHING_UNREAD}
 
 
 # (data row, feature, reason) -- rows are 1-based data rows (the header is not a row); a line
@@ -188,7 +192,8 @@ def test_threshold_names_the_counts_and_the_dead_letter_path(tmp_path, fraction,
     }))
     if not fails:
         manifest = build.run(["--config", str(config), "--version", "v1"])
-        assert manifest["counts"] == {"read": 4, "written": 3, "rejected": 1}
+        assert manifest["counts"] == {"read": 4, "written": 3, "rejected": 1,
+                                      "unread": NOTHING_UNREAD}
         return
     with pytest.raises(Exception, match=r"1 of 4 records were rejected.*dead_letter"):
         build.run(["--config", str(config), "--version", "v1"])

@@ -15,6 +15,7 @@ import pytest
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
+from beam_tfrecords.sinks import commit
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.manifest import crc32c_b64
 from beam_tfrecords.transforms.example_codec import ExampleDecoder
@@ -57,7 +58,8 @@ def test_manifest_contract(demo_build):
     for key in ("name", "version", "created", "compression", "counts", "splits", "feature_spec",
                 "config_sha256", "inputs", "tool_version", "runner"):
         assert key in manifest, key
-    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0}
+    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0,
+                                  "unread": {"files": 0, "bytes": 0, "rows": 0}}
     assert set(manifest["splits"]) == {"train", "eval"}
     assert json.loads((version_dir / "feature_spec.json").read_text()) == manifest["feature_spec"]
     assert not (version_dir / ".staging").exists()
@@ -126,7 +128,7 @@ def test_split_assignment_is_stable_across_builds(demo_build, tmp_path):
 
 def test_committed_version_is_not_overwritten(demo_build):
     out, _ = demo_build
-    with pytest.raises(build.BuildError, match="already committed"):
+    with pytest.raises(commit.CommitError, match="already committed"):
         build.run(["--config", str(DEMO), "--output", str(out), "--version", "v1"])
 
 
@@ -142,7 +144,8 @@ def test_rejected_records_go_to_dead_letters_and_are_counted(tmp_path):
     config.write_text(DEMO.read_text().replace("max_bad_fraction: 0.0", "max_bad_fraction: 0.9"))
     manifest = build.run(["--config", str(config), "--input", str(data),
                           "--output", str(tmp_path / "out"), "--version", "v"])
-    assert manifest["counts"] == {"read": 5, "written": 2, "rejected": 3}
+    assert manifest["counts"] == {"read": 5, "written": 2, "rejected": 3,
+                                  "unread": {"files": 0, "bytes": 0, "rows": 0}}
     dead_dir = tmp_path / "out" / "v" / "dead_letter"
     rows = [json.loads(line) for f in sorted(dead_dir.iterdir()) for line in f.open()]
     by_row = {r["row"]: r for r in rows}
@@ -163,13 +166,16 @@ def test_bad_fraction_over_threshold_fails_without_commit(tmp_path):
                    "--version", "v"])
     assert not (out / "v" / "manifest.json").exists()
     assert not (out / "LATEST").exists()
-    # The next build cleans the unfinished version and succeeds.
+    assert not (out / "v").exists()  # rolled back; its dead letters are kept apart
+    (kept,) = (out / ".failed").iterdir()
+    # The next build succeeds and keeps the failed build's dead letters.
     data.write_text("id,feature0,feature1,feature2,feature3\n1,true,1,dog,0.5\n")
     manifest = build.run(["--config", str(DEMO), "--input", str(data), "--output", str(out),
                           "--version", "w"])
     assert manifest["counts"]["written"] == 1
-    assert not (out / "v").exists()
-    assert Counter(p.name for p in out.iterdir()) == Counter(["LATEST", "w"])
+    assert Counter(p.name for p in out.iterdir()) == Counter(["LATEST", "w", ".failed"])
+    assert [p.name for p in (out / ".failed").iterdir()] == [kept.name]
+    assert (kept / "dead_letter" / "rejected-00000-of-00001.jsonl").exists()
 
 
 @pytest.mark.parametrize("counts,written,dead,needle", [
@@ -178,9 +184,9 @@ def test_bad_fraction_over_threshold_fails_without_commit(tmp_path):
     ({"read": 11, "built": 9, "rejected_at_read": 1}, 9, 1, "read 11 != written 9 + rejected 1"),
 ])
 def test_counts_that_do_not_add_up_refuse_to_commit(counts, written, dead, needle):
-    with pytest.raises(build.BuildError, match=re.escape(needle)):
-        build.check_counts(counts, written, dead)
-    build.check_counts({"read": 10, "built": 9, "rejected_at_build": 1}, 9, 1)
+    with pytest.raises(commit.CommitError, match=re.escape(needle)):
+        commit.check_counts(counts, written, dead)
+    commit.check_counts({"read": 10, "built": 9, "rejected_at_build": 1}, 9, 1)
 
 
 def test_versions_latest_retention_and_skip_if_unchanged(tmp_path, capsys):
@@ -210,8 +216,10 @@ def test_versions_latest_retention_and_skip_if_unchanged(tmp_path, capsys):
 def test_retention_never_deletes_the_version_latest_names(tmp_path):
     for name, created in [("old", "2020"), ("pinned", "2021"), ("new", "2022")]:
         (tmp_path / name).mkdir()
-        (tmp_path / name / "manifest.json").write_text(json.dumps({"created": created}))
-    assert build.apply_retention(str(tmp_path), 1, "pinned") == ["old"]
+        (tmp_path / name / "manifest.json").write_text(json.dumps({
+            "created": created, "format_version": 1, "tool_version": "0.1.0",
+            "counts": {}, "splits": {}}))
+    assert commit.apply_retention(str(tmp_path), 1, "pinned") == ["old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "pinned"]
 
 

@@ -10,7 +10,8 @@ import tarfile
 
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from beam_tfrecords.pipelines import build, cli
+from beam_tfrecords.pipelines import cli
+from beam_tfrecords.sinks.commit import read_latest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -53,6 +54,8 @@ def test_dataflow_job_stages_offline_and_commits_nothing(gcs_emulator, tmp_path,
         names = sdist.getnames()
     assert any(n.endswith("sinks/tfrecord_sink.py") for n in names)
     assert not any("/tests/" in n for n in names)
-    # The job never ran: no manifest, no LATEST.
-    assert not gcs_emulator.names(f"{prefix}/out")
-    assert build.read_latest(f"{prefix}/out") is None
+    # The job never ran: no manifest, no LATEST, only the claimed version's marker (the
+    # job's commit step needs it, should the staged job run later).
+    names = gcs_emulator.names(f"{prefix}/out")
+    assert [n.rsplit("/", 1)[-1] for n in names] == [".beam-tfrecords-build"], names
+    assert read_latest(f"{prefix}/out") is None

@@ -220,7 +220,7 @@ def test_every_value_read_back_by_us_and_by_tensorflow(built, read_with_tf):
     expected_of, key_of, folder_split = CASES[name]
     expected = expected_of()
     assert manifest["counts"] == {"read": len(expected), "written": len(expected),
-                                  "rejected": 0}
+                                  "rejected": 0, "unread": {"files": 0, "bytes": 0, "rows": 0}}
     files, split_of = [], {}
     for split, info in manifest["splits"].items():
         for shard in info["shards"]:

@@ -25,6 +25,9 @@ from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.transforms.splits import key_bytes
 
+NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
+
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
@@ -89,7 +92,8 @@ def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
     assert storage.read_text(storage.join(out, "LATEST")).strip() == version
     assert emulator.blob(storage.join(version_dir, "manifest.json")) is not None
     assert json.loads(storage.read_text(storage.join(version_dir, "manifest.json"))) == manifest
-    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0}
+    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0,
+                                  "unread": NOTHING_UNREAD}
 
     expected = expected_split_counts(config)
     sizes: dict[str, list[int]] = {}

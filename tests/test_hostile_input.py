@@ -16,6 +16,7 @@ import yaml
 
 from beam_tfrecords.pipelines import build, cli, output_guard, safe_yaml
 from beam_tfrecords.pipelines.config import ConfigError, load_config
+from beam_tfrecords.sinks import ownership
 from beam_tfrecords.sinks.redact import REDACTED, redact, redact_text
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -162,20 +163,21 @@ def test_build_refuses_overlap_before_writing_anything(tmp_path):
 
 # --- non-empty outputs that are not ours ----------------------------------------------------
 
-def test_output_classification():
-    root = "gs://b/out"
-    files = [f"{root}/LATEST", f"{root}/v1/manifest.json", f"{root}/v1/train/x-00000-of-00001"
-             ".tfrecord", f"{root}/v2/.staging/train/abc.tfrecord",
-             f"{root}/v3/train/ds-00000-of-00002.tfrecord", f"{root}/v3/feature_spec.json",
-             f"{root}/notes.txt", f"{root}/photos/cat.jpg"]
-    state = output_guard.classify_output(root, files)
-    assert state.latest and state.committed == ("v1",)
-    assert state.leftovers == ("v2", "v3")  # a killed build, a cut-short retention
-    assert state.foreign == ("notes.txt", "photos/")
-    assert output_guard.classify_output(root, files[:6]).ours
-    with pytest.raises(output_guard.OutputGuardError, match="--allow-non-empty-output"):
-        output_guard.check_output_state(root, files, allow_non_empty=False)
-    assert output_guard.check_output_state(root, files, allow_non_empty=True) == state
+def test_output_classification_is_by_content_not_names():
+    """Only markers and manifests make a folder ours: another tool's export with our file
+    names, or any folder with a ``.staging/`` in it, is foreign."""
+    marker = ownership.Marker("b" * 32, "v2", "2026-01-01T00:00:00Z", "0.1.0")
+    ours = {"format_version": 1, "tool_version": "0.1.0", "counts": {}, "splits": {}}
+    tops = {"v1": ["manifest.json", "train/x-00000-of-00001.tfrecord"],
+            "v2": [".beam-tfrecords-build", ".staging/train/abc.tfrecord"],
+            "export": ["train/ds-00000-of-00002.tfrecord", "feature_spec.json"],
+            "other": [".staging/part", "manifest.json"],
+            "photos": ["cat.jpg"]}
+    state = ownership.classify(tops, ["LATEST", "notes.txt"], {"v2": marker},
+                               {"v1": ours, "other": {"created": "x"}}, "v1")
+    assert state.committed_names() == ["v1"]
+    assert [e.name for e in state.claimed] == ["v2"]
+    assert state.foreign == ("notes.txt", "export/", "other/", "photos/")
 
 
 def test_non_empty_foreign_output_needs_the_flag_and_is_left_alone(tmp_path, capsys):
@@ -267,6 +269,8 @@ def test_no_secret_reaches_manifest_dead_letters_or_logs(tmp_path, caplog, capsy
     out = tmp_path / "out?X-Goog-Signature=AbCdSig0123"
     (out / "stale" / ".staging").mkdir(parents=True)  # leftovers: their removal is logged
     (out / "stale" / ".staging" / "part").write_text("x")
+    (out / "stale" / ".beam-tfrecords-build").write_bytes(
+        ownership.Marker("d" * 32, "stale", "2026-01-01T00:00:00Z", "0.1.0").dumps())
     config = write(tmp_path, "c.yaml", DEMO.read_text().replace(
         "max_bad_fraction: 0.0", "max_bad_fraction: 0.5"))
     caplog.set_level(logging.DEBUG, logger="beam_tfrecords")
@@ -279,7 +283,7 @@ def test_no_secret_reaches_manifest_dead_letters_or_logs(tmp_path, caplog, capsy
     assert json.loads(manifest)["counts"]["rejected"] == 1
     dead = "".join(p.read_text() for p in (out / "v" / "dead_letter").iterdir())
     logs = "\n".join(r.getMessage() for r in caplog.records)
-    assert "removing leftovers" in logs  # a log line with the output path was written
+    assert "removing the leftovers" in logs  # a log line with the output path was written
     assert REDACTED in manifest and REDACTED in dead and REDACTED in logs
     for where, text in (("manifest", manifest), ("dead letters", dead), ("logs", logs),
                         ("stdout", captured.out), ("stderr", captured.err)):

@@ -8,6 +8,7 @@ import pathlib
 import shutil
 
 from beam_tfrecords.pipelines import build
+from beam_tfrecords.sinks import ownership
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -27,6 +28,8 @@ def test_retention_cut_short_is_cleaned_by_the_next_build(tmp_path):
     # A build killed before its first finalize leaves only staging.
     (out / "killed" / ".staging" / "train").mkdir(parents=True)
     (out / "killed" / ".staging" / "train" / "0123.tfrecord").write_bytes(b"partial")
+    (out / "killed" / ".beam-tfrecords-build").write_bytes(
+        ownership.Marker("k" * 32, "killed", "2026-01-01T00:00:00Z", "0.1.0").dumps())
 
     manifest = build.run([*args, "--version", "b"])
     assert manifest["counts"]["written"] == 300

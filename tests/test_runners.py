@@ -23,6 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.commit import claim_version
+from beam_tfrecords.sinks.layout import Layout
 from beam_tfrecords.sinks.manifest import crc32c_b64
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -69,9 +71,11 @@ def tiny_config(compression: str, output: str):
 def run_build(args, compression, inputs, out):
     config = tiny_config(compression, str(out))
     files, fingerprint = build.input_fingerprint(inputs)
-    layout = build.Layout(str(out), "v")
+    layout = Layout(str(out), "v")
+    claim_version(layout, "r" * 32, "test")
+    spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)
     p = beam.Pipeline(options=PipelineOptions(args))
-    build.build_pipeline(p, config, layout, files, fingerprint)
+    build.build_pipeline(p, config, spec, files)
     result = p.run()
     result.wait_until_finish()
     counters = {c.key.metric.name: c.committed for c in result.metrics().query(
@@ -113,7 +117,8 @@ def test_band_rule_and_manifest(builds, runner, compression):
     folder, manifest, counters = builds[runner, compression]
     if runner == "multi_processing_20":
         assert counters["bundles_written"] >= 20
-    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0}
+    assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0,
+                                  "unread": {"files": 0, "bytes": 0, "rows": 0}}
     for split, info in manifest["splits"].items():
         sizes = [s["bytes"] for s in info["shards"]]
         assert split == "eval" or len(sizes) > 1  # train holds ~4x eval; both span shards raw

@@ -7,6 +7,7 @@ import pathlib
 
 from beam_tfrecords.pipelines.summary import format_summary, summary_rows
 
+NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 MANIFEST = {
@@ -76,7 +77,8 @@ def test_build_command_prints_the_summary_of_its_manifest(tmp_path, capsys):
     assert cli.main(args) == 0
     stdout = capsys.readouterr().out
     manifest = json.loads((out / "v" / "manifest.json").read_text())
-    assert manifest["counts"] == {"read": 3, "written": 2, "rejected": 1}
+    assert manifest["counts"] == {"read": 3, "written": 2, "rejected": 1,
+                                  "unread": NOTHING_UNREAD}
     body = stdout.splitlines()
     assert body[0] == "built demo version v: read 3, written 2, rejected 1"
     expected = format_summary(manifest, 1.0).splitlines()

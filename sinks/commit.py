@@ -1,0 +1,419 @@
+"""The commit protocol: claim a version, commit it or roll it back, move LATEST, keep N.
+
+A build's life on an output root, every step proven by what it reads back:
+
+1. **Lease** (sinks/lease.py): one build at a time writes to a root. Only while holding it
+   does a build clean up, and it cleans only the leftovers of builds that hold no lease.
+2. **Prepare** (:func:`prepare_output`): finish what a dead build committed but did not
+   publish -- a version whose manifest exists but which ``LATEST`` does not name yet, newer
+   than ``LATEST``: ``LATEST`` moves to it and its staging goes (*roll forward*); remove the
+   leftovers of dead builds (sinks/ownership.py says what is theirs); refuse foreign files
+   unless allowed; then **claim** the new version folder by creating its marker exclusively.
+3. **Write** (sinks/tfrecord_sink.py): parts under ``.staging/``, then final shard names.
+4. **Commit** (:func:`commit_version`, the pipeline's last step): re-check the lease and the
+   marker (fencing), check the counts, then either *fail* -- dead letters kept under
+   ``.failed/<version>-<build>/`` with ``failure.json``, the version folder rolled back --
+   or write ``feature_spec.json`` and ``manifest.json`` (created exclusively: a committed
+   version is never rewritten), move ``LATEST`` (never back to an older version), remove
+   staging and apply retention.
+
+A failure between the manifest and ``LATEST`` leaves a committed version that step 2 of the
+next build -- or a re-run of the same command -- publishes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from beam_tfrecords.errors import UserError
+from beam_tfrecords.sinks import conditional, ownership, storage
+from beam_tfrecords.sinks import layout as lay
+from beam_tfrecords.sinks import manifest as mf
+from beam_tfrecords.sinks.dead_letters import DeadLetterFile, top_reasons
+from beam_tfrecords.sinks.layout import Layout
+
+__all__ = [
+    "CommitError",
+    "CommitSpec",
+    "Prepared",
+    "apply_retention",
+    "check_counts",
+    "claim_version",
+    "commit_version",
+    "committed_versions",
+    "default_version",
+    "judge_thresholds",
+    "move_latest",
+    "prepare_output",
+    "read_latest",
+    "sum_counts",
+]
+
+_LOG = logging.getLogger(__name__)
+_LATEST_TRIES = 20
+
+
+class CommitError(UserError):
+    """A build that must not commit, or an output location it must not touch; one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitSpec:
+    """Everything the commit step needs besides the pipeline's results (picklable, small)."""
+
+    layout: Layout
+    build_id: str
+    name: str
+    compression: str
+    feature_spec: Mapping[str, Any]
+    config: Mapping[str, Any]
+    config_sha256: str
+    inputs: Mapping[str, Any]
+    runner: str
+    tool_version: str
+    max_bad_fraction: float = 0.0
+    max_unread_fraction: float = 0.0
+    keep: int = 5
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    use_lease: bool = True
+
+
+# -- counts ------------------------------------------------------------------------------------
+
+def sum_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """The partial counts the steps emit, ``(name, n)`` per chunk or file, summed by name."""
+    totals: dict[str, int] = {}
+    for name, n in pairs:
+        totals[name] = totals.get(name, 0) + n
+    return totals
+
+
+def check_counts(counts: Mapping[str, int], written: int, dead_letters: int) -> None:
+    """Every record read is written or rejected, once, and every rejected record and every
+    unread region of input has its dead-letter row; anything else is a bug, never a build."""
+    read = counts.get("read", 0)
+    rejected = counts.get("rejected_at_read", 0) + counts.get("rejected_at_build", 0)
+    regions = counts.get("unread_regions", 0)
+    problems = []
+    if counts.get("built", 0) != written:
+        problems.append(f"{counts.get('built', 0)} examples were built but the shards hold "
+                        f"{written}")
+    if rejected + regions != dead_letters:
+        what = f"{rejected} records were rejected"
+        if regions:
+            what += f" and {regions} regions of input were unread"
+        problems.append(f"{what} but the dead letters hold {dead_letters}")
+    if read != written + rejected:
+        problems.append(f"read {read} != written {written} + rejected {rejected}")
+    if problems:
+        raise CommitError("record counts do not add up: " + "; ".join(problems))
+
+
+def judge_thresholds(counts: Mapping[str, int], input_bytes: int, max_bad_fraction: float,
+                     max_unread_fraction: float) -> str | None:
+    """Why the build must fail on its counts, or None. Pure."""
+    read = counts.get("read", 0)
+    rejected = counts.get("rejected_at_read", 0) + counts.get("rejected_at_build", 0)
+    unread = counts.get("unread_bytes", 0)
+    if unread and (not input_bytes or unread / input_bytes > max_unread_fraction):
+        files = counts.get("unread_files", 0)
+        rows = counts.get("unread_rows", 0)
+        share = f" ({unread / input_bytes:.4%})" if input_bytes else ""
+        return (f"{unread} bytes of input{share} in {files} file(s) could not be read"
+                + (f" ({rows} rows known lost)" if rows else "")
+                + f", more than errors.max_unread_fraction={max_unread_fraction}")
+    if read and rejected / read > max_bad_fraction:
+        return (f"{rejected} of {read} records were rejected ({rejected / read:.4%}), more "
+                f"than errors.max_bad_fraction={max_bad_fraction}")
+    return None
+
+
+def manifest_counts(counts: Mapping[str, int], written: int, rejected: int) -> dict[str, Any]:
+    return {
+        "read": counts.get("read", 0),
+        "written": written,
+        "rejected": rejected,
+        "unread": {"files": counts.get("unread_files", 0),
+                   "bytes": counts.get("unread_bytes", 0),
+                   "rows": counts.get("unread_rows", 0)},
+    }
+
+
+# -- versions and LATEST ----------------------------------------------------------------------
+
+def read_latest(root: str) -> str | None:
+    path = storage.join(root, lay.LATEST)
+    return storage.read_text(path).strip() or None if storage.exists(path) else None
+
+
+def _created(root: str, version: str) -> str | None:
+    path = storage.join(root, version, lay.MANIFEST)
+    try:
+        return str(json.loads(storage.read_text(path)).get("created", "")) or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def move_latest(root: str, version: str, created: str) -> bool:
+    """Point ``LATEST`` at ``version`` unless it names a version committed later; returns
+    whether it now names ``version``. A compare-and-swap on LATEST's generation, so two
+    commits racing cannot move it back."""
+    path = storage.join(root, lay.LATEST)
+    data = (version + "\n").encode()
+    for _ in range(_LATEST_TRIES):
+        current = conditional.read(path)
+        if current is None:
+            if conditional.create(path, data) is not None:
+                return True
+            continue
+        text, generation = current
+        name = text.decode("utf-8", "replace").strip()
+        if name == version:
+            return True
+        theirs = _created(root, name) if name else None
+        if theirs is not None and theirs > created:
+            _LOG.warning("LATEST names %s, committed after %s; it stays", name, version)
+            return False
+        if conditional.replace(path, data, generation) is not None:
+            return True
+    raise CommitError(f"{path} kept changing while this build tried to move it to {version}")
+
+
+def default_version(root: str) -> str:
+    """A UTC timestamp that sorts in build order, ``20261122T083000Z``; a second build in the
+    same second gets ``20261122T083000Z-1``."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    version, n = stamp, 0
+    while storage.exists(storage.join(root, version)):
+        n += 1
+        version = f"{stamp}-{n}"
+    return version
+
+
+def committed_versions(root: str) -> list[tuple[str, str]]:
+    """(created, version) of every committed version of ours under ``root``, oldest first."""
+    state = ownership.scan(root)
+    return sorted((str(e.manifest.get("created", "")), e.name) for e in state.committed)
+
+
+def _delete_relative(base: str, relative: Sequence[str]) -> None:
+    """Delete files below ``base`` in the order given (first things first: the manifest)."""
+    if relative and relative[0] in (lay.MANIFEST, lay.FAILURE):
+        storage.delete([storage.join(base, relative[0])])
+        relative = relative[1:]
+    if relative:
+        storage.delete([storage.join(base, r) for r in relative])
+    if storage.is_local(base):
+        _remove_empty_dirs(base)
+
+
+def _remove_empty_dirs(base: str) -> None:
+    import os
+
+    if not os.path.isdir(base):
+        return
+    for folder, _, _ in sorted(os.walk(base), key=lambda t: -t[0].count(os.sep)):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # not empty: something that is not ours stays, and so does its folder
+
+
+def apply_retention(root: str, keep: int, latest: str | None) -> list[str]:
+    """Delete all but the newest ``keep`` committed versions -- never the one LATEST names --
+    and all but the newest ``keep`` failed builds' dead letters. Only files a version's
+    manifest lists (or a failed build's failure.json) are deleted, the manifest first, so a
+    deletion cut short leaves no broken data set; anything else in the folder stays."""
+    state = ownership.scan(root)
+    versions = sorted(state.committed, key=lambda e: str(e.manifest.get("created", "")))
+    doomed = [e for e in versions[:max(len(versions) - keep, 0)] if e.name != latest]
+    for entry in doomed:
+        _delete_relative(storage.join(root, entry.name), ownership.listed_by_manifest(entry))
+        _LOG.info("retention: removed version %s", entry.name)
+    failed = sorted(state.failed, key=lambda e: str(e.manifest.get("failed", "")))
+    for entry in failed[:max(len(failed) - keep, 0)]:
+        _delete_relative(storage.join(root, lay.FAILED, entry.name),
+                         ownership.listed_by_failure(entry))
+        _LOG.info("retention: removed the dead letters of failed build %s", entry.name)
+    return [e.name for e in doomed]
+
+
+# -- before the pipeline -------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What preparing an output root did: versions whose commit it completed, leftovers it
+    removed (``(version, build id)``) and foreign entries it left alone."""
+
+    completed: tuple[str, ...] = ()
+    removed: tuple[tuple[str, str], ...] = ()
+    foreign: tuple[str, ...] = ()
+
+
+def _roll_forward(root: str, state: ownership.OutputState) -> list[str]:
+    """Publish committed versions that LATEST does not reach yet; remove committed versions'
+    staging. Returns the versions LATEST moved to."""
+    latest_created = None
+    if state.latest is not None:
+        latest_created = next((str(e.manifest.get("created", "")) for e in state.committed
+                               if e.name == state.latest), None)
+    moved = []
+    for entry in sorted(state.committed, key=lambda e: str(e.manifest.get("created", ""))):
+        created = str(entry.manifest.get("created", ""))
+        if entry.name != state.latest and (latest_created is None or created > latest_created):
+            if move_latest(root, entry.name, created):
+                _LOG.warning("completed the commit of version %s: LATEST now names it",
+                             entry.name)
+                moved.append(entry.name)
+                latest_created = created
+        if any(f.startswith(lay.STAGING + "/") for f in entry.files):
+            storage.delete_tree(storage.join(root, entry.name, lay.STAGING))
+    return moved
+
+
+def prepare_output(layout: Layout, build_id: str, allow_non_empty: bool = False,
+                   live_builds: Sequence[str] = ()) -> Prepared:
+    """Make ``layout.root`` ready for this build, which must hold the root's lease.
+
+    Completes interrupted commits, removes the leftovers of builds not in ``live_builds``
+    (other than this one), and refuses a root holding foreign files unless
+    ``allow_non_empty`` -- they are never touched either way.
+    """
+    root = layout.root
+    state = ownership.scan(root)
+    completed = _roll_forward(root, state)
+    removed = []
+    for entry in state.claimed:
+        if entry.marker.build_id == build_id or entry.marker.build_id in live_builds:
+            continue
+        _LOG.info("removing the leftovers of build %s in %s", entry.marker.build_id[:8],
+                  storage.join(root, entry.name))
+        _delete_relative(storage.join(root, entry.name), ownership.written_by_build(entry))
+        removed.append((entry.name, entry.marker.build_id))
+    if state.foreign and not allow_non_empty:
+        shown = ", ".join(state.foreign[:5]) + (", ..." if len(state.foreign) > 5 else "")
+        raise CommitError(
+            f"the output {root!r} is not empty and does not look like a beam-tfrecords output "
+            f"(found {shown}); choose an empty location, or pass --allow-non-empty-output to "
+            "write beside those files (they are never deleted)")
+    return Prepared(tuple(completed), tuple(removed), tuple(state.foreign))
+
+
+def claim_version(layout: Layout, build_id: str, tool_version: str) -> ownership.Marker:
+    """Create the version folder's marker exclusively; refuse a folder that exists already."""
+    if storage.exists(layout.version_dir) and storage.list_files(layout.version_dir):
+        if storage.exists(layout.manifest):
+            raise CommitError(f"version {layout.version!r} is already committed at "
+                              f"{layout.version_dir}; choose another --version")
+        raise CommitError(f"{layout.version_dir} exists and is not a folder this build can "
+                          "claim; choose another --version")
+    marker = ownership.Marker(build_id, layout.version, mf.utc_now(), tool_version)
+    if conditional.create(layout.marker, marker.dumps()) is None:
+        raise CommitError(f"version {layout.version!r} was claimed by another build at the "
+                          "same moment; choose another --version")
+    return marker
+
+
+# -- the commit step -----------------------------------------------------------------------------
+
+def _fence(spec: CommitSpec) -> None:
+    """Refuse to commit unless this build still holds the lease and owns the version."""
+    if spec.use_lease:
+        from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
+
+        try:
+            Lease(spec.layout.root, spec.build_id).acquire()
+        except (LeaseHeld, LeaseLost) as err:
+            raise CommitError(f"not committing {spec.layout.version_dir}: this build's lease "
+                              f"on the output was taken over ({err})") from None
+    marker = ownership.read_marker(spec.layout.version_dir)
+    if marker is None or marker.build_id != spec.build_id:
+        raise CommitError(f"not committing {spec.layout.version_dir}: the folder is no longer "
+                          "this build's (its marker is gone or names another build)")
+
+
+def _publish_dead_letters(dead: Sequence[DeadLetterFile], folder: str) -> list[tuple[str, int]]:
+    """Move staged dead-letter files to ``<folder>/dead_letter/rejected-i-of-n.jsonl``."""
+    finals = []
+    for index, item in enumerate(sorted(dead, key=lambda d: d.path)):
+        final = storage.join(folder, lay.DEAD_LETTER,
+                             f"rejected-{index:05d}-of-{len(dead):05d}.jsonl")
+        if storage.exists(item.path):
+            storage.rename(item.path, final)
+        finals.append((final, item.rows))
+    return finals
+
+
+def _fail(spec: CommitSpec, reason: str, shards: Mapping[str, Sequence[Any]],
+          dead: Sequence[DeadLetterFile], counts: Mapping[str, Any]) -> CommitError:
+    """Keep the dead letters where no later build removes them (retention decides), roll the
+    version folder back, and return the one-line error naming both."""
+    layout = spec.layout
+    kept = layout.failed_dir(spec.build_id)
+    finals = _publish_dead_letters(dead, kept)
+    top = top_reasons(dead)
+    document = {
+        "tool": ownership.TOOL, "build_id": spec.build_id, "version": layout.version,
+        "failed": mf.utc_now(), "reason": reason, "counts": dict(counts),
+        "top_reasons": [{"reason": r, "count": n} for r, n in top],
+        "dead_letter": [{"path": mf.relative_path(p, kept), "records": n} for p, n in finals],
+    }
+    storage.write_atomic(storage.join(kept, lay.FAILURE), mf.dumps(document))
+    _rollback(layout, shards)
+    where = f"; dead letters kept in {kept}/{lay.DEAD_LETTER}" if finals else ""
+    reasons = ("; top reasons: " + " | ".join(f"{n} x {r}" for r, n in top)) if top else ""
+    return CommitError(f"{reason}{where}{reasons}")
+
+
+def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
+    """Remove what this build wrote into its version folder: shards, staging, the marker."""
+    paths = [info.path for infos in shards.values() for info in infos]
+    paths += [info.index for infos in shards.values() for info in infos
+              if getattr(info, "index", "")]
+    storage.delete(paths)
+    storage.delete_tree(layout.staging)
+    storage.delete([layout.feature_spec, layout.marker])
+    if storage.is_local(layout.version_dir):
+        _remove_empty_dirs(layout.version_dir)
+
+
+def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
+                   dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
+                   ) -> dict[str, Any]:
+    """Commit (or fail and roll back) one build; returns the manifest document."""
+    layout = spec.layout
+    _fence(spec)
+    totals = sum_counts(counts)
+    written = sum(info.records for infos in shards.values() for info in infos)
+    dead_rows = sum(d.rows for d in dead)
+    check_counts(totals, written, dead_rows)
+    rejected = totals.get("rejected_at_read", 0) + totals.get("rejected_at_build", 0)
+    reason = judge_thresholds(totals, int(spec.inputs.get("bytes", 0) or 0),
+                              spec.max_bad_fraction, spec.max_unread_fraction)
+    if reason is not None:
+        raise _fail(spec, reason, shards, dead, manifest_counts(totals, written, rejected))
+    finals = _publish_dead_letters(dead, layout.version_dir)
+    storage.write_atomic(layout.feature_spec,
+                         (json.dumps(dict(spec.feature_spec), indent=2) + "\n").encode())
+    document = mf.make_manifest(
+        name=spec.name, version=layout.version, version_dir=layout.version_dir,
+        created=mf.utc_now(), compression=spec.compression,
+        counts=manifest_counts(totals, written, rejected), shards=shards, dead_letters=finals,
+        feature_spec=spec.feature_spec, config=spec.config, config_sha256=spec.config_sha256,
+        inputs=spec.inputs, tool_version=spec.tool_version, runner=spec.runner,
+    )
+    document["build_id"] = spec.build_id
+    document.update(spec.extra)
+    _fence(spec)  # the last moment before the commit point
+    if conditional.create(layout.manifest, mf.dumps(document)) is None:
+        raise CommitError(f"{layout.manifest} appeared while this build committed; a "
+                          "committed version is never rewritten")
+    move_latest(layout.root, layout.version, document["created"])
+    storage.delete_tree(layout.staging)
+    apply_retention(layout.root, spec.keep, read_latest(layout.root))
+    return document
