@@ -24,6 +24,8 @@ import dataclasses
 import math
 from typing import Any
 
+from beam_tfrecords.errors import UserError
+
 __all__ = [
     "DTYPES",
     "MISSING_POLICIES",
@@ -49,7 +51,7 @@ NAN_POLICIES = ("allow", "error", "missing")
 TIME_UNITS = ("s", "ms", "us", "ns", "days")
 
 
-class FeatureSpecError(ValueError):
+class FeatureSpecError(UserError, ValueError):
     """An invalid :class:`FeatureSpec`; ``field`` names the attribute at fault (``shape``)."""
 
     def __init__(self, field: str, message: str) -> None:
