@@ -21,6 +21,8 @@ import posixpath
 import re
 from collections.abc import Sequence
 
+from beam_tfrecords.errors import UserError
+
 __all__ = ["OutputGuardError", "check_locations"]
 
 _GCS = "gs://"
@@ -28,7 +30,7 @@ _WILDCARD = re.compile(r"[*?\[]")
 LATEST = "LATEST"
 
 
-class OutputGuardError(ValueError):
+class OutputGuardError(UserError, ValueError):
     """A build that must not start: the message names both paths and what to do instead."""
 
 

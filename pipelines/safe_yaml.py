@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from beam_tfrecords.errors import UserError
+
 __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
@@ -38,11 +40,11 @@ MAX_DEPTH = 64  # nesting of sequences and mappings
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class YamlLimitError(ValueError):
+class YamlLimitError(UserError, ValueError):
     """A document refused for its size or shape; the message says which limit and why."""
 
 
-class DuplicateKeyError(ValueError):
+class DuplicateKeyError(UserError, ValueError):
     """One mapping holds the same key twice. ``key`` is its dotted path from the document's
     root (``features.age``; ``[i]`` for a list item), ``lines`` the two 1-based lines; the
     one-line message reads ``key 'features.age' appears twice (lines 7 and 12)``."""

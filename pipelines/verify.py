@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 import crc32c
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks import tfrecord_format as tff
@@ -86,7 +87,7 @@ def _manifest_path(path: str) -> str | None:
     return candidate if storage.exists(candidate) else None
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """A manifest that cannot be trusted to describe its version: unreadable or malformed."""
 
 

@@ -26,6 +26,8 @@ import dataclasses
 import posixpath
 import re
 
+from beam_tfrecords.errors import UserError
+
 __all__ = [
     "DEAD_LETTER",
     "FAILED",
@@ -65,7 +67,7 @@ _HINTS = {
 }
 
 
-class InvalidName(ValueError):
+class InvalidName(UserError, ValueError):
     """A version, data set or split name the layout cannot hold; the message says why."""
 
 

@@ -17,6 +17,8 @@ from typing import BinaryIO
 import crc32c as _crc32c
 import numpy as np
 
+from beam_tfrecords.errors import UserError
+
 __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "masked_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces", "StreamCompressor",
@@ -329,7 +331,7 @@ def _walk_sizes(framed: bytes | bytearray | memoryview, n_records: int) -> list[
     return sizes
 
 
-class CorruptRecordError(ValueError):
+class CorruptRecordError(UserError, ValueError):
     """A TFRecord stream that is not well formed, located by path and byte offset."""
 
     def __init__(self, path: str, offset: int, reason: str, decompressed: bool = False) -> None:

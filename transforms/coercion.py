@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from beam_tfrecords.errors import UserError
+
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
@@ -51,7 +53,7 @@ _MICROS_PER_UNIT = {"s": 10**6, "ms": 10**3, "us": 1, "days": 86_400 * 10**6}
 _PREVIEW_CHARS = 80
 
 
-class FeatureValueError(ValueError):
+class FeatureValueError(UserError, ValueError):
     """A value that the coercion policy refuses, with everything needed to fix it."""
 
     def __init__(self, feature: str, value: Any, expected: str, reason: str = "") -> None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+from beam_tfrecords.errors import UserError
+
 __all__ = ["FORMATS", "ImageHeaderError", "ImageInfo", "check_complete", "read_header"]
 
 FORMATS = ("JPEG", "PNG", "GIF", "BMP", "WEBP")
@@ -43,7 +45,7 @@ _JPEG_STANDALONE = frozenset([0x01, *range(0xD0, 0xD9)])
 _JPEG_SOS, _JPEG_EOI = 0xDA, 0xD9
 
 
-class ImageHeaderError(ValueError):
+class ImageHeaderError(UserError, ValueError):
     """The bytes are not an image this module understands, or its header is cut short."""
 
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from beam_tfrecords.errors import UserError
+
 __all__ = [
     "KINDS",
     "ExampleDecodeError",
@@ -177,7 +179,7 @@ def encode_sequence_example(context: Mapping[str, bytes],
     return _field(b"\x0a", encode_features(context)) + _field(b"\x12", _map_entries(lists))
 
 
-class ExampleDecodeError(ValueError):
+class ExampleDecodeError(UserError, ValueError):
     """Bytes that are not a valid serialized Example / SequenceExample."""
 
     def __init__(self, reason: str, offset: int) -> None:
