@@ -52,6 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional
 from beam_tfrecords.sinks.layout import LEASE
 
@@ -268,7 +269,7 @@ def current(root: str) -> LeaseInfo | None:
 # --- errors -----------------------------------------------------------------------------------
 
 
-class LeaseHeld(RuntimeError):
+class LeaseHeld(UserError, RuntimeError):
     """Another live build holds the output's lease. One line: who, until when, what to do."""
 
     def __init__(self, root: str, holder: LeaseInfo, waited: float = 0.0) -> None:
@@ -284,7 +285,7 @@ class LeaseHeld(RuntimeError):
         super().__init__(_one_line(message))
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(UserError, RuntimeError):
     """Our lease was taken over (it expired and another build took it) or removed."""
 
     def __init__(self, root: str, holder: LeaseInfo | None, why: str = "") -> None:
