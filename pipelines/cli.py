@@ -94,7 +94,7 @@ def _verify(argv: Sequence[str]) -> int:
 def _inspect(argv: Sequence[str]) -> int:
     import itertools
 
-    from beam_tfrecords.pipelines.inspect import iter_examples, show_value, summarize
+    from beam_tfrecords.pipelines.inspect_examples import iter_examples, show_value, summarize
 
     parser = argparse.ArgumentParser(
         prog="beam-tfrecords inspect",
