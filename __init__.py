@@ -1,9 +1,45 @@
-"""beam-tfrecords: Apache Beam pipelines that turn raw records into TFRecord files of
-serialized ``tf.train.Example`` protos, without depending on TensorFlow.
+"""beam-tfrecords: Apache Beam transforms that turn rows into TFRecord data sets of
+serialized ``tf.train.Example`` protos -- sized shards, dead letters, a manifest and an
+atomic commit -- without depending on TensorFlow.
 
-The repository root *is* this package (``setup.py`` maps ``beam_tfrecords`` onto ``.``), so the
-folders our users asked for -- ``pipelines/``, ``transforms/``, ``sinks/`` -- import as
-``beam_tfrecords.pipelines`` and friends and never collide with other top-level packages.
+The public surface::
+
+    import apache_beam as beam, beam_tfrecords as btf
+
+    rows | btf.WriteTFRecordDataset(output="gs://b/ds", name="ds",
+                                    features={"age": {"type": "int64"}},
+                                    splits={"key": "id", "train": 80, "eval": 20})
+    rows | btf.ToExamples(features) | btf.WriteTFRecordDataset(output=..., name=...)
+    serialized_examples | btf.WriteTFRecordDataset(output=..., name=...)
+
+Everything not named in ``__all__`` is private and may change. The repository root *is* this
+package (``setup.py`` maps ``beam_tfrecords`` onto ``.``), so ``pipelines/``, ``transforms/``
+and ``sinks/`` import as ``beam_tfrecords.pipelines`` and friends.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["ToExamples", "UserError", "WriteTFRecordDataset", "__version__"]
+
+_LAZY = {
+    "ToExamples": "beam_tfrecords.transforms.to_examples",
+    "WriteTFRecordDataset": "beam_tfrecords.pipelines.api",
+    "UserError": "beam_tfrecords.errors",
+}
+
+
+def __getattr__(name: str):
+    """Import the public classes on first use: ``import beam_tfrecords`` stays cheap (the
+    command line reads ``__version__`` without importing Beam)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'beam_tfrecords' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -38,16 +38,14 @@ from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.commit import (
     CommitSpec,
     claim_version,
-    commit_version,
     default_version,
     prepare_output,
     read_latest,
 )
-from beam_tfrecords.sinks.dead_letters import WriteDeadLetters
+from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.layout import InvalidName, Layout, check_name
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
 from beam_tfrecords.sinks.redact import redact
-from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.images import (
@@ -137,11 +135,6 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
     )
 
 
-def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list,
-            counts: list) -> dict:
-    return commit_version(spec, shards, dead, counts)
-
-
 def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
                    input_files: Sequence[str], images: ImagePlan | None = None
                    ) -> dict[str, Any]:
@@ -150,35 +143,15 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
     ``spec``: the commit's (:func:`commit_spec`); ``images``: the plan :func:`plan_inputs`
     made at launch for an images source.
     """
-    layout = spec.layout
     read = read_source(p, config, input_files, images)
     built = read.records | "BuildExamples" >> BuildExamples(
         config.features, config.splits, max_record_bytes=config.output.shard_size.max)
-    shards = built.examples | "WriteShards" >> WriteTFRecordShards(
-        layout.version_dir, layout.staging, config.output.shard_name, config.splits.names,
-        config.output.compression, config.output.shard_size, config.output.index,
-    )  # {split: [ShardInfo]}
-    dead = (
-        (read[REJECTED], built[REJECTED])
-        | "MergeRejects" >> beam.Flatten()
-        | "WriteDeadLetters" >> beam.ParDo(WriteDeadLetters(layout.staging))
-    )  # DeadLetterFile per staged file
-    counts = (
-        (read[COUNTS], built[COUNTS]) | "MergeCounts" >> beam.Flatten()
-    )  # (counter name, partial count), summed by the commit
-    # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
-    # and CombinePerKey cost ~10 transforms each to construct and translate (bench/README.md).
-    manifest = (
-        p
-        | "CommitTrigger" >> beam.Impulse()
-        | "Commit" >> beam.Map(
-            _commit, spec=spec,
-            shards=beam.pvalue.AsSingleton(shards),
-            dead=beam.pvalue.AsList(dead),
-            counts=beam.pvalue.AsList(counts),
-        )
-    )
-    return {"shards": shards, "dead_letters": dead, "manifest": manifest}
+    rejected = (read[REJECTED], built[REJECTED]) | "MergeRejects" >> beam.Flatten()
+    counts = (read[COUNTS], built[COUNTS]) | "MergeCounts" >> beam.Flatten()
+    manifest = {"examples": built.examples, "rejected": rejected, "counts": counts} | (
+        "WriteDataset" >> WriteDataset(spec, config.splits.names, config.output.shard_size,
+                                       config.output.index, config.output.shard_name))
+    return {"examples": built.examples, "manifest": manifest}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,7 +80,7 @@ class CommitSpec:
     max_unread_fraction: float = 0.0
     keep: int = 5
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    use_lease: bool = True
+    use_lease: bool = True  # fence on the output's lease, and release it when done
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -385,7 +385,20 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
                    ) -> dict[str, Any]:
-    """Commit (or fail and roll back) one build; returns the manifest document."""
+    """Commit (or fail and roll back) one build; returns the manifest document. Either way
+    the build is over, and its lease on the output is released."""
+    try:
+        return _commit_version(spec, shards, dead, counts)
+    finally:
+        if spec.use_lease:
+            from beam_tfrecords.sinks.lease import Lease
+
+            Lease(spec.layout.root, spec.build_id).release(build_done=True)
+
+
+def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
+                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
+                    ) -> dict[str, Any]:
     layout = spec.layout
     _fence(spec)
     totals = sum_counts(counts)

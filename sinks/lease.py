@@ -444,11 +444,13 @@ class Lease:
         """
         return self.renew()
 
-    def release(self) -> None:
+    def release(self, build_done: bool = False) -> None:
         """Delete the lease if it is ours and in this process's name; never anyone else's.
 
         A process that re-entered the lease of another still-running process of its build
-        leaves it to that process.
+        leaves it to that process -- unless ``build_done``: the build's last step (its
+        commit, on whichever worker) ends the build, so the lease goes whoever holds it for
+        the build.
         """
         with self._lock:
             try:
@@ -457,7 +459,8 @@ class Lease:
                     if found is None:
                         return
                     holder = _parse(self.path, found[0])
-                    if holder.build_id != self.build_id or not self._is_this_process(holder):
+                    if holder.build_id != self.build_id or not (
+                            build_done or self._is_this_process(holder)):
                         return
                     if conditional.delete(self.path, found[1]):
                         return

@@ -43,8 +43,9 @@ def test_dataflow_job_stages_offline_and_commits_nothing(gcs_emulator, tmp_path,
     pipeline = beam_runner_api_pb2.Pipeline.FromString(
         gcs_emulator.blob(f"gs://{gcs_emulator.bucket}/{pipeline_pb}").download_as_bytes())
     labels = {t.unique_name for t in pipeline.components.transforms.values()}
-    for label in ("ReadCsv", "BuildExamples", "WriteShards", "WriteShards/WriteParts",
-                  "WriteShards/FinalizeShards", "WriteDeadLetters", "Commit"):
+    for label in ("ReadCsv", "BuildExamples", "WriteDataset/WriteShards",
+                  "WriteDataset/WriteShards/WriteParts", "WriteDataset/WriteShards/FinalizeShards",
+                  "WriteDataset/WriteDeadLetters", "WriteDataset/Commit"):
         assert label in labels, label
     (package,) = [name for name in staged if name.endswith("workflow.tar.gz")]
     local = tmp_path / "workflow.tar.gz"

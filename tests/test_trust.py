@@ -173,8 +173,8 @@ def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
 
 def test_overlapping_default_versions_both_commit_when_the_second_waits(small_csv, tmp_path):
     out = str(tmp_path / "out")
-    first = _spawn(args(DEMO, small_csv, out))
-    time.sleep(0.3)
+    # Either may take the lease first (interpreter start-up varies): both wait for it.
+    first = _spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
     second = _spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
     for proc in (first, second):
         assert proc.wait(timeout=120) == 0, proc.stderr.read()

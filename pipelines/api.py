@@ -1,0 +1,285 @@
+"""``WriteTFRecordDataset``: the whole sink, as one transform for any Beam pipeline.
+
+Composition, which is why it lives here: rows go through ``ToExamples`` (transforms/) when
+``features`` are given, then :class:`sinks.dataset.WriteDataset` writes sized shards, dead
+letters and the commit. Preparing the output happens when the transform is applied (at
+pipeline construction, in the launching process), exactly as the command line does it: take
+the output's lease, complete an interrupted commit, remove dead builds' leftovers, refuse
+foreign files, claim the version folder. A thread of the launching process renews the lease
+until the commit step -- the pipeline's last -- releases it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+import beam_tfrecords
+from beam_tfrecords.errors import UserError
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.commit import (
+    CommitSpec,
+    claim_version,
+    default_version,
+    prepare_output,
+)
+from beam_tfrecords.sinks.dataset import WriteDataset
+from beam_tfrecords.sinks.layout import Layout, check_name
+from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
+from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
+from beam_tfrecords.sinks.tfrecord_format import normalize_compression
+from beam_tfrecords.transforms.build_examples import record_size_error
+from beam_tfrecords.transforms.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.sources import COUNTS, REJECTED, dead_letter
+from beam_tfrecords.transforms.to_examples import ToExamples, as_feature_specs, as_split_spec
+
+__all__ = ["WriteTFRecordDataset"]
+
+_LOG = logging.getLogger(__name__)
+DEFAULT_SPLIT = "train"
+
+
+class DatasetError(UserError, ValueError):
+    """A WriteTFRecordDataset argument that cannot work; the message names it."""
+
+
+def _shard_size(value: Any) -> ShardSize:
+    if value is None:
+        return ShardSize()
+    if isinstance(value, ShardSize):
+        return value
+    if not isinstance(value, Mapping) or not set(value) <= {"target", "min", "max"}:
+        raise DatasetError(f"shard_size must be a mapping with target, min and max, not "
+                           f"{value!r}")
+    try:
+        return ShardSize(**{k: parse_size(v) for k, v in value.items()})
+    except ValueError as err:
+        raise DatasetError(f"shard_size {dict(value)!r}: {err}") from None
+
+
+class _SerializedToBatches(beam.DoFn):
+    """``bytes`` or ``(split, bytes)`` elements -> ``(split, SerializedBatch)`` per split and
+    bundle, counting them; a record too large to write, or a bad split name, is a dead
+    letter."""
+
+    def __init__(self, default_split: str, max_record_bytes: int | None, batch: int = 4096,
+                 splits: Sequence[str] = ()) -> None:
+        self._default = default_split
+        self._max = max_record_bytes
+        self._batch = batch
+        self._splits = frozenset(splits)
+
+    def start_bundle(self) -> None:
+        self._pending: dict[str, list[bytes]] = {}
+        self._seen = 0
+
+    def process(self, element: Any) -> Iterator[Any]:
+        self._seen += 1
+        split, record = ((element[0], element[1]) if isinstance(element, tuple)
+                         and len(element) == 2 else (self._default, element))
+        reason = ""
+        if isinstance(record, (bytearray, memoryview)):
+            record = bytes(record)
+        if not isinstance(record, bytes):
+            reason = (f"not a serialized record: a {type(record).__name__} (expected bytes or "
+                      "(split, bytes))")
+        elif self._splits and split not in self._splits:
+            reason = f"split {split!r} is not one of {sorted(self._splits)}"
+        else:
+            try:
+                check_name("split", split)
+            except ValueError as err:
+                reason = str(err)
+        if not reason:
+            reason = record_size_error(len(record), self._max)
+        yield beam.pvalue.TaggedOutput(COUNTS, ("read", 1))
+        if reason:
+            yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", 1))
+            shown = record if not isinstance(record, bytes) else f"{len(record)} bytes"
+            yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
+                "pcollection", self._seen, "", reason, shown, ""))
+            return
+        pending = self._pending.setdefault(split, [])
+        pending.append(record)
+        if len(pending) >= self._batch:
+            yield from self._emit(split)
+
+    def _emit(self, split: str) -> Iterator[Any]:
+        records = self._pending.pop(split, [])
+        if records:
+            yield beam.pvalue.TaggedOutput(COUNTS, ("built", len(records)))
+            yield split, SerializedBatch.from_records(records)
+
+    def finish_bundle(self) -> Iterator[Any]:
+        from apache_beam.transforms.window import GlobalWindow
+        from apache_beam.utils.windowed_value import WindowedValue
+
+        for split in list(self._pending):
+            for element in self._emit(split):
+                if isinstance(element, beam.pvalue.TaggedOutput):
+                    yield beam.pvalue.TaggedOutput(
+                        element.tag, WindowedValue(element.value, -1, [GlobalWindow()]))
+                else:
+                    yield WindowedValue(element, -1, [GlobalWindow()])
+
+
+def _renew_until_done(lease: Lease, layout: Layout, stop: threading.Event) -> None:
+    """Keep the build's lease alive from the launching process until the commit step ends
+    the build (it writes the manifest or the failure record and releases the lease)."""
+    every = lease.ttl / 4
+    while not stop.wait(every):
+        try:
+            if storage.exists(layout.manifest):
+                return
+            lease.renew()
+        except LeaseLost:
+            return  # released by the commit step, or taken over: the commit fences
+        except Exception as err:  # noqa: BLE001 -- keep trying until the lease expires
+            _LOG.warning("could not renew the lease on %s: %s", layout.root, err)
+
+
+class WriteTFRecordDataset(beam.PTransform):
+    """Writes a committed TFRecord data set version: shards, dead letters, manifest, LATEST.
+
+    Apply it to any of:
+
+    - rows (dicts, ``beam.Row`` s, NamedTuples, Arrow batches or tables), with ``features``;
+    - the result of ``btf.ToExamples`` (all three outputs, as returned);
+    - serialized Examples your own code built: ``bytes`` (all in split ``train``) or
+      ``(split, bytes)`` -- a sized, atomically committed drop-in for ``WriteToTFRecord``.
+
+    Args:
+      output: the output root, local or ``gs://``; versions go to ``<output>/<version>/``.
+      name: the data set's name (the shards' file name prefix).
+      features: the ``features:`` mapping of a config (plain dicts) or FeatureSpecs; needed
+        for rows, optional for serialized input (then it only describes the data for
+        ``feature_spec.json``).
+      splits: the ``splits:`` mapping for rows (``{"key": "id", "train": 80, "eval": 20}``);
+        for ``(split, bytes)`` input, the list of split names to expect.
+      compression: ``none``, ``gzip`` or ``zlib``.
+      shard_size: ``{"target": "150MB", "min": "100MB", "max": "200MB"}`` (the default).
+      max_bad_fraction: fail (and keep the dead letters apart) when rejected / read is over.
+      version: the version folder's name; default: a UTC timestamp.
+      keep_versions: committed versions to keep (the one LATEST names is never deleted).
+      index: write ``offset length`` index sidecars (uncompressed only).
+      allow_non_empty_output: write beside files that are not ours (never touching them).
+      wait_for_lease: seconds to wait when another build holds the output's lease.
+
+    The result is a PCollection holding one element, the manifest document; after the
+    transform is applied, ``.version`` and ``.version_dir`` name the version being written.
+    """
+
+    def __init__(self, output: str, name: str, features: Any = None, splits: Any = None,
+                 compression: str = "none", shard_size: Any = None,
+                 max_bad_fraction: float = 0.0, max_unread_fraction: float = 0.0,
+                 version: str | None = None, keep_versions: int = 5, index: bool = False,
+                 allow_non_empty_output: bool = False, wait_for_lease: float = 0.0) -> None:
+        super().__init__()
+        if not isinstance(output, str) or not output.strip():
+            raise DatasetError(f"output must be a local or gs:// path, not {output!r}")
+        self.output = output.rstrip("/")
+        self.name = check_name("data set", name)
+        self.features = as_feature_specs(features) if features is not None else None
+        self._split_names: tuple[str, ...] = ()
+        self.splits = None
+        if self.features is not None:
+            self.splits = as_split_spec(splits)
+        elif splits is not None:
+            if isinstance(splits, str) or not all(isinstance(s, str) for s in splits):
+                raise DatasetError("without features, splits lists the split names of "
+                                   f"(split, bytes) input, not {splits!r}")
+            self._split_names = tuple(check_name("split", s) for s in splits)
+        self.compression = normalize_compression(compression)
+        self.shard_size = _shard_size(shard_size)
+        for label, fraction in (("max_bad_fraction", max_bad_fraction),
+                                ("max_unread_fraction", max_unread_fraction)):
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
+                    0.0 <= fraction <= 1.0):
+                raise DatasetError(f"{label} must be a number in [0, 1], not {fraction!r}")
+        self.max_bad_fraction = float(max_bad_fraction)
+        self.max_unread_fraction = float(max_unread_fraction)
+        self.version = check_name("version", version) if version is not None else None
+        if not isinstance(keep_versions, int) or keep_versions < 1:
+            raise DatasetError(f"keep_versions must be at least 1, not {keep_versions!r}")
+        self.keep_versions = keep_versions
+        if index and self.compression != "none":
+            raise DatasetError("index needs compression none: offsets into a compressed "
+                               "stream do not address the file")
+        self.index = bool(index)
+        self.allow_non_empty_output = bool(allow_non_empty_output)
+        self.wait_for_lease = float(wait_for_lease)
+        self.version_dir: str | None = None
+
+    def _parts(self, pvalueish: Any) -> tuple[dict, tuple[str, ...]]:
+        """The examples, rejected and counts PCollections, and the split names."""
+        max_record = self.shard_size.max
+        if isinstance(pvalueish, beam.pvalue.DoOutputsTuple) or isinstance(pvalueish, dict):
+            get = (pvalueish.get if isinstance(pvalueish, dict)
+                   else lambda tag: pvalueish[tag])
+            parts = {"examples": get("examples"), "rejected": get(REJECTED),
+                     "counts": get(COUNTS)}
+            names = getattr(parts["examples"], "split_names", None) or (
+                self.splits.names if self.splits is not None else (DEFAULT_SPLIT,))
+            return parts, tuple(names)
+        if self.features is not None:
+            built = pvalueish | "ToExamples" >> ToExamples(
+                self.features, self.splits, max_record_bytes=max_record)
+            return ({"examples": built.examples, "rejected": built[REJECTED],
+                     "counts": built[COUNTS]}, self.splits.names)
+        names = self._split_names or (DEFAULT_SPLIT,)
+        batched = pvalueish | "BatchRecords" >> beam.ParDo(_SerializedToBatches(
+            names[0], max_record, splits=self._split_names)).with_outputs(
+            REJECTED, COUNTS, main="examples")
+        return ({"examples": batched.examples, "rejected": batched[REJECTED],
+                 "counts": batched[COUNTS]}, names)
+
+    def _claim(self) -> tuple[Layout, str]:
+        """Take the lease, prepare the output and claim the version, as the command does."""
+        build_id = uuid.uuid4().hex
+        lease = Lease(self.output, build_id)
+        try:
+            lease.acquire(wait=self.wait_for_lease)
+        except LeaseHeld as err:
+            raise DatasetError(str(err)) from None
+        try:
+            layout = Layout(self.output, self.version or default_version(self.output))
+            prepared = prepare_output(layout, build_id, self.allow_non_empty_output)
+            if self.version is None:
+                layout = Layout(self.output, default_version(self.output))
+            elif layout.version in prepared.completed:
+                raise DatasetError(f"version {layout.version!r} was committed by an earlier "
+                                   "run whose last step was cut short; its commit is now "
+                                   "complete -- choose another version to write a new one")
+            claim_version(layout, build_id, beam_tfrecords.__version__)
+        except BaseException:
+            lease.release()
+            raise
+        stop = threading.Event()
+        threading.Thread(target=_renew_until_done, args=(lease, layout, stop), daemon=True,
+                         name=f"lease-{build_id[:8]}").start()
+        return layout, build_id
+
+    def expand(self, pvalueish):
+        parts, names = self._parts(pvalueish)
+        layout, build_id = self._claim()
+        self.version, self.version_dir = layout.version, layout.version_dir
+        spec = CommitSpec(
+            layout=layout, build_id=build_id, name=self.name, compression=self.compression,
+            feature_spec=tf_parse_spec(self.features) if self.features else {},
+            config={"api": "WriteTFRecordDataset", "output": self.output, "name": self.name,
+                    "compression": self.compression,
+                    "features": [f.name for f in self.features or ()],
+                    "splits": list(names)},
+            config_sha256="", inputs={"source": "pipeline"},
+            runner=type(parts["examples"].pipeline.runner).__name__,
+            tool_version=beam_tfrecords.__version__,
+            max_bad_fraction=self.max_bad_fraction,
+            max_unread_fraction=self.max_unread_fraction, keep=self.keep_versions,
+        )
+        return parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)

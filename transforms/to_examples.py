@@ -1,0 +1,206 @@
+"""``ToExamples``: the rows of any Beam pipeline -> serialized Examples per split.
+
+Beam programmers' rows come as dicts, ``beam.Row`` s (every schema'd PCollection, Beam SQL,
+Beam YAML), NamedTuples, or Arrow: ``pyarrow.RecordBatch`` es and ``pyarrow.Table`` s (what
+``beam.io.ReadFromParquetBatched`` yields). Each kind is turned into the one element our encoder
+takes, a :class:`RecordChunk`, without a Python object per row where it can be avoided:
+
+- Arrow batches and tables become chunks as they are (column-wise encoding; no Python rows);
+- dicts, Rows and NamedTuples are gathered per bundle, ``batch_rows`` at a time, and turned
+  into one Arrow batch each, so they take the columnar path too -- unless Arrow cannot type
+  them (mixed types in a column), in which case that chunk is encoded row by row. Both paths
+  write the same bytes;
+- our own readers' RecordChunks pass through.
+
+The outputs are those of :class:`BuildExamples`: ``examples`` (``(split, SerializedBatch)``),
+``rejected`` (dead-letter rows) and ``counts``; for rows that did not come from our readers
+``read`` is counted here, so read = written + rejected holds for them too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
+from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
+from beam_tfrecords.transforms.specs import parse_features, parse_splits
+from beam_tfrecords.transforms.splits import SplitSpec
+
+__all__ = ["Examples", "ToExamples", "as_feature_specs", "as_split_spec", "plain"]
+
+DEFAULT_BATCH_ROWS = 4096
+
+
+def as_feature_specs(features: Any) -> tuple[FeatureSpec, ...]:
+    """A ``features:`` mapping (as a config holds it) or FeatureSpecs -> FeatureSpecs."""
+    if isinstance(features, Mapping):
+        return parse_features(features)
+    specs = tuple(features)
+    if not specs or not all(isinstance(s, FeatureSpec) for s in specs):
+        raise TypeError("features must be a mapping of feature name -> spec (as in a "
+                        "config's features: section) or a sequence of FeatureSpec")
+    return specs
+
+
+def as_split_spec(splits: Any) -> SplitSpec:
+    """A ``splits:`` mapping, None (one split, ``train``) or a SplitSpec -> SplitSpec."""
+    if isinstance(splits, SplitSpec):
+        return splits
+    return parse_splits(dict(splits) if splits is not None else None)
+
+
+def plain(value: Any) -> Any:
+    """A record as plain Python: ``beam.Row`` s and NamedTuples become dicts, at any depth."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, beam.Row):
+        return {k: plain(v) for k, v in value.as_dict().items()}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def _is_row(value: Any) -> bool:
+    return isinstance(value, (Mapping, beam.Row)) or (
+        isinstance(value, tuple) and hasattr(value, "_asdict")) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type))
+
+
+class _ToExamplesFn(_BuildExamplesFn):
+    """Any row-like element -> RecordChunks -> the BuildExamples outputs, in one step."""
+
+    def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec,
+                 max_record_bytes: int | None, batch_rows: int, source: str) -> None:
+        super().__init__(features, splits, max_record_bytes)
+        self._batch_rows = batch_rows
+        self._source = source
+
+    def start_bundle(self) -> None:
+        self._pending: list = []
+        self._first = 1
+        self._seen = 0  # rows counted in this bundle, for row numbers in dead letters
+
+    def process(self, element: Any) -> Iterator[Any]:
+        import pyarrow as pa
+
+        if isinstance(element, RecordChunk):  # from our readers: counted there
+            yield from super().process(element)
+            return
+        if isinstance(element, (pa.RecordBatch, pa.Table)):
+            yield from self._flush()
+            batches = (element.combine_chunks().to_batches(max_chunksize=1 << 16)
+                       if isinstance(element, pa.Table) else [element])
+            for batch in batches:
+                if batch.num_rows:
+                    yield from self._chunk(RecordChunk(self._source, self._first, [],
+                                                       batch=batch))
+            return
+        if not _is_row(element):
+            self._seen += 1
+            self._first += 1
+            yield beam.pvalue.TaggedOutput(COUNTS, ("read", 1))
+            yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", 1))
+            yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
+                self._source, self._seen, "", f"not a record: a {type(element).__name__} "
+                "(expected a dict, beam.Row, NamedTuple or Arrow batch)", element, element))
+            return
+        self._pending.append(plain(element))
+        if len(self._pending) >= self._batch_rows:
+            yield from self._flush()
+
+    def _chunk(self, chunk: RecordChunk) -> Iterator[Any]:
+        self._seen += len(chunk)
+        self._first += len(chunk)
+        yield beam.pvalue.TaggedOutput(COUNTS, ("read", len(chunk)))
+        yield from super().process(chunk)
+
+    def _flush(self) -> Iterator[Any]:
+        import pyarrow as pa
+
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        try:  # Arrow types the columns; the columnar encoder then does the rest
+            chunk = RecordChunk(self._source, self._first, [], batch=pa.RecordBatch.from_pylist(
+                rows))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            chunk = RecordChunk(self._source, self._first, rows)  # mixed types: row by row
+        yield from self._chunk(chunk)
+
+    def finish_bundle(self) -> Iterator[Any]:
+        from apache_beam.transforms.window import GlobalWindow
+        from apache_beam.utils.windowed_value import WindowedValue
+
+        for element in self._flush():
+            if isinstance(element, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(
+                    element.tag, WindowedValue(element.value, -1, [GlobalWindow()]))
+            else:
+                yield WindowedValue(element, -1, [GlobalWindow()])
+
+
+class ToExamples(beam.PTransform):
+    """Rows -> serialized ``tf.train.Example`` s per split, with dead letters and counts.
+
+    Args:
+      features: the ``features:`` mapping a config holds, as plain dicts (``{"age": {"type":
+        "int64"}, "emb": {"type": "float", "shape": [3]}}``), or a sequence of FeatureSpec.
+      splits: the ``splits:`` mapping (``{"key": "id", "train": 80, "eval": 20}``); None
+        writes every record to one split, ``train``.
+      max_record_bytes: the largest framed record to accept (the output's maximum shard
+        size); larger records are dead letters. None checks only protobuf's 2 GiB limit.
+      batch_rows: rows gathered into one batch before encoding (dicts, Rows, NamedTuples).
+      source: what dead-letter rows name as their source for rows from this PCollection.
+
+    Input elements: dicts, ``beam.Row`` s, NamedTuples or dataclasses (nested ones become
+    dotted features: ``source: meta.label``), ``pyarrow.RecordBatch`` es or ``Table`` s, or
+    the RecordChunks our sources emit. Anything else is a dead letter.
+
+    Returns an :class:`Examples` dict of PCollections, also readable as attributes:
+    ``examples`` (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the
+    whole result), ``rejected`` (dead-letter dicts: source, row, feature, reason, value,
+    record) and ``counts`` (``(name, n)`` pairs).
+    """
+
+    def __init__(self, features: Any, splits: Any = None, max_record_bytes: int | None = None,
+                 batch_rows: int = DEFAULT_BATCH_ROWS, source: str = "pcollection") -> None:
+        super().__init__()
+        self.features = as_feature_specs(features)
+        self.splits = as_split_spec(splits)
+        if not isinstance(batch_rows, int) or batch_rows < 1:
+            raise ValueError(f"batch_rows must be a positive integer, not {batch_rows!r}")
+        self._max_record_bytes = max_record_bytes
+        self._batch_rows = batch_rows
+        self._source = source
+
+    def expand(self, rows):
+        result = rows | "Encode" >> beam.ParDo(_ToExamplesFn(
+            self.features, self.splits, self._max_record_bytes, self._batch_rows, self._source,
+        )).with_output_types(tuple[str, SerializedBatch]).with_outputs(
+            REJECTED, COUNTS, main="examples")
+        # Beam rebuilds dicts it pipes on; the split names ride on the examples PCollection.
+        result.examples.split_names = self.splits.names
+        return Examples(examples=result.examples, rejected=result[REJECTED],
+                        counts=result[COUNTS])
+
+
+class Examples(dict):
+    """ToExamples' result: the ``examples``, ``rejected`` and ``counts`` PCollections, as a
+    dict (so Beam pipes the whole result on: ``rows | ToExamples(f) | WriteTFRecordDataset(...)``)
+    with attribute access."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
