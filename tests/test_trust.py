@@ -285,10 +285,13 @@ def _check_location(out: str) -> None:
     assert latest is None or latest in versions, (latest, versions)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, seed):
+@pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
+                                        ("local", 3), ("gcs", 4)])
+def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, request, where,
+                                                        seed):
     rng = random.Random(seed)
-    out = str(tmp_path / "out")
+    out = (str(tmp_path / "out") if where == "local" else
+           request.getfixturevalue("gcs_emulator").unique_prefix("kill"))
     assert cli.main(args(DEMO, small_csv, out, "--version", "base")) == 0
     for round_ in range(2):
         same = rng.random() < 0.5  # the same --version for both, or defaults
