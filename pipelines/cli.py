@@ -1,7 +1,9 @@
 """The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect`` and ``schema``.
 
-Exit status 0 on success; otherwise non-zero with a one-line reason on stderr, because the
-reader is usually a scheduler's log.
+Exit status 0 on success; otherwise non-zero. An error the user can act on (a
+:class:`~beam_tfrecords.errors.UserError`) is one line on stderr, because the reader is usually
+a scheduler's log; anything else is a bug and prints its traceback. ``--debug``, anywhere on the
+command line, prints the traceback of every error.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
 
 __all__ = ["main"]
 
@@ -124,24 +127,125 @@ def _inspect(argv: Sequence[str]) -> int:
 
 
 COMMANDS = {"build": _build, "verify": _verify, "inspect": _inspect, "schema": _schema}
+USAGE = """\
+usage: beam-tfrecords [--debug] {build,verify,inspect,schema} ...  (each has --help)
+
+  build    build a data set version from a config
+  verify   check a built version's records, sizes and checksums against its manifest
+  inspect  print the first examples and a per-feature summary
+  schema   print the tf.io parse spec of a version or a config
+
+An error you can act on is one line on stderr; anything else is a bug of ours and prints its
+traceback. --debug (anywhere on the line) prints the traceback of every error."""
+DEBUG_FLAG = "--debug"
+# Beam appends this to the message of an error raised inside a pipeline step.
+_STEP_SUFFIX = re.compile(r"(?: \[while running '[^']*'\])+$")
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """``err`` and the exceptions it wraps: its ``__cause__``, and its ``__context__`` where
+    ``err`` repeats that exception's message (as Beam's wrapper does). A bug raised while
+    handling a user error repeats nothing of it, and stays a bug."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        inner = err.__cause__
+        if inner is None and err.__context__ is not None:
+            context_message = _first_line(str(err.__context__))
+            if context_message and context_message in str(err):
+                inner = err.__context__
+        err = inner
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def _user_error_names() -> set[str]:
+    """Class names of every UserError subclass, after importing each module of the package
+    (a wrapped error names its class; the module defining it may not be imported here yet)."""
+    import importlib
+    import pkgutil
+
+    from beam_tfrecords import pipelines, sinks, transforms
+    from beam_tfrecords.errors import UserError
+
+    for package in (pipelines, sinks, transforms):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + ".",
+                                            onerror=lambda name: None):
+            try:
+                importlib.import_module(module.name)
+            except Exception:  # a module that cannot import here defines nothing we meet
+                continue
+    names: set[str] = set()
+    pending = [UserError]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            if sub.__name__ not in names:
+                names.add(sub.__name__)
+                pending.append(sub)
+    return names
+
+
+def user_error_line(err: BaseException) -> tuple[str, str] | None:
+    """(class name, message) when ``err`` is an error the user can act on, else None.
+
+    Found by type along the exception chain, or -- for an error a runner shipped back from a
+    worker as text (multi_processing, PortableRunner: a RuntimeError holding the worker's
+    traceback) -- by a line naming a UserError subclass, e.g. ``...commit.CommitError: why``.
+    """
+    from beam_tfrecords.errors import UserError
+
+    for link in _chain(err):
+        if isinstance(link, UserError):
+            lines = str(link).strip().splitlines()
+            reason = lines[-1].strip() if lines else ""
+            return type(link).__name__, _STEP_SUFFIX.sub("", reason)
+    text = "\n".join(str(link) for link in _chain(err))
+    if not text:
+        return None
+    names = "|".join(sorted(map(re.escape, _user_error_names()), key=len, reverse=True))
+    if not names:
+        return None
+    named = re.compile(rf"(?<![\w.])(?:[A-Za-z_]\w*\.)*({names}): (.*\S)")
+    found = [m for m in map(named.search, text.splitlines()) if m]
+    if not found:
+        return None
+    last = found[-1]  # the outermost line that still names the user's error
+    return last.group(1), _STEP_SUFFIX.sub("", last.group(2).strip())
+
+
+def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """argv without ``--debug`` (anywhere before a ``--``), and whether it was there."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [arg for arg in argv[:end] if arg != DEBUG_FLAG] + argv[end:]
+    return kept, len(kept) != len(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: beam-tfrecords {build,verify,inspect,schema} ...  (each has --help)",
-              file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        asked = bool(argv) and argv[0] in ("-h", "--help")
+        print(USAGE, file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
+    command = argv[0]
     try:
-        return COMMANDS[argv[0]](argv[1:])
+        return COMMANDS[command](argv[1:])
     except KeyboardInterrupt:
         print("beam-tfrecords: interrupted", file=sys.stderr)
         return 130
-    except Exception as err:  # one line for schedulers; details with --debug later
-        message = str(err).strip().splitlines()
-        reason = message[-1] if message else type(err).__name__
-        reason = re.sub(r" \[while running '[^']*'\]$", "", reason)  # Beam's step suffix
-        print(f"beam-tfrecords {argv[0]}: {type(err).__name__}: {reason}", file=sys.stderr)
+    except Exception as err:
+        user = user_error_line(err)
+        if debug or user is None:
+            traceback.print_exc(file=sys.stderr)
+        if user is not None:
+            print(f"beam-tfrecords {command}: {user[0]}: {user[1]}", file=sys.stderr)
+        else:
+            print(f"beam-tfrecords {command}: unexpected {type(err).__name__} (a bug, or a "
+                  "failure we did not foresee: the traceback above shows where)",
+                  file=sys.stderr)
         return 1
 
 

@@ -37,7 +37,7 @@ def shard_paths(path: str) -> tuple[list[str], str]:
         return files, manifest.get("compression", "auto")
     files = [m.path for m in storage.match(path) if not m.path.endswith(".index")]
     if not files:
-        raise FileNotFoundError(f"nothing to inspect at {path}")
+        raise storage.NoMatch(f"nothing to inspect at {path}")
     return files, "auto"
 
 

@@ -187,7 +187,7 @@ def verify_path(path: str) -> list[ShardCheck]:
         return list(_verify_manifest(manifest_path))
     files = [m.path for m in storage.match(path)]
     if not files:
-        raise FileNotFoundError(f"{path} is neither a version directory with a manifest.json "
+        raise storage.NoMatch(f"{path} is neither a version directory with a manifest.json "
                                 "nor a glob that matches files")
     return [check_file(f) for f in files]
 

@@ -35,10 +35,13 @@ import crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks.redact import install_log_redaction, redact_text
 
 __all__ = [
     "CrcCountingWriter",
+    "NoMatch",
+    "StorageUnavailable",
     "concatenate",
     "delete",
     "delete_tree",
@@ -66,6 +69,15 @@ _GCS = "gs://"
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 COMPOSE_LIMIT = 32  # source objects per compose request, fixed by Cloud Storage
 _DELETE_BATCH = 100  # objects per batch request
+
+
+class StorageUnavailable(UserError, OSError):
+    """Cloud Storage kept failing a request until the retries ran out (network, credentials,
+    an outage): one line naming the request and its last error."""
+
+
+class NoMatch(UserError, FileNotFoundError):
+    """A path or glob given to read from that names nothing there."""
 
 
 def join(base: str, *parts: str) -> str:
@@ -153,9 +165,9 @@ def _gcs_errors(action: str, path: str) -> Iterator[None]:
         cause = error.cause
         last = f"{type(cause).__name__}: {cause}" if cause is not None else str(error)
         last = " ".join(last.split())[:300]
-        raise OSError(redact_text(f"Cloud Storage {action} {path} still failing after "
-                                  f"{retry_timeout():g} s of retries (last error: {last})")
-                      ) from None
+        raise StorageUnavailable(redact_text(
+            f"Cloud Storage {action} {path} still failing after {retry_timeout():g} s of "
+            f"retries (last error: {last})")) from None
 
 
 def _emulator_credentials_for_beam() -> None:
