@@ -28,8 +28,10 @@ __all__ = ["ChildResult", "alt_args", "emit", "output_bytes", "output_files", "r
 
 
 def alt_args(doc: str | None, argv: Sequence[str] | None = None,
-             profile: bool = False) -> argparse.Namespace:
-    """The command line every alternative takes: ``--data DIR --out DIR [--workers N]``."""
+             profile: bool = False, inputs: Sequence[str] = ()) -> argparse.Namespace:
+    """The command line every alternative takes: ``--data DIR --out DIR [--workers N]``;
+    ``--profile FILE`` where ``profile``, ``--input {inputs}`` (default the first) where the
+    script has more than one way to take its rows."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
     parser.add_argument("--data", required=True, help="a data set folder (with meta.json)")
     parser.add_argument("--out", required=True, help="an empty folder for the output")
@@ -38,6 +40,9 @@ def alt_args(doc: str | None, argv: Sequence[str] | None = None,
     if profile:
         parser.add_argument("--profile", metavar="FILE",
                             help="run the timed part under cProfile and dump its stats here")
+    if inputs:
+        parser.add_argument("--input", choices=tuple(inputs), default=inputs[0],
+                            help="how the rows come in (default %(default)s)")
     return parser.parse_args(argv)
 
 

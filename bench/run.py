@@ -1,7 +1,8 @@
 """The benchmark: every alternative on the same generated data, one run, ratios and targets.
 
     .venv/bin/python bench/run.py [--scale tiny|small|full] [--only tutorial-csv,wide,...]
-        [--alts ours,ours-2w,beam,tf,protobuf,tfxbsl,framing] [--data-dir bench/.data]
+        [--alts ours,ours-2w,beam,tf,protobuf,tfxbsl,framing,api-arrow,api-dicts,beam-dicts]
+        [--data-dir bench/.data]
         [--tf-python .venv-tf/bin/python] [--tfxbsl-python bench/.venv-tfxbsl/bin/python]
         [--json-out FILE] [--profile-dir DIR] [--keep-output]
     .venv/bin/python bench/run.py setup-tfxbsl     # makes bench/.venv-tfxbsl (once)
@@ -11,8 +12,9 @@ alternative runs in its own child process (bench/alt_*.py) and reports rows, sec
 bytes written and peak RSS; this script also polls the child's process tree for its summed
 RSS. Then it checks the output (record count = input rows; a sample decoded and matched to
 its input rows), prints a table per case with rows/s, MB/s, memory, the ratios against stock
-Beam and tfx-bsl and PASS/MISS against the targets of issue #6, and writes everything as JSON
-(bench/results/<timestamp>.json unless --json-out).
+Beam and tfx-bsl and PASS/MISS against the targets of issue #6 (our build) and issue #14 (the
+public Python API: api-arrow against our build, api-dicts against stock Beam on the same
+dicts), and writes everything as JSON (bench/results/<timestamp>.json unless --json-out).
 """
 
 from __future__ import annotations
@@ -52,10 +54,18 @@ class Alt:
     python: str  # "bench" (this interpreter), "tf" or "tfxbsl"
     args: tuple[str, ...] = ()
     title: str = ""
+    datasets: tuple[str, ...] = ()  # the data sets it runs on (no row elsewhere); () = all
+    max_rows: int | None = None  # larger cases are a skipped row (the input must fit memory)
+    profile: bool = False  # takes --profile FILE: --profile-dir profiles it too
 
+
+# The dicts alternatives hold every input row as a Python dict (~0.5 KB each with the
+# list Create keeps of their encodings), so they run up to the 1M-row tutorial case.
+DICTS_MAX_ROWS = 1_000_000
 
 ALTS = (
-    Alt("ours", "alt_ours.py", "bench", (), "our build, DirectRunner in-process"),
+    Alt("ours", "alt_ours.py", "bench", (), "our build, DirectRunner in-process",
+        profile=True),
     Alt("ours-2w", "alt_ours.py", "bench", ("--workers", "2"),
         "our build, DirectRunner multi_processing, 2 workers"),
     Alt("beam", "alt_beam.py", "bench", (), "stock Beam: read -> Map(Example) -> "
@@ -64,10 +74,21 @@ ALTS = (
     Alt("protobuf", "alt_protobuf.py", "bench", (), "plain protobuf + crc32c loop"),
     Alt("tfxbsl", "alt_tfxbsl.py", "tfxbsl", (), "tfx-bsl Arrow encoder + Python framing"),
     Alt("framing", "alt_framing.py", "bench", (), "framing only (pre-serialized records)"),
+    # Issue #14, the public API in a user's pipeline, and stock Beam on the same dicts.
+    Alt("api-arrow", "alt_api.py", "bench", ("--input", "arrow"),
+        "ReadFromParquetBatched -> btf.WriteTFRecordDataset", ("tutorial-parquet",),
+        profile=True),
+    Alt("api-dicts", "alt_api.py", "bench", ("--input", "dicts"),
+        "Create(dicts) -> btf.WriteTFRecordDataset", ("tutorial-parquet",), DICTS_MAX_ROWS,
+        profile=True),
+    Alt("beam-dicts", "alt_beam.py", "bench", ("--input", "dicts"),
+        "stock Beam: Create(dicts) -> Map(Example) -> WriteToTFRecord", ("tutorial-parquet",),
+        DICTS_MAX_ROWS, profile=True),
 )
 ALT_NAMES = tuple(a.name for a in ALTS)
 OURS = ("ours", "ours-2w")
-CHECK_SAMPLES = ("ours", "ours-2w", "beam", "tf", "protobuf", "tfxbsl", "framing")
+CHECK_SAMPLES = ("ours", "ours-2w", "beam", "tf", "protobuf", "tfxbsl", "framing",
+                 "api-arrow", "api-dicts", "beam-dicts")
 
 # Issue #6's targets: (data sets, reference alternative, minimum ratio of ours to it).
 RATE_TARGETS = (
@@ -77,6 +98,13 @@ RATE_TARGETS = (
     (("images",), "beam", 2.0),
     (("images",), "framing", 0.8),
 )
+# Issue #14's targets: (alternative, data sets, reference, kind, bound). "time": its seconds
+# at most bound x the reference's on the same case; "rate": its rows/s at least bound x.
+API_TARGETS = (
+    ("api-arrow", ("tutorial-parquet",), "ours", "time", 1.2),
+    ("api-dicts", ("tutorial-parquet",), "beam-dicts", "rate", 3.0),
+)
+RATIO_REFS = ("beam", "tfxbsl", "framing", "ours", "beam-dicts")
 RSS_GROWTH, RSS_LIMIT = 1.2, 1 << 30  # larger tutorial size vs smaller; absolute, bytes
 REPEAT_BELOW_ROWS = 5_000_000  # cases this small run --repeat times, the fastest run counts
 
@@ -104,6 +132,9 @@ def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse
     row: dict[str, Any] = {"case": case.label, "dataset": case.dataset, "input_rows": case.rows,
                            "alt": alt.name, "title": alt.title}
     python, reason = _python_for(alt, args)
+    if alt.max_rows is not None and case.rows > alt.max_rows:
+        python, reason = None, (f"its input is held in memory as dicts: cases up to "
+                                f"{alt.max_rows:,} rows")
     if python is None:
         return {**row, "status": "skipped", "reason": reason}
     out = out_root / case.dirname / alt.name
@@ -126,9 +157,11 @@ def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse
         child = min(runs, key=lambda r: r.result["seconds"])  # its output is the same
     if len(runs) > 1:
         row["all_seconds"] = [r.result.get("seconds") for r in runs if r.result]
-    if args.profile_dir and alt.name == "ours":  # a second, untimed run under cProfile
-        row["profile"] = profile_ours(cmd, out, pathlib.Path(args.profile_dir) / case.dirname,
-                                      args.timeout, env)
+    ok = child.result is not None and child.returncode == 0 and "skipped" not in child.result
+    if args.profile_dir and alt.profile and ok:  # a second, untimed run under cProfile
+        stem = case.dirname if alt.name == "ours" else f"{case.dirname}-{alt.name}"
+        row["profile"] = profile_alt(cmd, out, pathlib.Path(args.profile_dir) / stem,
+                                     args.timeout, env)
     row["wall_seconds"] = round(child.wall, 3)
     row["peak_rss_tree"] = child.tree_peak
     try:
@@ -158,10 +191,10 @@ def run_case(case: datasets.Case, folder: pathlib.Path, alt: Alt, args: argparse
     return row
 
 
-def profile_ours(cmd: list[str], out: pathlib.Path, stem: pathlib.Path, timeout: float,
-                 env: dict[str, str]) -> str:
-    """Run our in-process build again under cProfile (never the timed run: profiling slows
-    it) and write ``<stem>.prof`` plus ``<stem>.txt``, the top 25 by cumulative time."""
+def profile_alt(cmd: list[str], out: pathlib.Path, stem: pathlib.Path, timeout: float,
+                env: dict[str, str]) -> str:
+    """Run an in-process alternative again under cProfile (never the timed run: profiling
+    slows it) and write ``<stem>.prof`` plus ``<stem>.txt``, the top 25 by cumulative time."""
     import pstats
 
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -181,18 +214,24 @@ def profile_ours(cmd: list[str], out: pathlib.Path, stem: pathlib.Path, timeout:
 # -- ratios and targets -----------------------------------------------------------------------
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
-    """ratio_beam / ratio_tfxbsl / ratio_framing: rows/s over that alternative's, same case."""
+    """ratio_<ref> for every alternative of RATIO_REFS (ratio_beam, ratio_tfxbsl,
+    ratio_framing, ratio_ours, ratio_beam_dicts): rows/s over that alternative's, same case."""
     rates = {(r["case"], r["alt"]): r["rows_per_s"] for r in rows if r["status"] == "ok"}
     for row in rows:
         if row["status"] != "ok":
             continue
-        for ref in ("beam", "tfxbsl", "framing"):
+        for ref in RATIO_REFS:
             base = rates.get((row["case"], ref))
-            row[f"ratio_{ref}"] = row["rows_per_s"] / base if base else None
+            row[_ratio_key(ref)] = row["rows_per_s"] / base if base else None
+
+
+def _ratio_key(ref: str) -> str:
+    return "ratio_" + ref.replace("-", "_")
 
 
 def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every target of issue #6 for every 'ours' row: PASS, MISS (by how much) or n/a."""
+    """Every target of issue #6 for every 'ours' row and of issue #14 for the API rows: PASS,
+    MISS (by how much) or n/a."""
     results = []
     for row in rows:
         if row["alt"] not in OURS:
@@ -211,7 +250,7 @@ def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                             else f", short by {minimum / ratio:.2f}x")
             results.append({"case": row["case"], "alt": row["alt"], "target": name,
                             "verdict": verdict, "detail": detail, "value": ratio,
-                            "threshold": minimum})
+                            "threshold": minimum, "issue": 6})
     for dataset in ("tutorial-csv", "tutorial-parquet"):
         for alt in OURS:
             sized = sorted((r for r in rows if r["dataset"] == dataset and r["alt"] == alt),
@@ -224,7 +263,7 @@ def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if small["status"] != "ok" or large["status"] != "ok":
                 results.append({"case": large["case"], "alt": alt, "target": target,
                                 "verdict": "n/a", "detail": "a run failed", "value": None,
-                                "threshold": RSS_GROWTH})
+                                "threshold": RSS_GROWTH, "issue": 6})
                 continue
             growth = large["peak_rss_max"] / small["peak_rss_max"]
             ok = growth <= RSS_GROWTH and large["peak_rss_max"] < RSS_LIMIT
@@ -232,7 +271,40 @@ def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                       f"{growth:.2f}x")
             results.append({"case": large["case"], "alt": alt, "target": target,
                             "verdict": "PASS" if ok else "MISS", "detail": detail,
-                            "value": growth, "threshold": RSS_GROWTH})
+                            "value": growth, "threshold": RSS_GROWTH, "issue": 6})
+    results += _api_targets(rows)
+    return results
+
+
+def _api_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue #14's targets for the api-* rows, against their reference in the same run."""
+    by = {(r["case"], r["alt"]): r for r in rows}
+    results = []
+    for row in rows:
+        for alt, sets, ref, kind, bound in API_TARGETS:
+            if row["alt"] != alt or row["dataset"] not in sets or row["status"] == "skipped":
+                continue
+            base = by.get((row["case"], ref))
+            name = (f"seconds <= {bound:g}x {ref}" if kind == "time"
+                    else f">= {bound:g}x {ref}") + " (issue #14)"
+            value = None
+            if row["status"] != "ok":
+                verdict, detail = "n/a", f"{alt} {row['status']}"
+            elif base is None or base["status"] != "ok":
+                verdict, detail = "n/a", f"{ref} did not run"
+            elif kind == "time":
+                value = row["seconds"] / max(base["seconds"], 1e-9)
+                verdict = "PASS" if value <= bound else "MISS"
+                detail = (f"{row['seconds']:.2f} s vs {base['seconds']:.2f} s, {value:.2f}x"
+                          + ("" if verdict == "PASS" else f", over by {value / bound:.2f}x"))
+            else:
+                value = row["rows_per_s"] / base["rows_per_s"]
+                verdict = "PASS" if value >= bound else "MISS"
+                detail = (f"{row['seconds']:.2f} s vs {base['seconds']:.2f} s, {value:.2f}x"
+                          + ("" if verdict == "PASS" else f", short by {bound / value:.2f}x"))
+            results.append({"case": row["case"], "alt": alt, "target": name,
+                            "verdict": verdict, "detail": detail, "value": value,
+                            "threshold": bound, "issue": 14})
     return results
 
 
@@ -270,10 +342,12 @@ def format_tables(rows: list[dict[str, Any]], targets: list[dict[str, Any]]) -> 
                 f"{row['mb_per_s']:>8.1f} {row['seconds']:>7.2f} {_mb(row['peak_rss']):>7} "
                 f"{_mb(row['peak_rss_tree']):>7} {_num(row.get('ratio_beam'), '.2f'):>7} "
                 f"{_num(row.get('ratio_tfxbsl'), '.2f'):>8}  {note}")
-    if targets:
-        lines += ["", "== targets (issue #6)"]
-        for t in targets:
-            lines.append(f"{t['verdict']:<4}  {t['alt']:<8} {t['case']:<22} {t['target']}: "
+    for issue in (6, 14):
+        chosen = [t for t in targets if t.get("issue", 6) == issue]
+        if chosen:
+            lines += ["", f"== targets (issue #{issue})"]
+        for t in chosen:
+            lines.append(f"{t['verdict']:<4}  {t['alt']:<10} {t['case']:<22} {t['target']}: "
                          f"{t['detail']}")
     return "\n".join(lines)
 
@@ -331,9 +405,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tfxbsl-python", default=str(TFXBSL_VENV / "bin/python"),
                         help="tfx-bsl's interpreter (default bench/.venv-tfxbsl/bin/python)")
     parser.add_argument("--json-out", help="results file (default bench/results/<time>.json)")
-    parser.add_argument("--profile-dir", help="also run our in-process build once more per "
+    parser.add_argument("--profile-dir", help="also run our in-process build (and the api-* "
+                                              "and beam-dicts alternatives) once more per "
                                               "case under cProfile (untimed); <case>.prof "
-                                              "and <case>.txt (top 25 cumulative) here")
+                                              "and <case>.txt (top 25 cumulative) here, "
+                                              "<case>-<alternative>.* for the others")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds one alternative may take on one case (default 3600)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N",
@@ -387,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{case.label}] data ready in {time.perf_counter() - begin:.1f}s: {folder}",
               flush=True)
         for alt in alts:
+            if alt.datasets and case.dataset not in alt.datasets:
+                continue  # not one of its data sets: no row
             row = run_case(case, folder, alt, args, data_dir / "out")
             rows.append(row)
             shown = (f"{row['rows_per_s']:,.0f} rows/s" if row["status"] == "ok"

@@ -1,6 +1,8 @@
 """Smoke test of the benchmark harness (bench/run.py) at its tiny scale: it runs our build,
 the protobuf loop and framing-only on generated data, checks their outputs and reports a
-table and JSON. No timing assertions: only that the numbers exist and the outputs are right.
+table and JSON; and, once each, issue #14's alternatives (the public API on Arrow batches and
+on dicts, stock Beam on the same dicts) with their targets. No timing assertions: only that
+the numbers exist and the outputs are right.
 """
 
 from __future__ import annotations
@@ -89,3 +91,68 @@ def test_the_sample_check_catches_records_of_other_data(tiny_run):
     assert checks.check_sample(rows.load_meta(data / "tutorial-csv-1000"), files) == 64
     with pytest.raises(checks.CheckError, match="no input row has feature3"):
         checks.check_sample(rows.load_meta(data / "tutorial-csv-2000"), files)
+
+
+API_ALTS = ("ours", "api-arrow", "api-dicts", "beam-dicts")
+
+
+@pytest.fixture(scope="module")
+def api_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bench-api")
+    out = tmp / "results.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--scale", "tiny", "--only", "tutorial-parquet",
+         "--alts", ",".join(API_ALTS), "--repeat", "1", "--data-dir", str(tmp / "data"),
+         "--json-out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, json.loads(out.read_text())
+
+
+def test_the_api_alternatives_write_the_same_checked_records(api_run):
+    _, results = api_run
+    rows = results["cases"]
+    assert sorted((r["case"], r["alt"]) for r in rows) == sorted(
+        (case, alt) for case in ("tutorial-parquet@1k", "tutorial-parquet@2k")
+        for alt in API_ALTS)
+    for row in rows:
+        assert row["status"] == "ok", row
+        assert row["records_out"] == row["input_rows"] == row["rows"]
+        assert row["sample_checked"] == min(64, row["input_rows"])
+    for case in ("tutorial-parquet@1k", "tutorial-parquet@2k"):  # one encoding, four ways
+        assert len({r["bytes_out"] for r in rows if r["case"] == case}) == 1
+
+
+def test_issue_14_targets_are_judged_in_the_same_run(api_run):
+    stdout, results = api_run
+    assert "== targets (issue #14)" in stdout
+    targets = [t for t in results["targets"] if t["issue"] == 14]
+    assert sorted((t["case"], t["alt"], t["target"]) for t in targets) == sorted(
+        (case, alt, target) for case in ("tutorial-parquet@1k", "tutorial-parquet@2k")
+        for alt, target in (("api-arrow", "seconds <= 1.2x ours (issue #14)"),
+                            ("api-dicts", ">= 3x beam-dicts (issue #14)")))
+    by = {(r["case"], r["alt"]): r for r in results["cases"]}
+    for t in targets:
+        assert t["verdict"] in ("PASS", "MISS")
+        api, ref = by[t["case"], t["alt"]], by[t["case"], t["target"].split()[-3]]
+        if t["alt"] == "api-arrow":  # a bound on time: api seconds / ours seconds
+            assert t["value"] == pytest.approx(api["seconds"] / ref["seconds"])
+        else:
+            assert t["value"] == pytest.approx(api["rows_per_s"] / ref["rows_per_s"])
+
+
+def test_the_dicts_alternatives_skip_cases_larger_than_memory_allows(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import datasets
+        import run
+    finally:
+        sys.path.remove(str(BENCH))
+    args = run.make_parser().parse_args([])
+    alts = {a.name: a for a in run.ALTS}
+    case = datasets.Case("tutorial-parquet", run.DICTS_MAX_ROWS * 10)
+    for name in ("api-dicts", "beam-dicts"):  # decided before any child runs
+        row = run.run_case(case, tmp_path, alts[name], args, tmp_path / "out")
+        assert row["status"] == "skipped" and "in memory as dicts" in row["reason"]
+    assert alts["api-arrow"].max_rows is None
