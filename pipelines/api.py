@@ -267,14 +267,16 @@ class WriteTFRecordDataset(beam.PTransform):
 
     def expand(self, pvalueish):
         parts, names = self._parts(pvalueish)
+        # ToExamples' features describe its examples when none were given here.
+        features = self.features or getattr(parts["examples"], "feature_specs", None)
         layout, build_id = self._claim()
         self.version, self.version_dir = layout.version, layout.version_dir
         spec = CommitSpec(
             layout=layout, build_id=build_id, name=self.name, compression=self.compression,
-            feature_spec=tf_parse_spec(self.features) if self.features else {},
+            feature_spec=tf_parse_spec(features) if features else {},
             config={"api": "WriteTFRecordDataset", "output": self.output, "name": self.name,
                     "compression": self.compression,
-                    "features": [f.name for f in self.features or ()],
+                    "features": [f.name for f in features or ()],
                     "splits": list(names)},
             config_sha256="", inputs={"source": "pipeline"},
             runner=type(parts["examples"].pipeline.runner).__name__,

@@ -188,8 +188,10 @@ class ToExamples(beam.PTransform):
             self.features, self.splits, self._max_record_bytes, self._batch_rows, self._source,
         )).with_output_types(tuple[str, SerializedBatch]).with_outputs(
             REJECTED, COUNTS, main="examples")
-        # Beam rebuilds dicts it pipes on; the split names ride on the examples PCollection.
+        # Beam rebuilds dicts it pipes on; the split names and the features (for the
+        # feature_spec.json WriteTFRecordDataset exports) ride on the examples PCollection.
         result.examples.split_names = self.splits.names
+        result.examples.feature_specs = self.features
         return Examples(examples=result.examples, rejected=result[REJECTED],
                         counts=result[COUNTS])
 
