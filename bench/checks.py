@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from beam_tfrecords.sinks.tfrecord_format import FOOTER_SIZE, HEADER_SIZE, iter_records
+from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD, HEADER_SIZE, iter_records
 from beam_tfrecords.transforms.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 
@@ -44,7 +44,7 @@ def count_records(files: Sequence[pathlib.Path]) -> int:
                                                    access=mmap.ACCESS_READ) as view:
             pos, unpack = 0, _LENGTH.unpack_from
             while pos + HEADER_SIZE <= size:
-                pos += unpack(view, pos)[0] + HEADER_SIZE + FOOTER_SIZE
+                pos += unpack(view, pos)[0] + FRAME_OVERHEAD
                 total += 1
         if pos != size:
             raise CheckError(f"{path}: framing ends at byte {pos}, the file has {size}")

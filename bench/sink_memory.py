@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.shard_plan import ShardSize
+from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 
 RECORD = 1024
@@ -57,7 +58,7 @@ def main() -> None:
     seconds = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    written = batches * BATCH * (RECORD + 16) / 1e6
+    written = batches * BATCH * (RECORD + FRAME_OVERHEAD) / 1e6
     print(f"wrote {written:.0f} MB ({batches * BATCH} records) in {seconds:.1f} s "
           f"({written / seconds:.0f} MB/s); peak RSS: this process {own:.0f} MB, "
           f"largest worker process {children:.0f} MB")

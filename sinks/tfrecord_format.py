@@ -23,7 +23,7 @@ __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "masked_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces", "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
-    "detect_compression",
+    "detect_compression", "FRAME_OVERHEAD",
 ]
 
 NONE, GZIP, ZLIB = "none", "gzip", "zlib"
@@ -36,6 +36,7 @@ _MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")  # length, masked crc of the 8 length bytes
 _U32 = struct.Struct("<I")
 HEADER_SIZE, FOOTER_SIZE = 12, 4
+FRAME_OVERHEAD = HEADER_SIZE + FOOTER_SIZE  # 16 bytes of framing around every record
 _BULK_RECORD_BYTES = 1024  # mean record size from which frame_batch copies record by record
 CHUNK_SIZE = 1 << 16  # read / inflate granularity; bounds memory apart from the current record
 
@@ -123,7 +124,7 @@ def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) ->
     if np.any(lengths < 0):
         raise ValueError("offsets must be non-decreasing")
     n = len(lengths)
-    out = bytearray(len(view) + (HEADER_SIZE + FOOTER_SIZE) * n)
+    out = bytearray(len(view) + FRAME_OVERHEAD * n)
     if n == 0:
         return out
     edges = bounds.tolist()
@@ -135,7 +136,7 @@ def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) ->
     distinct, which = np.unique(lengths, return_inverse=True)
     header_rows = np.frombuffer(b"".join(_length_header(int(size)) for size in distinct),
                                 dtype=np.uint8).reshape(-1, HEADER_SIZE)
-    frame_sizes = lengths + (HEADER_SIZE + FOOTER_SIZE)
+    frame_sizes = lengths + FRAME_OVERHEAD
     starts = np.zeros(n, dtype=np.int64)  # where each record's frame begins in the output
     np.cumsum(frame_sizes[:-1], out=starts[1:])
     target = np.frombuffer(out, dtype=np.uint8)
@@ -263,7 +264,7 @@ class TFRecordWriter:
     def _report(self, sizes: Iterable[int]) -> None:
         offset = self._stream.bytes_in
         for size in sizes:
-            framed = size + HEADER_SIZE + FOOTER_SIZE
+            framed = size + FRAME_OVERHEAD
             self._on_record(offset, framed)  # type: ignore[misc]
             offset += framed
 
@@ -325,7 +326,7 @@ def _walk_sizes(framed: bytes | bytearray | memoryview, n_records: int) -> list[
             raise ValueError("framed data ends inside a record header")
         (length,) = struct.unpack_from("<Q", view, pos)
         sizes.append(length)
-        pos += length + HEADER_SIZE + FOOTER_SIZE
+        pos += length + FRAME_OVERHEAD
     if pos != len(view) or len(sizes) != n_records:
         raise ValueError(f"framed data holds {len(sizes)} records, not {n_records}")
     return sizes

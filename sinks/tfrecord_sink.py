@@ -44,7 +44,6 @@ from beam_tfrecords.transforms.spread import Spread, runs_in_one_process
 __all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
 
 _LOG = logging.getLogger(__name__)
-_FRAME_OVERHEAD = 16  # u64 length + two u32 CRCs per record
 # Mean record size from which records are written piece by piece (header, data, footer)
 # instead of being copied into one framed buffer first: images, audio, large tensors.
 _PIECEWISE_RECORD_BYTES = 32 * 1024
@@ -162,7 +161,7 @@ class _WriteParts(beam.DoFn):
             records = SerializedBatch.from_records([bytes(records)])
         if not len(records):
             return
-        bounds = records.offsets + _FRAME_OVERHEAD * np.arange(len(records) + 1)
+        bounds = records.offsets + tff.FRAME_OVERHEAD * np.arange(len(records) + 1)
         if records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
             pieces = tff.frame_pieces(records.payload, records.offsets)
             self._write_framed(split, bounds, lambda w, i, j: w.write_pieces(
@@ -171,7 +170,7 @@ class _WriteParts(beam.DoFn):
             framed = memoryview(tff.frame_batch(records.payload, records.offsets))
             self._write_framed(split, bounds, lambda w, i, j: w.write_framed(
                 framed[bounds[i]:bounds[j]], j - i,
-                sizes=(np.diff(bounds[i:j + 1]) - _FRAME_OVERHEAD).tolist() if self._index
+                sizes=(np.diff(bounds[i:j + 1]) - tff.FRAME_OVERHEAD).tolist() if self._index
                 else None))
         self._records.inc(len(records))
         self._total_records += len(records)
