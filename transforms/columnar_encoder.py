@@ -75,7 +75,6 @@ _LOG = logging.getLogger(__name__)
 
 COLUMNAR = "columnar"
 PER_ROW = "per_row"
-_KIND_TAG = {"int64_list": 0x1A, "float_list": 0x12, "bytes_list": 0x0A}
 _TWO63 = 2.0**63
 _MAX_SCHEMAS = 64
 
@@ -442,7 +441,7 @@ class ColumnarEncoder:
         key_part = b"\x0a" + wire.varint(len(key)) + key + b"\x12"
         value_on = None if not missing.any() else ~missing  # rows holding their own value
         if isinstance(body_len, int) and value_on is None:  # e.g. float scalars: all constant
-            feature = bytes([_KIND_TAG[spec.kind]]) + wire.varint(body_len)
+            feature = wire.KIND_TAG[spec.kind] + wire.varint(body_len)
             entry_len = len(key_part) + len(wire.varint(body_len + len(feature))) + (
                 body_len + len(feature))
             head = (b"\x0a" + wire.varint(entry_len) + key_part
@@ -454,7 +453,7 @@ class ColumnarEncoder:
             body_len = np.full(n, body_len, dtype=np.int64)
         blen_block, blen = varints(body_len)
         feature_len = 1 + blen + body_len
-        feature = [const(bytes([_KIND_TAG[spec.kind]])), blen_block, *body_blocks]
+        feature = [const(wire.KIND_TAG[spec.kind]), blen_block, *body_blocks]
         written = value_on  # rows with an entry
         if default_rows is not None:
             (_, pieces), = self._plans[spec.name].items({})  # checked by _FeaturePlan

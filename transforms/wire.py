@@ -31,6 +31,7 @@ from beam_tfrecords.errors import UserError
 
 __all__ = [
     "KINDS",
+    "KIND_TAG",
     "ExampleDecodeError",
     "decode_example",
     "decode_features",
@@ -46,9 +47,9 @@ __all__ = [
 ]
 
 KINDS = ("bytes_list", "float_list", "int64_list")
-# Feature.kind field tags (field << 3 | wire type 2).
-_KIND_TAG = {"bytes_list": b"\x0a", "float_list": b"\x12", "int64_list": b"\x1a"}
-_TAG_KIND = {1: "bytes_list", 2: "float_list", 3: "int64_list"}
+# Feature.kind field tags (field << 3 | wire type 2): the one table of them in the package.
+KIND_TAG = {"bytes_list": b"\x0a", "float_list": b"\x12", "int64_list": b"\x1a"}
+_TAG_KIND = {tag[0] >> 3: kind for kind, tag in KIND_TAG.items()}  # field number -> kind
 _U64 = (1 << 64) - 1
 _SMALL_VARINTS = [bytes([n]) for n in range(128)]
 
@@ -97,14 +98,14 @@ def feature_pieces(kind: str, values: Any) -> list[bytes]:
         body = []
         for value in values:
             body += (b"\x0a", varint(len(value)), value)
-        return [_KIND_TAG[kind], varint(sum(map(len, body))), *body]
+        return [KIND_TAG[kind], varint(sum(map(len, body))), *body]
     if kind == "int64_list":
         packed = _packed_int64(values)
     elif kind == "float_list":
         packed = _packed_float(values)
     else:
         raise ValueError(f"unknown feature kind {kind!r}; expected one of {KINDS}")
-    return [_field(_KIND_TAG[kind], _field(b"\x0a", packed) if packed else b"")]
+    return [_field(KIND_TAG[kind], _field(b"\x0a", packed) if packed else b"")]
 
 
 def encode_feature(kind: str, values: Any) -> bytes:
