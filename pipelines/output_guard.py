@@ -22,12 +22,12 @@ import re
 from collections.abc import Sequence
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.sinks.layout import LATEST
 
 __all__ = ["OutputGuardError", "check_locations"]
 
 _GCS = "gs://"
 _WILDCARD = re.compile(r"[*?\[]")
-LATEST = "LATEST"
 
 
 class OutputGuardError(UserError, ValueError):

@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beam_tfrecords.sinks.layout import FEATURE_SPEC, LATEST, MANIFEST
 from beam_tfrecords.sinks.redact import redact
 
 __all__ = [
@@ -26,9 +27,6 @@ __all__ = [
     "relative_path",
 ]
 
-MANIFEST = "manifest.json"
-FEATURE_SPEC = "feature_spec.json"
-LATEST = "LATEST"
 FORMAT_VERSION = 1
 
 
