@@ -37,6 +37,7 @@ from beam_tfrecords.sinks.tfrecord_format import normalize_compression
 from beam_tfrecords.transforms.build_examples import record_size_error
 from beam_tfrecords.transforms.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, dead_letter
+from beam_tfrecords.transforms.splits import SplitSpec
 from beam_tfrecords.transforms.to_examples import ToExamples, as_feature_specs, as_split_spec
 
 __all__ = ["WriteTFRecordDataset"]
@@ -129,6 +130,16 @@ class _SerializedToBatches(beam.DoFn):
                     yield WindowedValue(element, -1, [GlobalWindow()])
 
 
+def _is_serialized(pcoll: Any) -> bool:
+    """Whether a PCollection is typed as serialized records, ``bytes`` or ``(str, bytes)``:
+    then ``features`` only describe them (feature_spec.json) and are not applied as to rows."""
+    from apache_beam.typehints import typehints
+
+    kind = getattr(pcoll, "element_type", None)
+    return kind is not None and kind != typehints.Any and typehints.is_consistent_with(
+        kind, typehints.Union[bytes, typehints.Tuple[str, bytes]])
+
+
 def _renew_until_done(lease: Lease, layout: Layout, stop: threading.Event) -> None:
     """Keep the build's lease alive from the launching process until the commit step ends
     the build (it writes the manifest or the failure record and releases the lease)."""
@@ -159,7 +170,8 @@ class WriteTFRecordDataset(beam.PTransform):
       name: the data set's name (the shards' file name prefix).
       features: the ``features:`` mapping of a config (plain dicts) or FeatureSpecs; needed
         for rows, optional for serialized input (then it only describes the data for
-        ``feature_spec.json``).
+        ``feature_spec.json``; the input must be typed ``bytes`` or ``tuple[str, bytes]``, as
+        ``beam.Create`` infers it or ``.with_output_types(bytes)`` declares it).
       splits: the ``splits:`` mapping for rows (``{"key": "id", "train": 80, "eval": 20}``);
         for ``(split, bytes)`` input, the list of split names to expect.
       compression: ``none``, ``gzip`` or ``zlib``.
@@ -188,13 +200,16 @@ class WriteTFRecordDataset(beam.PTransform):
         self.features = as_feature_specs(features) if features is not None else None
         self._split_names: tuple[str, ...] = ()
         self.splits = None
-        if self.features is not None:
+        if splits is not None and not isinstance(splits, (Mapping, SplitSpec)):
+            if isinstance(splits, str) or not all(isinstance(s, str) for s in splits):
+                raise DatasetError("splits is a mapping for rows, or the list of split names "
+                                   f"of (split, bytes) input, not {splits!r}")
+            self._split_names = tuple(check_name("split", s) for s in splits)
+        elif self.features is not None:
             self.splits = as_split_spec(splits)
         elif splits is not None:
-            if isinstance(splits, str) or not all(isinstance(s, str) for s in splits):
-                raise DatasetError("without features, splits lists the split names of "
-                                   f"(split, bytes) input, not {splits!r}")
-            self._split_names = tuple(check_name("split", s) for s in splits)
+            raise DatasetError("without features, splits lists the split names of (split, "
+                               f"bytes) input, not {splits!r}")
         self.compression = normalize_compression(compression)
         self.shard_size = _shard_size(shard_size)
         for label, fraction in (("max_bad_fraction", max_bad_fraction),
@@ -227,7 +242,10 @@ class WriteTFRecordDataset(beam.PTransform):
             names = getattr(parts["examples"], "split_names", None) or (
                 self.splits.names if self.splits is not None else (DEFAULT_SPLIT,))
             return parts, tuple(names)
-        if self.features is not None:
+        if self.features is not None and not _is_serialized(pvalueish):
+            if self.splits is None:
+                raise DatasetError("rows need splits as a mapping ({key: id, train: 80, "
+                                   f"eval: 20}}), not the list {list(self._split_names)}")
             built = pvalueish | "ToExamples" >> ToExamples(
                 self.features, self.splits, max_record_bytes=max_record)
             return ({"examples": built.examples, "rejected": built[REJECTED],
