@@ -22,6 +22,7 @@ from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.sources import (
     COUNTS,
     REJECTED,
+    UNREAD_COUNTS,
     CellError,
     ReadCsv,
     RecordChunk,
@@ -57,6 +58,9 @@ def read(path, features=FEATURES, options=DEFAULTS, **kwargs):
         else:
             assert out.tag == COUNTS
             counts.append(out.value)
+    # All six counts, every time; the unread ones are shown only when not zero.
+    assert [name for name, _ in counts] == ["read", "rejected_at_read", *UNREAD_COUNTS]
+    counts = [(name, n) for name, n in counts if n or name not in UNREAD_COUNTS]
     return _plain(records), rejects, counts, chunks
 
 
@@ -173,23 +177,37 @@ def test_empty_and_header_only_files_count_zero(tmp_path):
         assert (records, rejects, counts) == ([], [], [("read", 0), ("rejected_at_read", 0)])
 
 
-def test_header_that_is_not_utf8_rejects_the_file(tmp_path):
-    _, rejects, counts, _ = both(_write(tmp_path, b"i,\xff\n1,2\n"))
-    assert [(d["row"], "header is not valid UTF-8" in d["reason"]) for d in rejects] == [
-        (0, True)]
-    assert counts == [("read", 1), ("rejected_at_read", 1)]
+def test_header_that_is_not_utf8_leaves_the_file_unread(tmp_path):
+    data = b"i,\xff\n1,2\n"
+    _, rejects, counts, _ = both(_write(tmp_path, data))
+    assert [(d["row"], d["kind"], d["offset"], d["bytes"], d["rows"],
+             "header is not valid UTF-8" in d["reason"]) for d in rejects] == [
+        (0, "unread", 0, len(data), None, True)]
+    assert counts == [("read", 0), ("rejected_at_read", 0), ("unread_files", 1),
+                      ("unread_bytes", len(data)), ("unread_regions", 1)]
 
 
-@pytest.mark.parametrize("data,row,needle", [
-    (b'i,f,s,b\n1,2,3,4\n1,2,"a"b,4\n5,6,7,8\n', 2, "',' expected after '\"'"),
-    (b'i,f,s,b\n1,2,3,4\n1,2,"unclosed\n5,6,7,8\n', 2, "unexpected end of data"),
-])
-def test_quoting_csv_refuses_stops_the_file_on_both_paths(tmp_path, data, row, needle):
+def test_malformed_quote_mid_file_is_one_dead_letter_and_reading_goes_on(tmp_path):
+    rows = [b"%d,1,s,\n" % n for n in range(1, 400)]
+    rows[199] = b'200,2,"a"b,4\n'  # csv: ',' expected after '"'
+    records, rejects, counts, _ = both(_write(tmp_path, b"i,f,s,b\n" + b"".join(rows)))
+    assert [r for r, _ in records] == [*range(1, 200), *range(201, 400)]
+    assert [(d["row"], d["kind"], "malformed CSV row: ',' expected after '\"'" in d["reason"])
+            for d in rejects] == [(200, "rejected", True)]
+    assert counts == [("read", 399), ("rejected_at_read", 1)]
+
+
+def test_unterminated_quote_is_unread_from_its_row_to_the_end(tmp_path):
+    before = b"i,f,s,b\n1,2,3,4\n"
+    data = before + b'1,2,"unclosed\n5,6,7,8\n9,9,9,9\n'
     records, rejects, counts, _ = both(_write(tmp_path, data))
     assert [r for r, _ in records] == [1]
-    assert [(d["row"], needle in d["reason"], "unreadable CSV" in d["reason"])
-            for d in rejects] == [(row, True, True)]
-    assert counts == [("read", 2), ("rejected_at_read", 1)]
+    assert [(d["row"], d["kind"], d["offset"], d["bytes"], d["rows"], d["value"],
+             d["record"], d["feature"]) for d in rejects] == [
+        (2, "unread", len(before), len(data) - len(before), None, "", "", "")]
+    assert "unterminated quoted field" in rejects[0]["reason"]
+    assert counts == [("read", 1), ("rejected_at_read", 0), ("unread_files", 1),
+                      ("unread_bytes", len(data) - len(before)), ("unread_regions", 1)]
 
 
 def test_unusual_quotes_between_clean_blocks(tmp_path):
@@ -203,15 +221,28 @@ def test_unusual_quotes_between_clean_blocks(tmp_path):
     assert got[151]["s"] == '5" tall' and got[161]["s"] == 'q "x" q'
 
 
-def test_field_over_the_csv_limit_on_both_paths(tmp_path):
-    old = csv.field_size_limit()
-    csv.field_size_limit(50)
-    try:
-        data = b"i,f,s,b\n1,2,ok,\n2,3," + b"x" * 60 + b",\n3,4,ok,\n"
-        _, rejects, _, _ = both(_write(tmp_path, data), blocks=[16, 40, cc.BLOCK_BYTES])
-    finally:
-        csv.field_size_limit(old)
-    assert [d["row"] for d in rejects] == [2] and "field larger" in rejects[0]["reason"]
+def test_a_cell_over_the_old_csv_field_limit_is_a_value(tmp_path):
+    """Python's csv refuses fields over 128 KiB by default; a valid 150 KB cell is read."""
+    cell = "é" + "x" * 150_000 + '"q"'
+    data = ('i,f,s,b\n1,2,"' + cell.replace('"', '""') + '",\n2,3,ok,\n').encode()
+    records, rejects, counts, _ = both(_write(tmp_path, data), blocks=[4096, cc.BLOCK_BYTES])
+    assert not rejects and counts == [("read", 2), ("rejected_at_read", 0)]
+    assert records[0][1]["s"] == cell and records[1][1]["s"] == "ok"
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_rows_over_max_record_bytes_are_rejected_and_reading_goes_on(tmp_path, quoted):
+    big = b'"' + b"x" * 60 + b'\n' + b"y" * 20 + b'"' if quoted else b"x" * 80
+    data = b"i,f,s,b\n1,2,ok,\n2,3," + big + b",\n3,4,ok,\n"
+    options = CsvOptions(max_record_bytes=40)
+    records, rejects, counts, _ = both(_write(tmp_path, data), options=options,
+                                       blocks=[16, 40, 64, cc.BLOCK_BYTES])
+    assert [r for r, _ in records] == [1, 3]
+    assert [(d["row"], d["kind"]) for d in rejects] == [(2, "rejected")]
+    size = len(b"2,3," + big + b",\n")
+    assert (f"row of {size} bytes is larger than source.max_record_bytes (40)"
+            in rejects[0]["reason"])
+    assert counts == [("read", 3), ("rejected_at_read", 1)]
 
 
 def test_list_features_headerless_files_and_other_delimiters(tmp_path):
@@ -242,7 +273,8 @@ def test_read_csv_transform_emits_batches_rejects_and_counts(tmp_path):
             (3, {"i": 3, "f": 1.5, "s": "c", "b": None})]), label="Records")
         assert_that(out[REJECTED] | beam.Map(lambda d: (d["row"], d["feature"])),
                     equal_to([(2, "f")]), label="Rejects")
-        assert_that(out[COUNTS], equal_to([("read", 3), ("rejected_at_read", 1)]),
+        assert_that(out[COUNTS], equal_to([("read", 3), ("rejected_at_read", 1),
+                                           *[(name, 0) for name in UNREAD_COUNTS]]),
                     label="Counts")
 
 

@@ -14,10 +14,17 @@ per-row reader. What the proof rests on:
   row boundaries as long as every block before was clean; the first unclean block sends the
   rest of the file to the per-row reader, which also raises exactly where ``csv`` would.
 * **Cells.** On clean quoting Arrow's parser and ``csv`` split identically, except that
-  ``csv`` yields an empty list for an empty line (Arrow: one empty cell) and refuses fields
-  longer than ``csv.field_size_limit()``; Arrow reports rows with the wrong number of cells
-  through ``invalid_row_handler`` and refuses invalid UTF-8. Any of these sends the block to
-  the per-row reader (:func:`parse_block` returns None).
+  ``csv`` yields an empty list for an empty line (Arrow: one empty cell); Arrow reports rows
+  with the wrong number of cells through ``invalid_row_handler`` and refuses invalid UTF-8;
+  a row longer than ``source.max_record_bytes`` is a dead letter. Any of these sends the
+  block to the per-row reader (:func:`parse_block` returns None).
+* **Rows, per row.** :class:`RowSplitter` cuts a stream into rows exactly where ``csv``
+  (strict, doubled quotes, no escape character) ends them, holding at most
+  ``max_record_bytes`` of a row: the per-row reader hands ``csv`` one row at a time, so a
+  malformed row costs that row only, a row too large is skipped unread, and an unterminated
+  quote is found as a row running to the end of the file. Python's ``csv`` has its own,
+  process-wide field limit (128 KiB by default); :func:`lift_csv_field_limit` raises it out
+  of the way, since the row limit here is the one that counts.
 * **Types.** :func:`type_batch` accepts a value from Arrow's casts only where Arrow's
   grammar is a subset of :func:`sources.parse_cell`'s and the values agree (decimal integers
   without ``+``; floats Arrow parses to a finite value; exact ``true``/``false``); every
@@ -29,8 +36,11 @@ Pure: no Beam, no file systems (callers pass an open binary stream).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-from collections.abc import Callable, Mapping, Sequence
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -44,8 +54,11 @@ __all__ = [
     "ByteBlocks",
     "NeedsRows",
     "Prefixed",
+    "RowSpan",
+    "RowSplitter",
     "dialect_supported",
     "has_empty_line",
+    "lift_csv_field_limit",
     "parse_block",
     "quoting_is_clean",
     "type_batch",
@@ -124,7 +137,8 @@ class ByteBlocks:
     ``first_row()`` returns the header row's bytes, ``next_block()`` the next ~``block_bytes``
     of rows (None at the end; ``NeedsRows`` when no row ends within ``MAX_PENDING_BYTES``),
     ``rest()`` a stream of whatever has not been returned yet. A UTF-8 BOM at the start of
-    the stream is dropped.
+    the stream is dropped. ``offset`` is the byte offset in the stream of what comes next
+    (of the next block, or of ``rest()``).
     """
 
     def __init__(self, handle: BinaryIO, quote: bytes, block_bytes: int = BLOCK_BYTES,
@@ -135,10 +149,12 @@ class ByteBlocks:
         self._max = max(max_pending, block_bytes)
         self._buf = b""
         self._eof = False
+        self.offset = 0
         while len(self._buf) < len(BOM) and not self._eof:
             self._fill()
         if self._buf.startswith(BOM):
             self._buf = self._buf[len(BOM):]
+            self.offset = len(BOM)
 
     def _fill(self) -> None:
         data = self._handle.read(self._block)
@@ -154,6 +170,7 @@ class ByteBlocks:
             end = find(self._buf, self._quote, self._eof)
             if end:
                 block, self._buf = self._buf[:end], self._buf[end:]
+                self.offset += end
                 return block
             if self._eof:
                 return None
@@ -193,6 +210,261 @@ class Prefixed(io.RawIOBase):
         return len(data)
 
 
+# -- rows, one at a time, as csv splits them ---------------------------------------------------
+
+def lift_csv_field_limit() -> None:
+    """Raise Python's ``csv`` field limit (process-wide; 128 KiB by default) to its maximum:
+    :class:`RowSplitter` bounds rows by ``source.max_record_bytes`` before ``csv`` sees them,
+    so ``csv``'s own limit would only turn ordinary large values into errors. Never lowers
+    it, so calling it from every reader is harmless."""
+    limit = sys.maxsize
+    while csv.field_size_limit() < limit:
+        try:
+            csv.field_size_limit(limit)
+        except OverflowError:  # a C long narrower than sys.maxsize
+            limit = (limit + 1) // 2 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RowSpan:
+    """One row of a CSV stream: ``size`` bytes from byte ``start`` (line end included).
+    ``data`` holds them, or is None when the row is longer than the limit (then ``head``
+    holds its first bytes); ``complete`` is False for a row that the end of the stream cut
+    inside a quoted field (an unterminated quote: the rest of the stream)."""
+
+    start: int
+    size: int
+    data: bytes | None
+    head: bytes
+    complete: bool = True
+
+
+def _row_pattern(quote: bytes, delimiter: bytes) -> re.Pattern[bytes] | None:
+    """A regular expression matching one well-formed row as group 1, or else any one byte
+    (single-byte dialects only)."""
+    if len(quote) != 1 or len(delimiter) != 1:
+        return None
+    q, d = re.escape(quote), re.escape(delimiter)
+    field = (rb"(?:" + q + rb"[^" + q + rb"]*(?:" + q + q + rb"[^" + q + rb"]*)*" + q
+             + rb"|[^" + q + d + rb"\r\n][^" + d + rb"\r\n]*|)")
+    # The last alternative matches any one byte: finditer then never searches ahead.
+    return re.compile(rb"(" + field + rb"(?:" + d + field + rb")*(?:\r\n|\n|\r))|(?s:.)")
+
+
+_FIELD, _UNQUOTED, _QUOTED = 0, 1, 2  # at a field's start, in an unquoted / a quoted field
+_LF, _CR = 0x0A, 0x0D
+_HEAD = 200
+
+
+class RowSplitter:
+    """A binary stream cut into CSV rows exactly where Python's ``csv`` module ends them
+    (``strict=True``, doubled quotes, no escape character, ``newline=""``): a row ends at
+    ``\\n``, ``\\r`` or ``\\r\\n`` outside a quoted field; a quote opens a quoted field only at
+    a field's start and is a plain character elsewhere; after a closing quote anything but a
+    delimiter or a line end is the ``csv`` error that makes the row malformed, and the row
+    goes on as an unquoted field (as ``csv`` itself reads it with ``strict=False``), so the
+    next row starts where it would.
+
+    Iterating yields a row up to ``limit`` bytes as its ``bytes`` (line end included), and
+    a :class:`RowSpan` without data for a longer row (scanned to its end without being
+    held) or for the rest of the stream after an unterminated quote. ``start`` is the
+    stream's offset in the file; a UTF-8 BOM at the start is skipped when ``strip_bom``
+    (then the attribute ``start`` is the offset after it). ``end`` is the offset of the end
+    of what was read so far (the file's size at the end).
+    """
+
+    def __init__(self, handle: BinaryIO, quote: bytes, delimiter: bytes, limit: int,
+                 start: int = 0, strip_bom: bool = False, chunk: int = 1 << 16) -> None:
+        self._handle = handle
+        self._q = quote
+        self._d = delimiter
+        self._limit = limit
+        self._chunk = max(chunk, len(quote) + len(delimiter) + 2)
+        self._row_re = _row_pattern(quote, delimiter)
+        self._buf = bytearray()
+        self._base = start  # offset of _buf[0]
+        self._eof = False
+        if strip_bom:
+            while len(self._buf) < len(BOM) and not self._eof:
+                self._fill()
+            if self._buf.startswith(BOM):
+                del self._buf[:len(BOM)]
+                self._base += len(BOM)
+        self.start = self._base  # where the first row starts
+
+    @property
+    def end(self) -> int:
+        return self._base + len(self._buf)
+
+    def _fill(self) -> None:
+        data = self._handle.read(self._chunk)
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+
+    def drain(self) -> int:
+        """Skip the rest of the stream; the offset of its end."""
+        self._base += len(self._buf)
+        self._buf = bytearray()
+        while not self._eof:
+            data = self._handle.read(1 << 20)
+            self._base += len(data)
+            self._eof = not data
+        return self._base
+
+    def __iter__(self) -> Iterator[bytes | RowSpan]:
+        buf = self._buf
+        pos = 0  # where scanning resumes
+        state = _FIELD
+        row = self._base  # offset where the current row starts
+        head: bytes | None = None  # set once the current row is too long to hold
+        limit = self._limit
+        while True:
+            if self._eof and self._base + len(buf) == row:
+                return
+            if state == _FIELD and head is None:
+                # The fast way: the whole lines before the next quote are rows as they are.
+                first = row - self._base
+                quote = buf.find(self._q, first)
+                cut = buf.rfind(b"\n", first, len(buf) if quote < 0 else quote) + 1
+                if cut > first:
+                    for line in bytes(buf[first:cut]).splitlines(True):
+                        if len(line) <= limit:
+                            yield line
+                        else:
+                            yield RowSpan(row, len(line), None, line[:_HEAD])
+                        row += len(line)
+                    pos = cut
+                    if pos > (1 << 20) and pos * 2 > len(buf):  # keep the buffer short
+                        del buf[:pos]
+                        self._base += pos
+                        pos = 0
+                    continue
+                # Next fastest: consecutive well-formed rows, one match each (not a last one
+                # ending in a CR that could be half a CRLF).
+                if self._row_re is not None and pos == first:
+                    for match in self._row_re.finditer(buf, first):
+                        end = match.end()
+                        if match.lastindex is None or (
+                                end == len(buf) and buf[-1] == _CR and not self._eof):
+                            break
+                        if end - pos <= limit:
+                            yield match.group()
+                        else:
+                            yield RowSpan(row, end - pos, None, bytes(buf[pos:pos + _HEAD]))
+                        row += end - pos
+                        pos = end
+                    if pos > first:
+                        continue
+            end, state, pos = self._scan(buf, pos, state)
+            if end < 0:
+                if self._eof:
+                    if self._base + len(buf) > row:  # the stream ends inside a quoted field
+                        size = self._base + len(buf) - row
+                        yield RowSpan(row, size, None,
+                                      head if head is not None else bytes(buf[:_HEAD]),
+                                      complete=False)
+                        self._base += len(buf)
+                        del buf[:]
+                    return
+                held = row - self._base  # bytes of the row before buf[0] were dropped
+                if head is None and self._base + len(buf) - row > limit:
+                    head = bytes(buf[held:held + _HEAD])
+                drop = pos if head is not None else held
+                if drop:
+                    del buf[:drop]
+                    self._base += drop
+                    pos -= drop
+                self._fill()
+                continue
+            size = self._base + end - row
+            if head is None and size <= limit:
+                start = row - self._base
+                yield bytes(buf[start:end])
+            else:
+                if head is None:
+                    start = row - self._base
+                    head = bytes(buf[start:start + _HEAD])
+                yield RowSpan(row, size, None, head)
+            row = self._base + end
+            pos, state, head = end, _FIELD, None
+            if pos > (1 << 20) and pos * 2 > len(buf):  # keep the buffer short
+                del buf[:pos]
+                self._base += pos
+                pos = 0
+
+    def _scan(self, buf: bytearray, pos: int, state: int) -> tuple[int, int, int]:
+        """From ``pos`` in ``state``: (the end of the current row or -1, the state, where to
+        resume). Stops short of a quote, delimiter or CR whose meaning bytes not read yet
+        decide."""
+        q, d, eof = self._q, self._d, self._eof
+        n = len(buf)
+        need = max(len(q), len(d), 1)
+        while True:
+            if state == _QUOTED:
+                j = buf.find(q, pos)
+                if j < 0:
+                    return -1, _QUOTED, max(pos, n - len(q) + 1)
+                k = j + len(q)
+                if n - k < need and not eof:
+                    return -1, _QUOTED, j  # what follows the quote is not read yet
+                if k >= n:
+                    return n, _FIELD, n  # a closing quote ends the stream
+                if buf.startswith(q, k):  # a doubled quote inside the field
+                    pos = k + len(q)
+                    continue
+                if buf[k] in (_LF, _CR):
+                    return self._row_end(buf, k, n, eof)
+                if buf.startswith(d, k):
+                    pos, state = k + len(d), _FIELD
+                else:  # csv's "delimiter expected after quote": the row is malformed, and
+                    pos, state = k, _UNQUOTED  # csv (non-strict) reads on, unquoted
+                continue
+            # At a field's start or in an unquoted field: without a quote before the next
+            # line end, the row ends there (delimiters do not matter).
+            lf = buf.find(b"\n", pos)
+            stop = n if lf < 0 else lf
+            cr = buf.find(b"\r", pos, stop)
+            if cr >= 0:
+                stop = cr
+            j = buf.find(q, pos, stop)
+            if j < 0:
+                if stop < n:
+                    return self._row_end(buf, stop, n, eof)
+                if eof:
+                    return n, _FIELD, n
+                # Resume before any quote or delimiter the next bytes may complete, and not
+                # inside a whole delimiter (multi-byte characters).
+                resume = max(pos, n - need + 1)
+                last = buf.rfind(d, pos, n)
+                if 0 <= last < resume < last + len(d):
+                    resume = last
+                return -1, self._state_at(buf, resume, pos, state), resume
+            # Between pos and j there is no quote: its delimiters are real.
+            pos, state = j + len(q), (_QUOTED if self._state_at(buf, j, pos, state) == _FIELD
+                                      else _UNQUOTED)
+
+    def _state_at(self, buf: bytearray, i: int, pos: int, state: int) -> int:
+        """The state at ``i``, in unquoted text that runs from ``pos`` (in ``state``)."""
+        if i == pos:
+            return state
+        d = self._d
+        return _FIELD if i - len(d) >= pos and buf.startswith(d, i - len(d)) else _UNQUOTED
+
+    @staticmethod
+    def _row_end(buf: bytearray, i: int, n: int, eof: bool) -> tuple[int, int, int]:
+        """The row ends at the line end at ``i`` (CR, LF or CRLF)."""
+        if buf[i] == _LF:
+            return i + 1, _FIELD, i + 1
+        if i + 1 < n:
+            end = i + 2 if buf[i + 1] == _LF else i + 1
+            return end, _FIELD, end
+        if eof:
+            return n, _FIELD, n
+        return -1, _UNQUOTED, i  # a CR at the end of what was read: maybe half a CRLF
+
+
 # -- checks that make a block safe for Arrow --------------------------------------------------
 
 def quoting_is_clean(block: bytes, quote: bytes, delimiter: bytes) -> bool:
@@ -227,11 +499,30 @@ def has_empty_line(block: bytes) -> bool:
     return b"\n\n" in block or b"\r\r" in block or b"\n\r" in block
 
 
-def parse_block(block: bytes, ncols: int, delimiter: str, quotechar: str) -> pa.RecordBatch | None:
+def longest_row(block: bytes, quote: bytes) -> int:
+    """The size of the longest row of a clean block, its line end included (as
+    :class:`RowSplitter` measures rows: a row ends at a line end outside quotes)."""
+    data = np.frombuffer(block, np.uint8)
+    ends = (data == 0x0A) | (data == 0x0D)
+    ends[:-1] &= ~((data[:-1] == 0x0D) & (data[1:] == 0x0A))  # CRLF ends at its LF
+    if quote in block:
+        ends &= (np.cumsum(data == ord(quote)) % 2) == 0  # not inside a quoted field
+    stops = np.flatnonzero(ends)
+    if not len(stops):
+        return len(block)
+    return int(max(np.diff(stops, prepend=-1).max(), len(block) - 1 - stops[-1]))
+
+
+def parse_block(block: bytes, ncols: int, delimiter: str, quotechar: str,
+                max_row_bytes: int | None = None) -> pa.RecordBatch | None:
     """A clean block's rows as a RecordBatch of ``ncols`` string columns (``c0``...), or None
     when Arrow's cells may differ from ``csv``'s: a row with the wrong number of cells, an
-    empty line, invalid UTF-8, a field longer than ``csv.field_size_limit()``, a BOM."""
+    empty line, invalid UTF-8, a BOM -- or when a row is longer than ``max_row_bytes`` (the
+    per-row reader rejects it)."""
     if has_empty_line(block) or block.startswith(BOM):  # Arrow drops a BOM; csv keeps it
+        return None
+    if (max_row_bytes is not None and len(block) > max_row_bytes
+            and longest_row(block, quotechar.encode()) > max_row_bytes):
         return None
     invalid: list = []
 
@@ -258,12 +549,6 @@ def parse_block(block: bytes, ncols: int, delimiter: str, quotechar: str) -> pa.
         return None
     if invalid:
         return None
-    limit = csv.field_size_limit()
-    if len(block) > limit:
-        for column in table.columns:
-            longest = pc.max(pc.binary_length(column)).as_py()
-            if longest is not None and longest > limit:
-                return None
     if table.num_rows == 0:
         return pa.RecordBatch.from_arrays([pa.array([], pa.string())] * ncols, names=names)
     batches = table.to_batches()

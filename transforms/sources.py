@@ -8,9 +8,13 @@ and any block where that could differ from the per-row reader (Python's ``csv`` 
 :func:`parse_cell`) is read by the per-row reader instead, so both give the same records, row
 numbers and dead letters.
 
-Records that cannot even be parsed (a malformed CSV line, a cell that is not a number) leave
-through the ``rejected`` output as dead-letter rows naming the file, the row,
-the feature and the reason; the ``read`` counter counts both kinds, so read = built + rejected.
+Records that cannot even be parsed (a malformed CSV row, a cell that is not a number, a row
+longer than ``source.max_record_bytes``) leave through the ``rejected`` output as dead-letter
+rows naming the file, the row, the feature and the reason; the ``read`` counter counts both
+kinds, so read = built + rejected. Input that yields no record at all -- the rest of a file
+after an unterminated quote, a file whose header cannot be read -- is *unread*: one
+dead-letter row of kind ``unread`` per region (byte offset and size) and the ``unread_*``
+counts (:func:`read_outputs`), so no input byte goes unaccounted for.
 
 CSV cells are typed by the feature specs: an int64 feature accepts integers and
 ``true``/``false``; a float feature decimals, exponents, ``nan`` and ``inf``; a list-shaped
@@ -26,7 +30,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -39,14 +43,20 @@ from beam_tfrecords.transforms import csv_columnar as cc
 from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
 from beam_tfrecords.transforms.coercion import preview
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 from beam_tfrecords.transforms.spread import Spread
 
-__all__ = ["COUNTS", "REJECTED", "ReadCsv", "RecordChunk", "dead_letter", "parse_cell"]
+__all__ = ["COUNTS", "REJECTED", "UNREAD_COUNTS", "ReadCsv", "RecordChunk", "Reject", "Unread",
+           "dead_letter", "read_csv_header", "parse_cell", "unread_letter"]
 
 REJECTED = "rejected"
 # Tagged output of (counter name, n) pairs that the commit step adds up: unlike runner metrics
 # they are part of the data, so every runner delivers them exactly once.
 COUNTS = "counts"
+# Besides "read" and "rejected_at_read", every reader emits these for every file (zeros too):
+# files with any unread part, unread bytes, records known lost (Avro block and Parquet row
+# group counts), and unread regions (one dead-letter row of kind "unread" each).
+UNREAD_COUNTS = ("unread_files", "unread_bytes", "unread_rows", "unread_regions")
 CHUNK_ROWS = 4096  # records per chunk on the per-row path
 # On the columnar path: rows per RecordBatch chunk, unless its buffers reach BATCH_BYTES.
 # Wide rows make smaller chunks: past a few MB a chunk's buffers (Arrow columns, the
@@ -102,9 +112,10 @@ class RecordChunkCoder(SizedPickleCoder):
 beam.coders.registry.register_coder(RecordChunk, RecordChunkCoder)
 
 
-def dead_letter(path: str, row: int, feature: str, reason: str, value: Any,
+def dead_letter(path: str, row: int | None, feature: str, reason: str, value: Any,
                 record: Any) -> dict[str, Any]:
-    """One dead-letter row: where the record came from, what was wrong, and previews."""
+    """One dead-letter row for a rejected record: where it came from, what was wrong, and
+    previews."""
     return {
         "source": path,
         "row": row,
@@ -112,6 +123,25 @@ def dead_letter(path: str, row: int, feature: str, reason: str, value: Any,
         "reason": reason,
         "value": preview(value),
         "record": preview(record, 400),
+        "kind": "rejected",
+    }
+
+
+def unread_letter(path: str, unread: Unread) -> dict[str, Any]:
+    """One dead-letter row for a region of input no record came from: where it starts (byte
+    ``offset``, first ``row`` lost or None), its ``bytes``, the ``rows`` it held (None:
+    unknown) and why."""
+    return {
+        "source": path,
+        "row": unread.row,
+        "feature": "",
+        "reason": unread.reason,
+        "value": "",
+        "record": "",
+        "kind": "unread",
+        "offset": unread.offset,
+        "bytes": unread.bytes,
+        "rows": unread.rows,
     }
 
 
@@ -122,41 +152,57 @@ def _chunk(path: str, first: int, rows: list, numbers: list) -> RecordChunk:
 
 def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
                  rejected_counter: Any) -> Iterator[Any]:
-    """A reader's outputs for one file, from its events: a :class:`RecordChunk` (a block read
-    column-wise, passed on) or ``(row, record, error)`` with ``error`` None or ``(feature,
-    reason, value, record)``. Records are gathered into chunks of ``CHUNK_ROWS`` (flushed
-    before a columnar chunk, so rows stay in order), errors become dead-letter rows, and the
-    ``read`` / ``rejected_at_read`` counts close the file."""
+    """A reader's outputs for one file, from its events (:mod:`read_events`): ``(row,
+    record)`` for a good record, a :class:`RecordChunk` (a block read column-wise, passed
+    on), a :class:`Reject` or an :class:`Unread`. Records are gathered into chunks of
+    ``CHUNK_ROWS`` (flushed before a columnar chunk, so rows stay in order); a Reject becomes
+    a dead-letter row and counts as read and rejected; an Unread becomes a dead-letter row of
+    kind ``unread`` and counts in the ``unread_*`` counts only. The counts close the file:
+    ``read``, ``rejected_at_read`` and the four of ``UNREAD_COUNTS``, always all six."""
     read = rejected = 0
+    unread_bytes = unread_rows = regions = 0
     chunk: list = []
     numbers: list = []
     for event in events:
-        if isinstance(event, RecordChunk):
-            if chunk:
+        kind = type(event)
+        if kind is tuple:
+            row, record = event
+            read += 1
+            chunk.append(record)
+            numbers.append(row)
+            if len(chunk) >= CHUNK_ROWS:
                 yield _chunk(path, numbers[0], chunk, numbers)
                 chunk, numbers = [], []
-            read += len(event)
-            yield event
             continue
-        row, record, error = event
-        read += 1
-        if error is not None:
+        if kind is Reject:
+            read += 1
             rejected += 1
-            feature, reason, value, whole = error
-            yield beam.pvalue.TaggedOutput(
-                REJECTED, dead_letter(path, row, feature, reason, value, whole))
+            yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
+                path, event.row, event.feature, event.reason, event.value, event.record))
             continue
-        chunk.append(record)
-        numbers.append(row)
-        if len(chunk) >= CHUNK_ROWS:
+        if kind is Unread:
+            regions += 1
+            unread_bytes += event.bytes
+            unread_rows += event.rows or 0
+            yield beam.pvalue.TaggedOutput(REJECTED, unread_letter(path, event))
+            continue
+        if not isinstance(event, RecordChunk):
+            raise TypeError(f"not a reader event: {event!r}")
+        if chunk:  # the records before the chunk leave first
             yield _chunk(path, numbers[0], chunk, numbers)
             chunk, numbers = [], []
+        read += len(event)
+        yield event
     if chunk:
         yield _chunk(path, numbers[0], chunk, numbers)
     read_counter.inc(read)
     rejected_counter.inc(rejected)
     yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
     yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
+    yield beam.pvalue.TaggedOutput(COUNTS, ("unread_files", int(regions > 0)))
+    yield beam.pvalue.TaggedOutput(COUNTS, ("unread_bytes", unread_bytes))
+    yield beam.pvalue.TaggedOutput(COUNTS, ("unread_rows", unread_rows))
+    yield beam.pvalue.TaggedOutput(COUNTS, ("unread_regions", regions))
 
 
 class CellError(ValueError):
@@ -191,6 +237,59 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     return text  # bytes and string cells are kept exactly, spaces included
 
 
+def _limit(options: Any) -> int:
+    """``source.max_record_bytes`` as the options of a format carry it."""
+    return getattr(options, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
+
+
+class _Feed:
+    """One row's text at a time for a long-lived ``csv.reader``."""
+
+    __slots__ = ("text",)
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def __iter__(self) -> _Feed:
+        return self
+
+    def __next__(self) -> str:
+        text, self.text = self.text, None
+        if text is None:
+            raise StopIteration
+        return text
+
+
+def _csv_cells(options: Any) -> Any:
+    """A function from one row's text to its cells (``csv``, strict), raising csv.Error."""
+    cc.lift_csv_field_limit()
+    feed = _Feed()
+    reader = csv.reader(feed, delimiter=options.delimiter, quotechar=options.quotechar,
+                        strict=True)
+
+    def cells(text: str) -> list[str]:
+        feed.text = text
+        try:
+            return next(reader)
+        except StopIteration:  # pragma: no cover - every row holds at least a line end
+            return []
+
+    return cells
+
+
+def _too_large(row: int, span: cc.RowSpan, limit: int) -> Reject:
+    return Reject(row, "", f"row of {span.size} bytes is larger than source.max_record_bytes "
+                           f"({limit}); skipped without being read (starts at byte "
+                           f"{span.start})", span.head.decode("utf-8", "replace"), "")
+
+
+def _unterminated(row: int, span: cc.RowSpan) -> Unread:
+    return Unread(span.start, span.size, None, row,
+                  f"unterminated quoted field: the file ends inside a quoted field opened in "
+                  f"row {row}, so its last {span.size} bytes (from byte {span.start}) cannot "
+                  f"be split into rows")
+
+
 class _ReadCsvFile(beam.DoFn):
     """One CSV file -> RecordChunks of typed rows; unparseable rows -> rejected.
 
@@ -198,6 +297,10 @@ class _ReadCsvFile(beam.DoFn):
     RecordBatch chunks (:mod:`csv_columnar`), falling back to the per-row reader for a block
     (or, after quoting on which Arrow and ``csv`` could disagree, the rest of the file)
     wherever the result could differ. Either way the records and dead letters are the same.
+    The per-row reader cuts rows with :class:`csv_columnar.RowSplitter` and parses them one
+    at a time: a malformed row or one longer than ``max_record_bytes`` (from the options) is
+    one dead letter and reading goes on; an unterminated quote makes the rest of the file one
+    unread region.
     """
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec], columnar: bool = True,
@@ -215,7 +318,7 @@ class _ReadCsvFile(beam.DoFn):
             if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
                 events = self._columnar_events(path, raw)
             else:
-                events = self._row_events(raw, "utf-8-sig", None, 0)
+                events = self._row_events(raw, 0, True, None, 0)
             yield from read_outputs(path, events, self._read, self._rejected)
 
     def _specs(self) -> dict[str, FeatureSpec]:
@@ -227,39 +330,49 @@ class _ReadCsvFile(beam.DoFn):
 
     # -- per row ----------------------------------------------------------------------------
 
-    def _row_events(self, raw: Any, encoding: str, columns: list[str] | None,
-                    row_number: int) -> Generator[tuple, None, bool]:
-        """``(row, record, None)`` or ``(row, None, (feature, reason, value, cells))`` for
-        every row of ``raw``, numbered after ``row_number``; reads the header first when
-        ``columns`` is None. Returns True when the rest of the file is unreadable."""
+    def _row_events(self, raw: Any, offset: int, bom: bool, columns: list[str] | None,
+                    row_number: int) -> Iterator[Any]:
+        """The events of every row of ``raw`` (which starts at byte ``offset`` of the file;
+        a BOM first is dropped when ``bom``), numbered after ``row_number``; reads the header
+        first when ``columns`` is None."""
         opts = self._options
+        limit = _limit(opts)
         specs = self._specs()
         nulls = set(opts.null_values)
-        # Invalid UTF-8 decodes to lone surrogates: the row is rejected, the file read on.
-        text = io.TextIOWrapper(raw, encoding=encoding, errors="surrogateescape", newline="")
-        reader = csv.reader(text, delimiter=opts.delimiter, quotechar=opts.quotechar,
-                            strict=True)
-        try:
-            if columns is None:
-                columns = list(opts.columns)
-                if opts.header:
-                    header = next(reader, None)
-                    if header is None:
-                        return False
-                    if _SURROGATE.search("".join(header)):
-                        yield 0, None, ("", "the header is not valid UTF-8; the file is not "
-                                            "read", _raw_bytes(header), _readable(header))
-                        return True
-                    columns = header
-            for cells in reader:
-                row_number += 1
-                record, error = _record(columns, cells, specs, nulls)
-                yield row_number, record, error
-        except csv.Error as err:
-            # The rest of the file cannot be split into rows reliably: reject it as one.
-            yield row_number + 1, None, ("", f"unreadable CSV from here on: {err}", "", "")
-            return True
-        return False
+        cells_of = _csv_cells(opts)
+        splitter = cc.RowSplitter(raw, opts.quotechar.encode(), opts.delimiter.encode(), limit,
+                                  start=offset, strip_bom=bom)
+        rows = iter(splitter)
+        if columns is None:
+            columns = list(opts.columns)
+            if opts.header:
+                head = next(rows, None)
+                if head is None:
+                    return
+                header, problem = _parse_header(head, cells_of, limit)
+                if header is None:
+                    end = splitter.drain()
+                    yield Unread(splitter.start, end - splitter.start, None, 0,
+                                 f"the header {problem}; the file is not read")
+                    return
+                columns = header
+        for row in rows:
+            row_number += 1
+            if type(row) is not bytes:
+                if not row.complete:
+                    yield _unterminated(row_number, row)
+                    return
+                yield _too_large(row_number, row, limit)
+                continue
+            text = row.decode("utf-8", "surrogateescape")
+            try:
+                cells = cells_of(text)
+            except csv.Error as err:
+                yield Reject(row_number, "", f"malformed CSV row: {err}",
+                             row.decode("utf-8", "replace"), "")
+                continue
+            record = _record(row_number, columns, cells, specs, nulls)
+            yield (row_number, record) if type(record) is dict else record
 
     # -- column-wise ------------------------------------------------------------------------
 
@@ -267,70 +380,67 @@ class _ReadCsvFile(beam.DoFn):
         """The events of ``_row_events`` over the whole file, except that the rows of blocks
         Arrow read arrive as one RecordChunk (``batch`` set) each."""
         opts = self._options
+        limit = _limit(opts)
         quote = opts.quotechar.encode()
-        blocks = cc.ByteBlocks(raw, quote, self._block_bytes)
+        blocks = cc.ByteBlocks(raw, quote, self._block_bytes,
+                               max(self._block_bytes, min(cc.MAX_PENDING_BYTES, limit)))
         columns = list(opts.columns)
         specs = self._specs()
         state = [0]  # rows read so far
         known: list[str] | None = None if opts.header else columns  # None: header unread
         try:
             if opts.header:
+                start = blocks.offset
                 head = blocks.first_row()
                 if head is None:
                     return
-                known = columns = _header(head, opts)
+                known = columns = _header(head, opts, limit)
                 if columns is None:  # an unusual header: the per-row reader decides
                     stream = io.BufferedReader(cc.Prefixed(head, blocks.rest()))
-                    yield from self._rows_from(stream, None, state)
+                    yield from self._rows_from(stream, start, None, state)
                     return
             if (not columns or len(set(columns)) != len(columns)
                     or any(specs[c].shape or specs[c].sequence for c in columns if c in specs)):
                 # JSON-array cells (list-shaped features) and duplicate names: per row.
-                yield from self._rows_from(blocks.rest(), columns, state)
+                yield from self._rows_from(blocks.rest(), blocks.offset, columns, state)
                 return
             delimiter = opts.delimiter.encode()
             while True:
+                start = blocks.offset
                 block = blocks.next_block()
                 if block is None:
                     return
                 if not cc.quoting_is_clean(block, quote, delimiter):
                     # Quote parity may have cut inside a row: csv reads on from this block.
                     stream = io.BufferedReader(cc.Prefixed(block, blocks.rest()))
-                    yield from self._rows_from(stream, columns, state)
+                    yield from self._rows_from(stream, start, columns, state)
                     return
                 chunk, rejects = self._typed_block(path, block, columns, specs, state[0])
                 if chunk is None:
-                    if (yield from self._rows_from(io.BytesIO(block), columns, state)):
-                        return
+                    yield from self._rows_from(io.BytesIO(block), start, columns, state)
                     continue
                 yield from rejects
                 if len(chunk):
                     yield chunk
                 state[0] += len(chunk) + len(rejects)
         except cc.NeedsRows:  # no row end within MAX_PENDING_BYTES
-            yield from self._rows_from(blocks.rest(), known, state)
+            yield from self._rows_from(blocks.rest(), blocks.offset, known, state)
 
-    def _rows_from(self, stream: Any, columns: list[str] | None,
-                   state: list[int]) -> Generator[tuple, None, bool]:
+    def _rows_from(self, stream: Any, offset: int, columns: list[str] | None,
+                   state: list[int]) -> Iterator[Any]:
         """``_row_events`` after row ``state[0]``, advancing it."""
-        stopped = False
-        events = self._row_events(stream, "utf-8", columns, state[0])
-        while True:
-            try:
-                event = next(events)
-            except StopIteration as done:
-                stopped = bool(done.value)
-                break
-            state[0] = max(state[0], event[0])
+        for event in self._row_events(stream, offset, False, columns, state[0]):
+            row = event[0] if type(event) is tuple else event.row
+            state[0] = max(state[0], row or 0)
             yield event
-        return stopped
 
     def _typed_block(self, path: str, block: bytes, columns: list[str],
                      specs: dict[str, FeatureSpec], before: int) -> tuple[Any, list]:
-        """A clean block -> (RecordChunk of its good rows, reject events), or (None, [])
-        when the per-row reader must read it."""
+        """A clean block -> (RecordChunk of its good rows, Rejects), or (None, []) when the
+        per-row reader must read it."""
         opts = self._options
-        cells = cc.parse_block(block, len(columns), opts.delimiter, opts.quotechar)
+        cells = cc.parse_block(block, len(columns), opts.delimiter, opts.quotechar,
+                               _limit(opts))
         if cells is None:
             return None, []
         try:
@@ -342,7 +452,7 @@ class _ReadCsvFile(beam.DoFn):
         for index in sorted(bad):
             feature, reason, value = bad[index]
             whole = [cells.column(j)[index].as_py() for j in range(len(columns))]
-            rejects.append((before + 1 + index, None, (feature, reason, value, whole)))
+            rejects.append(Reject(before + 1 + index, feature, reason, value, whole))
         if not bad:
             return RecordChunk(path, before + 1, [], batch=batch), rejects
         good = np.ones(batch.num_rows, bool)
@@ -356,9 +466,44 @@ class _ReadCsvFile(beam.DoFn):
                            batch=batch), rejects
 
 
-def _header(head: bytes, opts: Any) -> list[str] | None:
+def _parse_header(head: bytes | cc.RowSpan, cells_of: Any,
+                  limit: int) -> tuple[list[str] | None, str]:
+    """The header row's names, or (None, what is wrong with it)."""
+    if type(head) is not bytes:
+        if not head.complete:
+            return None, "has an unterminated quoted field"
+        return None, f"is {head.size} bytes, larger than source.max_record_bytes ({limit})"
+    text = head.decode("utf-8", "surrogateescape")
+    try:
+        header = cells_of(text)
+    except csv.Error as err:
+        return None, f"is malformed CSV: {err}"
+    if _SURROGATE.search("".join(header)):
+        bad = _invalid_utf8([f"#{i + 1}" for i in range(len(header))], header, {})[1]
+        return None, f"is not valid UTF-8 ({bad.split(': ', 1)[-1]})"
+    return header, ""
+
+
+def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
+    """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
+    launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
+    empty or its first row is longer than ``limit`` or malformed (the reader reports it)."""
+    splitter = cc.RowSplitter(handle, options.quotechar.encode(), options.delimiter.encode(),
+                              limit, strip_bom=True)
+    head = next(iter(splitter), None)
+    if type(head) is not bytes:
+        return []
+    try:
+        return _csv_cells(options)(head.decode("utf-8", "replace"))
+    except csv.Error:
+        return []
+
+
+def _header(head: bytes, opts: Any, limit: int) -> list[str] | None:
     """The header row's names, or None when the per-row reader should read it (not UTF-8,
-    quoting it would reject)."""
+    quoting it would reject, longer than ``limit``)."""
+    if len(head) > limit:
+        return None
     try:
         text = head.decode("utf-8")
     except UnicodeDecodeError:
@@ -370,18 +515,18 @@ def _header(head: bytes, opts: Any) -> list[str] | None:
     return rows[0] if len(rows) == 1 else None
 
 
-def _record(columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
-            nulls: set) -> tuple[dict | None, tuple | None]:
-    """One row's cells -> (record, None) or (None, (feature, reason, value, cells)).
+def _record(row: int, columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
+            nulls: set) -> dict | Reject:
+    """Row ``row``'s cells -> the record, or a Reject.
 
     Invalid UTF-8 is found first, then a wrong number of cells, then the first cell (in
     column order) that its feature cannot type."""
     joined = "".join(cells)
     if not joined.isascii() and _SURROGATE.search(joined):
-        return None, _invalid_utf8(columns, cells, specs)
+        return Reject(row, *_invalid_utf8(columns, cells, specs))
     if len(cells) != len(columns):
-        return None, ("", f"malformed line: {len(cells)} cells, the header has "
-                          f"{len(columns)}", cells, cells)
+        return Reject(row, "", f"malformed line: {len(cells)} cells, the header has "
+                             f"{len(columns)}", cells, cells)
     record: dict[str, Any] = {}
     for column, cell in zip(columns, cells):
         spec = specs.get(column)
@@ -391,12 +536,8 @@ def _record(columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
         try:
             record[column] = parse_cell(spec, cell)
         except CellError as err:
-            return None, (spec.name, f"column {column!r}: {err.reason}", cell, cells)
-    return record, None
-
-
-def _raw_bytes(cells: list[str]) -> list[bytes]:
-    return [cell.encode("utf-8", "surrogateescape") for cell in cells]
+            return Reject(row, spec.name, f"column {column!r}: {err.reason}", cell, cells)
+    return record
 
 
 def _readable(cells: list[str]) -> list[str]:

@@ -1,0 +1,71 @@
+"""What a source reader says about one file, as named types instead of positional tuples.
+
+A reader turns a file into a stream of *events* that :func:`sources.read_outputs` turns into
+the reader's outputs (record chunks, dead-letter rows, counts):
+
+* ``(row, record)`` -- a plain 2-tuple, one good record (the common case: kept a tuple
+  because a reader makes one per row);
+* :class:`sources.RecordChunk` -- many good records read column-wise;
+* :class:`Reject` -- one record that could not be read (a malformed CSV row, a line that is
+  not JSON, a row over ``source.max_record_bytes``): it counts as read *and* rejected, so
+  read = written + rejected still holds;
+* :class:`Unread` -- input that yields no record at all (an unterminated quote running to the
+  end of the file, a damaged Avro block, a lost Parquet row group, a file that cannot be
+  opened): not a record, but never invisible -- it becomes one dead-letter row of kind
+  ``unread`` and the ``unread_*`` counts.
+
+Pure: no Beam, no file systems.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, BinaryIO
+
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Reject", "Unread", "bounded_line"]
+
+# ``source.max_record_bytes``: the largest record (CSV row, JSON line, Avro block) a reader
+# holds in memory; a larger one is a dead letter (or, for an Avro block, unread input).
+DEFAULT_MAX_RECORD_BYTES = 64 << 20
+PREVIEW_BYTES = 200  # how much of a record too large to hold a dead letter shows
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reject:
+    """One record that could not be read: its 1-based row (0: a header), the feature at
+    fault ("" for the whole record), why, and previews of the value and the record."""
+
+    row: int | None
+    feature: str
+    reason: str
+    value: Any = ""
+    record: Any = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unread:
+    """Input no record came from: ``bytes`` bytes from byte ``offset`` of the file, holding
+    ``rows`` records when the format says how many (None: unknown), the first of them row
+    ``row`` (None: unknown)."""
+
+    offset: int
+    bytes: int
+    rows: int | None
+    row: int | None
+    reason: str
+
+
+def bounded_line(handle: BinaryIO, limit: int) -> tuple[bytes, int]:
+    """The next line of ``handle`` (newline included) and its size in bytes, holding at most
+    ``limit + 1`` bytes of it: a longer line comes back as its first ``PREVIEW_BYTES`` bytes
+    with its full size, the rest skipped in pieces. ``(b"", 0)`` at the end of the file."""
+    line = handle.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line, len(line)
+    head, size = line[:PREVIEW_BYTES], len(line)
+    while not line.endswith(b"\n"):  # skip the rest without holding it
+        line = handle.readline(1 << 20)
+        if not line:
+            break
+        size += len(line)
+    return head, size
