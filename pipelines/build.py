@@ -224,13 +224,24 @@ def _manifest_metadata(config: Config, image_paths: Sequence[str]) -> list:
     return sorted(found + manifest, key=lambda m: m.path)
 
 
-def _jsonl_fields(path: str, lines: int = 100) -> list[str] | None:
+def _jsonl_fields(path: str, lines: int = 100,
+                  max_record_bytes: int | None = None) -> list[str] | None:
     """The top-level keys of the first ``lines`` JSON objects of a JSON Lines file; None when
     none of them parses (the readers report bad lines, this check is only a shortcut: a required
-    field that none of the first records has would reject them all)."""
+    field that none of the first records has would reject them all). A line longer than
+    ``max_record_bytes`` (default: source.max_record_bytes's) is skipped without being held,
+    as the reader skips it."""
+    from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES, bounded_line
+
+    limit = DEFAULT_MAX_RECORD_BYTES if max_record_bytes is None else max_record_bytes
     fields: dict[str, None] = {}
     with storage.open_read(path) as handle:
-        for _, raw in zip(range(lines), handle):
+        for _ in range(lines):
+            raw, size = bounded_line(handle, limit)
+            if not size:
+                break
+            if size > limit:  # the reader's dead letter
+                continue
             try:
                 record = json.loads(raw)
             except (ValueError, RecursionError):  # too deep: the reader's dead letter
@@ -242,15 +253,16 @@ def _jsonl_fields(path: str, lines: int = 100) -> list[str] | None:
 
 def first_columns(config: Config, path: str) -> list[str] | None:
     """The field names of the first input, to validate the config before the pipeline (for
-    JSON Lines, those of its first records); None when there is nothing to check against."""
-    import csv
-    import io
+    JSON Lines, those of its first records); None when there is nothing to check against.
+    Reads at most about ``source.max_record_bytes`` of any one record, as the readers do."""
+    from beam_tfrecords.transforms.sources import read_csv_header
 
+    limit = config.source.max_record_bytes
     if config.source.format == "jsonl":
-        return _jsonl_fields(path)
+        return _jsonl_fields(path, max_record_bytes=limit)
     if config.source.format != "csv":
         try:
-            return top_level_fields(config.source.format, path)
+            return top_level_fields(config.source.format, path, limit)
         except Exception as err:  # not a Parquet/Avro file, unreadable: say which
             raise BuildError(f"cannot read the schema of {path!r} "
                              f"({config.source.format}): {err}") from None
@@ -259,10 +271,9 @@ def first_columns(config: Config, path: str) -> list[str] | None:
         return list(opts.columns)
     with storage.open_read(path) as raw:
         # Only the header matters here; a bad byte further down is the reader's dead letter,
-        # not a reason to refuse the build (the decoder reads ahead a whole buffer).
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
-        header = next(csv.reader(text, delimiter=opts.delimiter, quotechar=opts.quotechar), [])
-    return header
+        # not a reason to refuse the build. A header longer than the limit, or malformed,
+        # gives no columns; the reader reports that file as unread.
+        return read_csv_header(raw, opts, limit)
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -15,12 +15,14 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
 from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.images import ImagesOptions, parse_images_options
+from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES
 from beam_tfrecords.transforms.specs import (
     ConfigError,
     _choice,
@@ -64,12 +66,18 @@ class CsvOptions:
     header: bool = True
     columns: tuple[str, ...] = ()  # required when header is false
     null_values: tuple[str, ...] = ("",)  # cells spelled like this are missing
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # from source.max_record_bytes
 
 
 @dataclasses.dataclass(frozen=True)
 class SourceConfig:
     """``source``: the format, the input glob (an image root folder or manifest CSV for
-    ``images``) and the options section of that format (the others keep their defaults)."""
+    ``images``) and the options section of that format (the others keep their defaults).
+
+    ``max_record_bytes``: the largest record (CSV row, JSON line, Avro block) a reader holds;
+    a larger one is a dead letter (an Avro block: unread input), never a memory blow-up. The
+    format's options carry the same value for the reader (``source.jsonl.max_line_bytes`` is
+    its older name for JSON Lines)."""
 
     format: str
     path: str
@@ -78,6 +86,7 @@ class SourceConfig:
     parquet: ParquetOptions = ParquetOptions()
     avro: AvroOptions = AvroOptions()
     images: ImagesOptions = ImagesOptions()
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +100,8 @@ class OutputConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ErrorPolicy:
-    max_bad_fraction: float = 0.0
+    max_bad_fraction: float = 0.0  # rejected / read above this fails the build
+    max_unread_fraction: float = 0.0  # unread bytes / input bytes above this fails the build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +123,8 @@ class Config:
         for section in SOURCE_FORMATS:
             if section != self.source.format:
                 resolved["source"].pop(section, None)
+            else:  # the reader's copy of source.max_record_bytes, shown once
+                resolved["source"][section].pop("max_record_bytes", None)
         return resolved
 
     def sha256(self) -> str:
@@ -182,8 +194,27 @@ _OPTION_PARSERS = {
 }
 
 
+_MAX_RECORD_LIMIT = 1 << 40
+
+
+def _parse_max_record_bytes(raw: Mapping[str, Any]) -> int | None:
+    """``source.max_record_bytes`` (a size: 67108864, "64MiB", "64MB"), or None."""
+    if "max_record_bytes" not in raw:
+        return None
+    value = raw["max_record_bytes"]
+    try:
+        size = parse_size(value)
+    except ValueError as err:
+        raise _fail("source.max_record_bytes", value, str(err)) from None
+    if size > _MAX_RECORD_LIMIT:
+        raise _fail("source.max_record_bytes", value, f"must be at most {_MAX_RECORD_LIMIT} "
+                                                      "bytes")
+    return size
+
+
 def _parse_source(raw: Any) -> SourceConfig:
-    raw = _mapping("source", raw, ("format", "path", *SOURCE_FORMATS), ("format", "path"))
+    raw = _mapping("source", raw, ("format", "path", "max_record_bytes", *SOURCE_FORMATS),
+                   ("format", "path"))
     fmt = _choice("source.format", raw["format"], SOURCE_FORMATS)
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
@@ -192,13 +223,31 @@ def _parse_source(raw: Any) -> SourceConfig:
         if section in raw and section != fmt:
             raise _fail(f"source.{section}", raw[section],
                         f"applies to format {section}, not {fmt}")
+    limit = _parse_max_record_bytes(raw)
     if fmt == "csv":
-        return SourceConfig(format=fmt, path=path, csv=_parse_csv("source.csv", raw.get("csv")))
+        csv_options = _parse_csv("source.csv", raw.get("csv"))
+        limit = DEFAULT_MAX_RECORD_BYTES if limit is None else limit
+        return SourceConfig(format=fmt, path=path, max_record_bytes=limit,
+                            csv=dataclasses.replace(csv_options, max_record_bytes=limit))
     try:  # the readers own their option parsing; their ValueErrors already name the key
         options = _OPTION_PARSERS[fmt](raw.get(fmt), f"source.{fmt}")
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    return SourceConfig(format=fmt, path=path, **{fmt: options})
+    if fmt == "jsonl":  # source.jsonl.max_line_bytes: the older name of max_record_bytes
+        alias = raw["jsonl"].get("max_line_bytes") if isinstance(raw.get("jsonl"), Mapping) \
+            else None
+        if alias is not None and limit is not None and alias != limit:
+            raise _fail("source.jsonl.max_line_bytes", alias,
+                        f"is the older name of source.max_record_bytes, which says {limit}; "
+                        "give one of them")
+        limit = limit if limit is not None else alias
+        limit = DEFAULT_MAX_RECORD_BYTES if limit is None else limit
+        options = dataclasses.replace(options, max_line_bytes=limit)
+    else:
+        limit = DEFAULT_MAX_RECORD_BYTES if limit is None else limit
+        if hasattr(options, "max_record_bytes"):
+            options = dataclasses.replace(options, max_record_bytes=limit)
+    return SourceConfig(format=fmt, path=path, max_record_bytes=limit, **{fmt: options})
 
 
 def _parse_output(raw: Any, name: str) -> OutputConfig:
@@ -240,13 +289,17 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
 
 
 def _parse_errors(raw: Any) -> ErrorPolicy:
-    raw = _mapping("errors", {} if raw is None else raw, ("max_bad_fraction",))
-    fraction = raw.get("max_bad_fraction", 0.0)
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
-        0.0 <= fraction <= 1.0
-    ):
-        raise _fail("errors.max_bad_fraction", fraction, "must be a number in [0, 1]")
-    return ErrorPolicy(max_bad_fraction=float(fraction))
+    raw = _mapping("errors", {} if raw is None else raw,
+                   ("max_bad_fraction", "max_unread_fraction"))
+    fractions = {}
+    for name in ("max_bad_fraction", "max_unread_fraction"):
+        fraction = raw.get(name, 0.0)
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
+            0.0 <= fraction <= 1.0
+        ):
+            raise _fail(f"errors.{name}", fraction, "must be a number in [0, 1]")
+        fractions[name] = float(fraction)
+    return ErrorPolicy(**fractions)
 
 
 def parse_config(raw: Any) -> Config:

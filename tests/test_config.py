@@ -142,7 +142,8 @@ def test_minimal_config_resolves_every_default():
     }
     assert resolved["source"]["csv"] == {"delimiter": ",", "quotechar": '"', "header": True,
                                          "columns": [], "null_values": [""]}
-    assert resolved["errors"] == {"max_bad_fraction": 0.0}
+    assert resolved["errors"] == {"max_bad_fraction": 0.0, "max_unread_fraction": 0.0}
+    assert resolved["source"]["max_record_bytes"] == 64 << 20
     assert resolved["features"] == [{
         "name": "f", "dtype": "int64", "shape": [], "source": ["f"], "missing": "error",
         "default": None, "nan": "allow", "unit": "s", "sequence": False,
@@ -180,6 +181,8 @@ SHA_CHANGES = [
     ("output.shard_name", ("output.shard_name", "data")),
     ("output.index", ("output.index", True), ("output.compression", "none")),
     ("errors.max_bad_fraction", ("errors.max_bad_fraction", 0.02)),
+    ("errors.max_unread_fraction", ("errors.max_unread_fraction", 0.01)),
+    ("source.max_record_bytes", ("source.max_record_bytes", "1MiB")),
 ]
 
 

@@ -4,6 +4,7 @@ DirectRunner, and values surviving BuildExamples -> ExampleDecoder."""
 from __future__ import annotations
 
 import datetime
+import io
 import struct
 
 import apache_beam as beam
@@ -18,7 +19,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.sources import CHUNK_ROWS, COUNTS, REJECTED
+from beam_tfrecords.transforms.sources import CHUNK_ROWS, COUNTS, REJECTED, UNREAD_COUNTS
 from beam_tfrecords.transforms.tabular_sources import (
     AvroOptions,
     JsonlOptions,
@@ -44,12 +45,17 @@ def _numbered(chunk):
 
 
 def _rejects_match(expected):
-    """Matcher: the dead letters are exactly ``expected`` [(row, reason substring)]."""
+    """Matcher: the dead letters are exactly ``expected`` [(row, reason substring)] (row
+    None: unknown, for a file unread as a whole)."""
+
+    def key(row):
+        return -1 if row is None else row
 
     def check(actual):
-        got = sorted((d["row"], d["reason"]) for d in actual)
-        assert [row for row, _ in got] == sorted(row for row, _ in expected), got
-        for (row, reason), (_, want) in zip(got, sorted(expected)):
+        got = sorted(((d["row"], d["reason"]) for d in actual), key=lambda g: key(g[0]))
+        expected.sort(key=lambda e: (key(e[0]), e[1]))
+        assert [row for row, _ in got] == [row for row, _ in expected], got
+        for (row, reason), (_, want) in zip(got, expected):
             assert want in reason, (row, reason, want)
             assert all(key in d for d in actual
                        for key in ("source", "row", "feature", "reason", "value", "record"))
@@ -68,8 +74,13 @@ def expect(reader, paths, records=None, rejects=(), counts=None, chunks=None):
             assert_that(out.records | beam.Map(lambda c: (c.first_row, len(c))),
                         equal_to(chunks), label="CheckChunks")
         assert_that(out[REJECTED], _rejects_match(list(rejects)), label="CheckRejects")
+        # Every file has all six counts; the unread ones are compared when not zero.
+        assert_that(out[COUNTS] | beam.Map(lambda c: c[0]),
+                    equal_to(["read", "rejected_at_read", *UNREAD_COUNTS] * len(paths)),
+                    label="CheckCountNames")
         if counts is not None:
-            assert_that(out[COUNTS], equal_to(counts), label="CheckCounts")
+            assert_that(out[COUNTS] | beam.Filter(lambda c: c[1] or c[0] not in UNREAD_COUNTS),
+                        equal_to(counts), label="CheckCounts")
 
 
 def _plain(value):
@@ -185,7 +196,7 @@ def test_jsonl_long_lines_are_skipped_not_held_and_chunks_split(tmp_path):
     expect(
         ReadJsonl(JsonlOptions(max_line_bytes=100), [F("i", "int64")]), [path, empty],
         chunks=[(1, CHUNK_ROWS), (CHUNK_ROWS + 2, 9)],
-        rejects=[(4, "line longer than max_line_bytes (100)")],
+        rejects=[(4, "line of 512 bytes is longer than source.max_record_bytes (100)")],
         counts=[("read", CHUNK_ROWS + 10), ("rejected_at_read", 1),
                 ("read", 0), ("rejected_at_read", 0)],
     )
@@ -270,7 +281,7 @@ def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
 
 
 @pytest.mark.parametrize("columnar", [True, False])
-def test_parquet_corrupt_files_are_one_dead_letter_each(tmp_path, columnar):
+def test_parquet_unreadable_file_and_row_group_are_unread_input(tmp_path, columnar):
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet at all")
     broken = tmp_path / "broken.parquet"
@@ -278,16 +289,22 @@ def test_parquet_corrupt_files_are_one_dead_letter_each(tmp_path, columnar):
                    compression="none")
     meta = pq.ParquetFile(broken).metadata
     offset = meta.row_group(1).column(0).data_page_offset
+    column = meta.row_group(1).column(0)
+    span = column.total_compressed_size  # the group's one column chunk, dictionary included
     data = bytearray(broken.read_bytes())
     data[offset:offset + 24] = b"\xff" * 24
     broken.write_bytes(bytes(data))
     expect(
         ReadParquet(ParquetOptions(), [F("i", "int64")], columnar=columnar), [junk, broken],
-        # the middle row group is lost (one dead letter); the groups around it are read
+        # the middle row group is lost (one unread region); the groups around it are read
         records=[(row, {"i": row - 1}) for row in [*range(1, 11), *range(21, 31)]],
-        rejects=[(0, "not a readable Parquet file"),
-                 (11, "unreadable Parquet data from row 11 (row group 1, rows 11-20")],
-        counts=[("read", 1), ("rejected_at_read", 1), ("read", 21), ("rejected_at_read", 1)],
+        rejects=[(None, "not a readable Parquet file"),
+                 (11, "unreadable Parquet data in row group 1 (rows 11-20): rows 11-20 are "
+                      "lost")],
+        counts=[("read", 0), ("rejected_at_read", 0), ("unread_files", 1),
+                ("unread_bytes", len(b"this is not parquet at all")), ("unread_regions", 1),
+                ("read", 20), ("rejected_at_read", 0), ("unread_files", 1),
+                ("unread_bytes", span), ("unread_rows", 10), ("unread_regions", 1)],
     )
 
 
@@ -371,7 +388,7 @@ def test_avro_records_rows_and_counts(tmp_path):
     assert top_level_fields("avro", str(path)) == ["id", "tokens", "opt", "meta", "blob", "ts"]
 
 
-def test_avro_corrupt_files_are_one_dead_letter_each(tmp_path):
+def test_avro_unreadable_file_and_truncated_block_are_unread_input(tmp_path):
     junk = tmp_path / "junk.avro"
     junk.write_bytes(b"definitely not avro")
     cut = tmp_path / "cut.avro"
@@ -387,13 +404,19 @@ def test_avro_corrupt_files_are_one_dead_letter_each(tmp_path):
         except Exception:  # noqa: BLE001 - we only count what fastavro yields before failing
             pass
     assert 0 < readable < 300
+    # where the last block starts (fastavro's Block.offset, before the file was cut)
+    last = max(b.offset for b in fastavro.block_reader(io.BytesIO(data)))
     expect(
         ReadAvro(AvroOptions(), [F("id", "int64")]), [junk, cut],
         records=[(i, rows[i - 1]) for i in range(1, readable + 1)],
-        rejects=[(0, "not a readable Avro file"),
-                 (readable + 1, f"unreadable Avro data from record {readable + 1}")],
-        counts=[("read", 1), ("rejected_at_read", 1),
-                ("read", readable + 1), ("rejected_at_read", 1)],
+        rejects=[(None, "not a readable Avro file"),
+                 (readable + 1, "the file ends 24 bytes early): at least the "
+                                f"{300 - readable} records")],
+        counts=[("read", 0), ("rejected_at_read", 0), ("unread_files", 1),
+                ("unread_bytes", len(b"definitely not avro")), ("unread_regions", 1),
+                ("read", readable), ("rejected_at_read", 0), ("unread_files", 1),
+                ("unread_bytes", len(data) - 40 - last),
+                ("unread_rows", 300 - readable), ("unread_regions", 1)],
     )
 
 

@@ -19,18 +19,28 @@ into the nested values; the coercion policy types them.
 
 Row numbers are 1-based: the physical line for JSON Lines (blank lines are skipped and not
 counted as records, but they do advance the line number), the row (record) index across the
-file for Parquet and Avro. A Parquet or Avro file that cannot be opened at all becomes one
-dead letter at row 0. Damage found part way becomes one dead letter at the first row that
-could not be read, after the rows read before it: for Avro the rest of the file is lost; for
-Parquet only the rest of that row group (the footer says where the next group starts). Each
-such dead letter counts as one record read and rejected, so read = built + rejected still
-holds, and the counts are always emitted. Any exception while decoding a file is treated as
-damage (a dead letter, which the error threshold then reports), not as a crash.
+file for Parquet and Avro.
+
+Damage is *unread input* (:class:`read_events.Unread`: one dead-letter row of kind
+``unread`` with the byte offset, the bytes and, where the format says, the records lost; and
+the ``unread_*`` counts), never a silent loss and never a crash:
+
+* Parquet: a file whose footer cannot be read is unread as a whole (its size in bytes, rows
+  unknown); a row group that fails part way loses the rest of that group only (its rows
+  known from the footer, its byte span the group's), and the next group is read. Pages
+  written with checksums are verified.
+* Avro: the container's framing is parsed here (header: magic, metadata, sync marker;
+  blocks: record count, size, data, sync marker) and each block is decoded by ``fastavro``
+  on its own, so a damaged block (bad data, a damaged sync marker, a wrong size) costs that
+  block only: reading goes on at the next sync marker, and the block's records are counted
+  as lost (its header's count). Without a later sync marker the rest of the file is unread.
+  A block larger than ``max_record_bytes`` is skipped unread without being held.
 
 Parquet reads only the top-level columns the features need (plus ``extra_fields``, e.g. the
 split key's column), when the features are known; JSON Lines and Avro records keep every
-field. JSON Lines text is streamed line by line: a line longer than ``max_line_bytes`` or
-nested deeper than ``max_depth`` is a dead letter, never a memory blow-up or RecursionError.
+field. JSON Lines text is streamed line by line: a line longer than ``source.max_record_bytes``
+(``max_line_bytes``, its older name) or nested deeper than ``max_depth`` is a dead letter,
+never a memory blow-up or RecursionError; reading goes on at the next line.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +59,13 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.transforms.csv_columnar import Prefixed
 from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.read_events import (
+    DEFAULT_MAX_RECORD_BYTES,
+    PREVIEW_BYTES,
+    Reject,
+    Unread,
+    bounded_line,
+)
 from beam_tfrecords.transforms.sources import (
     BATCH_BYTES,
     BATCH_ROWS,
@@ -74,7 +92,6 @@ __all__ = [
 ]
 
 _BOM = b"\xef\xbb\xbf"
-_END = object()
 _JSONL_BLOCK = 1 << 20  # bytes of whole lines per pyarrow.json block
 _MAX_DEPTH_LIMIT = 512  # json's C parser raises RecursionError somewhat below 1000 levels
 
@@ -87,21 +104,32 @@ class JsonlOptions:
 
     ``max_depth``: a line whose objects/arrays nest deeper than this (the line's object is
     level 1) is a dead letter. ``max_line_bytes``: a longer physical line is a dead letter
-    and is skipped without being held in memory.
+    and is skipped without being held in memory (the config sets it from
+    ``source.max_record_bytes``; ``source.jsonl.max_line_bytes`` is that key's older name).
     """
 
     max_depth: int = 64
-    max_line_bytes: int = 64 * 1024 * 1024
+    max_line_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+    @property
+    def max_record_bytes(self) -> int:
+        return self.max_line_bytes
 
 
 @dataclasses.dataclass(frozen=True)
 class ParquetOptions:
-    """Parquet needs no options yet; the section exists so configs can name it."""
+    """Parquet has no options of its own; ``max_record_bytes`` (from
+    ``source.max_record_bytes``) bounds the footer a reader will hold."""
+
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
 class AvroOptions:
-    """Avro needs no options yet; the section exists so configs can name it."""
+    """Avro has no options of its own; ``max_record_bytes`` (from
+    ``source.max_record_bytes``) bounds the header and the blocks a reader will hold."""
+
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
 
 def _fail(key: str, value: Any, reason: str) -> ValueError:
@@ -168,23 +196,28 @@ def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -
     return list(names)
 
 
-def top_level_fields(fmt: str, path: str) -> list[str] | None:
+def top_level_fields(fmt: str, path: str,
+                     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
     """The top-level field names a Parquet or Avro file declares (None for JSON Lines, whose
-    records need not share fields), to validate a config before the pipeline runs."""
+    records need not share fields), to validate a config before the pipeline runs. Reads at
+    most about ``max_record_bytes`` of a footer or header (a larger one raises ValueError)."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
         with storage.open_read(path) as handle:
+            _check_parquet_footer(handle, max_record_bytes)
             return list(pq.ParquetFile(handle).schema_arrow.names)
     if fmt == "avro":
-        import fastavro
-
         with storage.open_read(path) as handle:
-            schema = fastavro.reader(handle).writer_schema
+            schema = _AvroFile(handle, max_record_bytes).read_header().schema
         if isinstance(schema, Mapping) and schema.get("type") == "record":
             return [field["name"] for field in schema.get("fields", ())]
         return []
     return None
+
+
+def _limit(options: Any) -> int:
+    return getattr(options, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
 
 
 # -- the shared per-file DoFn -----------------------------------------------------------------
@@ -192,9 +225,10 @@ def top_level_fields(fmt: str, path: str) -> list[str] | None:
 class _ReadFileFn(beam.DoFn):
     """One file -> RecordChunks, rejects and counts; subclasses parse with ``_items``.
 
-    ``_items(path, handle)`` yields ``(row, record, None)`` for a good record,
-    ``(row, None, (feature, reason, value, record))`` for one that cannot be read, and, on
-    the columnar path (``columnar``), whole :class:`RecordChunk` s with ``batch`` set.
+    ``_items(path, handle)`` yields the events of :mod:`read_events`: ``(row, record)``
+    for a good record, a :class:`Reject` for one that cannot be read, an :class:`Unread` for
+    input no record came from, and, on the columnar path (``columnar``), whole
+    :class:`RecordChunk` s with ``batch`` set.
     """
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec],
@@ -208,7 +242,7 @@ class _ReadFileFn(beam.DoFn):
         self._read = Metrics.counter("sources", "records_read")
         self._rejected = Metrics.counter("sources", "records_rejected_at_parse")
 
-    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+    def _items(self, path: str, handle: Any) -> Iterator[Any]:
         raise NotImplementedError
 
     def process(self, path: str) -> Iterator[Any]:
@@ -269,29 +303,25 @@ class _ReadJsonlFile(_ReadFileFn):
         else:
             yield from self._line_items(handle, 0)
 
-    def _line_items(self, handle: Any, line_number: int) -> Iterator[tuple[int, Any, Any]]:
+    def _line_items(self, handle: Any, line_number: int) -> Iterator[Any]:
         """Every line of ``handle``, numbered after ``line_number``; long lines are skipped
         without being held."""
         limit = self._options.max_line_bytes
         while True:
-            line = handle.readline(limit + 1)
-            if not line:
+            line, size = bounded_line(handle, limit)
+            if not size:
                 return
             line_number += 1
-            if len(line) > limit:
-                head = line[:200]
-                while not line.endswith(b"\n"):  # skip the rest without holding it
-                    line = handle.readline(1 << 20)
-                    if not line:
-                        break
-                yield line_number, None, ("", f"line longer than max_line_bytes ({limit})",
-                                          head, "")
+            if size > limit:
+                yield Reject(line_number, "", f"line of {size} bytes is longer than "
+                                              f"source.max_record_bytes ({limit})",
+                             line[:PREVIEW_BYTES], "")
                 continue
             event = self._line_event(line_number, line)
             if event is not None:
                 yield event
 
-    def _line_event(self, line_number: int, line: bytes) -> tuple[int, Any, Any] | None:
+    def _line_event(self, line_number: int, line: bytes) -> Any:
         """One line (at most max_line_bytes) -> its event; None for a blank line."""
         max_depth = self._options.max_depth
         if line_number == 1 and line.startswith(_BOM):
@@ -301,24 +331,24 @@ class _ReadJsonlFile(_ReadFileFn):
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as err:
-            return line_number, None, ("", f"invalid UTF-8 at byte {err.start}: {err.reason}",
-                                       line[max(0, err.start - 20):err.start + 20], line)
+            return Reject(line_number, "", f"invalid UTF-8 at byte {err.start}: {err.reason}",
+                          line[max(0, err.start - 20):err.start + 20], line)
         # Cheap guard first: a line with few brackets cannot nest deeply.
         maybe_deep = text.count("{") + text.count("[") > max_depth
         try:
             record = json.loads(text)
         except RecursionError:
-            return line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
-                                       text, text)
+            return Reject(line_number, "", f"nested deeper than max_depth ({max_depth})",
+                          text, text)
         except ValueError as err:
-            return line_number, None, ("", f"not valid JSON: {err}", text, text)
+            return Reject(line_number, "", f"not valid JSON: {err}", text, text)
         if not isinstance(record, dict):
-            return line_number, None, ("", f"not a JSON object: a {type(record).__name__}; "
+            return Reject(line_number, "", f"not a JSON object: a {type(record).__name__}; "
                                            "each line must hold one object", record, text)
         if maybe_deep and _too_deep(record, max_depth):
-            return line_number, None, ("", f"nested deeper than max_depth ({max_depth})",
-                                       text, text)
-        return line_number, record, None
+            return Reject(line_number, "", f"nested deeper than max_depth ({max_depth})",
+                          text, text)
+        return line_number, record
 
     def _columnar_items(self, path: str, handle: Any) -> Iterator[Any]:
         limit = self._options.max_line_bytes
@@ -449,28 +479,63 @@ class ReadJsonl(_ReadTransform):
 
 # -- Parquet ----------------------------------------------------------------------------------
 
+def _check_parquet_footer(handle: Any, limit: int) -> int:
+    """The file's size, after checking that its footer (as its last 8 bytes declare it) is
+    at most ``limit`` bytes; pyarrow would read a declared 4 GB footer whole."""
+    size = handle.seek(0, io.SEEK_END)
+    if size >= 12:
+        handle.seek(size - 8)
+        tail = handle.read(8)
+        declared = int.from_bytes(tail[:4], "little")
+        if tail[4:] == b"PAR1" and declared > limit:
+            raise ValueError(f"its footer is {declared} bytes, larger than "
+                             f"source.max_record_bytes ({limit})")
+    handle.seek(0)
+    return size
+
+
+def _group_span(group: Any) -> tuple[int, int]:
+    """(first byte, bytes) of a row group's column chunks, from the footer."""
+    starts, ends = [], []
+    for index in range(group.num_columns):
+        column = group.column(index)
+        first = column.data_page_offset
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            first = min(first, column.dictionary_page_offset)
+        starts.append(first)
+        ends.append(first + column.total_compressed_size)
+    if not starts:
+        return 0, 0
+    return min(starts), max(ends) - min(starts)
+
+
 class _ReadParquetFile(_ReadFileFn):
-    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+    def _items(self, path: str, handle: Any) -> Iterator[Any]:
         import pyarrow.parquet as pq
 
+        size = 0
         try:
-            parquet = pq.ParquetFile(handle)
+            size = _check_parquet_footer(handle, _limit(self._options))
+            parquet = pq.ParquetFile(handle, page_checksum_verification=True)
             columns = None
             if self._features:
                 present = set(parquet.schema_arrow.names)
                 columns = [c for c in needed_columns(self._features, self._extra)
                            if c in present]
-            groups = [parquet.metadata.row_group(i).num_rows
-                      for i in range(parquet.metadata.num_row_groups)]
+            meta = parquet.metadata
+            groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+            sizes = [group.num_rows for group in groups]
+            spans = [_group_span(group) for group in groups]
         except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
-            yield 0, None, ("", f"not a readable Parquet file: {type(err).__name__}: {err}",
-                            "", "")
+            yield Unread(0, size, None, None,
+                         f"not a readable Parquet file ({type(err).__name__}: {err}); the "
+                         f"whole file ({size} bytes) is unread")
             return
         # Row group by row group: a damaged group costs its own rows only (the footer still
         # says where the next one starts).
         pending = _Batches(path, self._batch_rows) if self._columnar else None
         start = 0  # rows before this group
-        for group, size in enumerate(groups):
+        for group, rows in enumerate(sizes):
             row = start
             try:
                 batches = parquet.iter_batches(batch_size=CHUNK_ROWS, row_groups=[group],
@@ -482,7 +547,8 @@ class _ReadParquetFile(_ReadFileFn):
             while failure is None:
                 try:
                     batch = next(batches, None)
-                    rows = None if batch is None or pending is not None else batch.to_pylist()
+                    records = (None if batch is None or pending is not None
+                               else batch.to_pylist())
                 except Exception as err:  # noqa: BLE001 - corrupt or truncated data
                     failure = err
                     break
@@ -492,17 +558,22 @@ class _ReadParquetFile(_ReadFileFn):
                     yield from pending.add(row + 1, batch)
                     row += batch.num_rows
                     continue
-                for record in rows:
+                for record in records:
                     row += 1
-                    yield row, record, None
+                    yield row, record
             if failure is not None:
                 if pending is not None:
                     yield from pending.flush()
-                yield row + 1, None, (
-                    "", f"unreadable Parquet data from row {row + 1} (row group {group}, rows "
-                        f"{start + 1}-{start + size}; the rest of the group is skipped): "
-                        f"{type(failure).__name__}: {failure}", "", "")
-            start += size
+                # The group's whole byte span: exact when none of its rows were read, an
+                # upper bound when the damage came after some of them.
+                offset, length = spans[group]
+                lost = start + rows - row
+                yield Unread(offset, length, lost, row + 1,
+                             f"unreadable Parquet data in row group {group} (rows "
+                             f"{start + 1}-{start + rows}): rows {row + 1}-{start + rows} are "
+                             f"lost, reading goes on with the next group: "
+                             f"{type(failure).__name__}: {failure}")
+            start += rows
         if pending is not None:
             yield from pending.flush()
 
@@ -552,32 +623,280 @@ class ReadParquet(_ReadTransform):
 
 # -- Avro -------------------------------------------------------------------------------------
 
-class _ReadAvroFile(_ReadFileFn):
-    def _items(self, path: str, handle: Any) -> Iterator[tuple[int, Any, Any]]:
+_AVRO_MAGIC = b"Obj\x01"
+_SYNC = 16
+
+
+class _AvroDamage(Exception):
+    """The bytes at hand are not what the container format says must be there."""
+
+
+def _zigzag(value: int) -> bytes:
+    """An Avro long: zigzag, then a base-128 varint."""
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@dataclasses.dataclass
+class _AvroHeader:
+    schema: Any
+    codec: str
+    sync: bytes
+    prefix: bytes  # a container header that hands one block to fastavro: codec null or ours
+
+
+class _AvroFile:
+    """An Avro object container file read block by block, holding at most about
+    ``limit`` bytes (a header, a block) at a time; ``pos`` is the offset of the next byte."""
+
+    def __init__(self, handle: Any, limit: int) -> None:
+        self._handle = handle
+        self._limit = limit
+        self._buf = b""
+        self.pos = 0
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes (fewer only at the end of the file)."""
+        if len(self._buf) < n:
+            parts = [self._buf]
+            have = len(self._buf)
+            while have < n:
+                data = self._handle.read(max(n - have, 1 << 16))
+                if not data:
+                    break
+                parts.append(data)
+                have += len(data)
+            self._buf = b"".join(parts)
+        data, self._buf = self._buf[:n], self._buf[n:]
+        self.pos += len(data)
+        return data
+
+    def unread(self, data: bytes) -> None:
+        """Put ``data`` (just read) back in front."""
+        self._buf = data + self._buf
+        self.pos -= len(data)
+
+    def exact(self, n: int) -> bytes:
+        data = self.read(n)
+        if len(data) < n:
+            raise _AvroDamage(f"the file ends {n - len(data)} bytes early")
+        return data
+
+    def long(self) -> int:
+        value = shift = 0
+        for _ in range(10):
+            byte = self.exact(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return (value >> 1) ^ -(value & 1)
+            shift += 7
+        raise _AvroDamage("a varint longer than 10 bytes")
+
+    def skip(self, n: int) -> int:
+        """Skip up to ``n`` bytes without holding them; how many there were."""
+        skipped = 0
+        while skipped < n:
+            got = len(self.read(min(n - skipped, 1 << 20)))
+            if not got:
+                break
+            skipped += got
+        return skipped
+
+    def find(self, marker: bytes) -> bool:
+        """Skip to just past the next ``marker`` (True), or to the end of the file."""
+        while True:
+            chunk = self.read(1 << 20)  # fewer bytes only at the end of the file
+            at = chunk.find(marker)
+            if at >= 0:
+                self.unread(chunk[at + len(marker):])
+                return True
+            if self.at_end():
+                return False
+            self.unread(chunk[len(chunk) - len(marker) + 1:])  # may start the marker
+
+    def at_end(self) -> bool:
+        if self._buf:
+            return False
+        data = self._handle.read(1 << 16)
+        self._buf = data
+        return not data
+
+    def read_header(self) -> _AvroHeader:
+        """Magic, metadata (schema, codec) and sync marker; raises _AvroDamage / ValueError."""
         import fastavro
 
-        row = 0
-        try:
-            records = iter(fastavro.reader(handle))
-        except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
-            yield 0, None, ("", f"not a readable Avro file: {type(err).__name__}: {err}",
-                            "", "")
-            return
+        if self.read(4) != _AVRO_MAGIC:
+            raise _AvroDamage("no Avro magic bytes at the start")
+        meta: dict[str, bytes] = {}
+        total = 0
         while True:
-            try:
-                record = next(records, _END)
-            except Exception as err:  # noqa: BLE001 - corrupt or truncated data
-                yield row + 1, None, ("", f"unreadable Avro data from record {row + 1} on: "
-                                          f"{type(err).__name__}: {err}", "", "")
-                return
-            if record is _END:
-                return
+            count = self.long()
+            if count == 0:
+                break
+            if count < 0:
+                count = -count
+                self.long()  # the block's size in bytes
+            for _ in range(count):
+                key_size = self.long()
+                if not 0 <= key_size <= self._limit:
+                    raise _AvroDamage(f"a metadata key of {key_size} bytes")
+                key = self.exact(key_size).decode("utf-8")
+                size = self.long()
+                total += key_size + max(size, 0)
+                if not 0 <= size <= self._limit or total > self._limit:
+                    raise _AvroDamage(f"metadata larger than source.max_record_bytes "
+                                      f"({self._limit})")
+                meta[key] = self.exact(size)
+        sync = self.exact(_SYNC)
+        schema = json.loads(meta["avro.schema"])
+        codec = meta.get("avro.codec", b"null").decode() or "null"
+        own = codec if codec not in ("null", "deflate") else "null"
+        prefix = bytearray(_AVRO_MAGIC)
+        prefix += _zigzag(2)
+        for key, value in ((b"avro.schema", meta["avro.schema"]), (b"avro.codec", own.encode())):
+            prefix += _zigzag(len(key)) + key + _zigzag(len(value)) + value
+        prefix += _zigzag(0) + sync
+        fastavro.reader(io.BytesIO(bytes(prefix)))  # refuses a schema or codec it cannot read
+        return _AvroHeader(schema, codec, sync, bytes(prefix))
+
+
+def _long_at(data: bytes, i: int) -> tuple[int, int]:
+    """The Avro long at ``data[i:]`` and the offset after it."""
+    value = shift = 0
+    for j in range(i, min(i + 10, len(data))):
+        byte = data[j]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), j + 1
+        shift += 7
+    raise _AvroDamage("a varint cut short or longer than 10 bytes")
+
+
+def _plausible(count: int | None, size: int) -> int | None:
+    """A block header's record count, when it can be believed (at least a byte a record)."""
+    return count if count is not None and 0 <= count <= max(size, 0) else None
+
+
+def _avro_events(handle: Any, limit: int) -> Iterator[Any]:
+    """An Avro container's events, block by block (see the module doc)."""
+    import fastavro
+
+    avro = _AvroFile(handle, limit)
+    try:
+        header = avro.read_header()
+    except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+        avro.skip(1 << 62)
+        yield Unread(0, avro.pos, None, None,
+                     f"not a readable Avro file ({type(err).__name__}: {err}); the whole file "
+                     f"({avro.pos} bytes) is unread")
+        return
+    sync = header.sync
+    row = 0
+    while not avro.at_end():
+        start = avro.pos
+        count: int | None = None
+        size = 0
+        try:
+            count, size = avro.long(), avro.long()
+            if count < 0 or size < 0:
+                raise _AvroDamage(f"its header says {count} records in {size} bytes")
+            if size > limit:
+                # Too large to hold: skipped unread, if its sync marker is where it says.
+                if avro.skip(size) == size and avro.read(_SYNC) == sync:
+                    yield Unread(start, avro.pos - start, count, row + 1,
+                                 f"an Avro block of {size} bytes ({count} records) is larger "
+                                 f"than source.max_record_bytes ({limit}); skipped unread")
+                    row += count
+                    continue
+                raise _AvroDamage(f"its header says {size} bytes, and no sync marker "
+                                  "follows them")
+            data = avro.exact(size)
+            marker = avro.exact(_SYNC)
+            if marker != sync:
+                if _next_block_is_sound(avro, sync, limit):
+                    # Only this block's sync marker is damaged: the block is lost, exactly.
+                    yield Unread(start, avro.pos - start, count, row + 1,
+                                 f"a damaged Avro block (the sync marker after it is wrong): "
+                                 f"its {count} records are lost, reading goes on after it")
+                    row += count
+                    continue
+                avro.unread(data + marker)
+                raise _AvroDamage("the sync marker after it is wrong")
+        except _AvroDamage as err:
+            found = avro.find(sync)
+            rows = _plausible(count, size)
+            known = (f"at least the {rows} records its header counts are lost"
+                     if rows is not None else "the records lost are not known")
+            yield Unread(start, avro.pos - start, rows, row + 1,
+                         f"a damaged Avro block ({err}): {known}; "
+                         + ("reading goes on at the next sync marker" if found
+                            else "no sync marker follows, so the rest of the file is unread"))
+            row += rows or 0
+            continue
+        try:
+            records = _avro_block(fastavro, header, count, data, limit)
+        except Exception as err:  # noqa: BLE001 - corrupt data inside sound framing
+            yield Unread(start, avro.pos - start, count, row + 1,
+                         f"an Avro block that cannot be decoded: its {count} records are "
+                         f"lost, reading goes on after it ({type(err).__name__}: {err})")
+            row += count
+            continue
+        for record in records:
             row += 1
             if not isinstance(record, dict):  # a file whose schema is not a record
-                yield row, None, ("", f"not an Avro record: a {type(record).__name__}",
-                                  record, record)
+                yield Reject(row, "", f"not an Avro record: a {type(record).__name__}",
+                             record, record)
                 continue
-            yield row, record, None
+            yield row, record
+
+
+def _next_block_is_sound(avro: _AvroFile, sync: bytes, limit: int) -> bool:
+    """Whether the end of the file or a block whose sync marker is right comes next;
+    reads nothing away."""
+    if avro.at_end():
+        return True
+    whole = avro.read(20)
+    try:
+        count, i = _long_at(whole, 0)
+        size, i = _long_at(whole, i)
+        if count < 0 or not 0 <= size <= limit:
+            return False
+        need = i + size + _SYNC
+        if need > len(whole):
+            whole += avro.read(need - len(whole))
+        return len(whole) >= need and whole[need - _SYNC:need] == sync
+    except _AvroDamage:
+        return False
+    finally:
+        avro.unread(whole)
+
+
+def _avro_block(fastavro: Any, header: _AvroHeader, count: int, data: bytes,
+                limit: int) -> list:
+    """One block's records, decoded by fastavro from a one-block container (null and
+    deflate are decompressed here, at most ``limit`` bytes; other codecs by fastavro)."""
+    if header.codec == "deflate":
+        inflate = zlib.decompressobj(-15)
+        data = inflate.decompress(data, limit + 1)
+        if len(data) > limit or inflate.unconsumed_tail:
+            raise _AvroDamage(f"it inflates to more than source.max_record_bytes ({limit})")
+        if not inflate.eof:
+            raise _AvroDamage("its deflate stream is cut short")
+    block = b"".join((header.prefix, _zigzag(count), _zigzag(len(data)), data, header.sync))
+    records = list(fastavro.reader(io.BytesIO(block)))
+    if len(records) != count:
+        raise _AvroDamage(f"it holds {len(records)} records, its header says {count}")
+    return records
+
+
+class _ReadAvroFile(_ReadFileFn):
+    def _items(self, path: str, handle: Any) -> Iterator[Any]:
+        yield from _avro_events(handle, _limit(self._options))
 
 
 class ReadAvro(_ReadTransform):
