@@ -228,20 +228,19 @@ def _jsonl_fields(path: str, lines: int = 100,
                   max_record_bytes: int | None = None) -> list[str] | None:
     """The top-level keys of the first ``lines`` JSON objects of a JSON Lines file; None when
     none of them parses (the readers report bad lines, this check is only a shortcut: a required
-    field that none of the first records has would reject them all). A line longer than
-    ``max_record_bytes`` (default: source.max_record_bytes's) is skipped without being held,
-    as the reader skips it."""
-    from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES, bounded_line
+    field that none of the first records has would reject them all). Reads at most
+    ``max_record_bytes`` (default: source.max_record_bytes's) of a line: the first line longer
+    than that (the reader's dead letter) ends the look, so no more than ``lines`` times the
+    limit is ever read."""
+    from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES
 
     limit = DEFAULT_MAX_RECORD_BYTES if max_record_bytes is None else max_record_bytes
     fields: dict[str, None] = {}
     with storage.open_read(path) as handle:
         for _ in range(lines):
-            raw, size = bounded_line(handle, limit)
-            if not size:
+            raw = handle.readline(limit + 1)
+            if not raw or len(raw) > limit:
                 break
-            if size > limit:  # the reader's dead letter
-                continue
             try:
                 record = json.loads(raw)
             except (ValueError, RecursionError):  # too deep: the reader's dead letter

@@ -202,6 +202,9 @@ def _parse_max_record_bytes(raw: Mapping[str, Any]) -> int | None:
     if "max_record_bytes" not in raw:
         return None
     value = raw["max_record_bytes"]
+    if isinstance(value, float):
+        raise _fail("source.max_record_bytes", value, "must be a whole number of bytes or a "
+                                                      "size such as '64MiB'")
     try:
         size = parse_size(value)
     except ValueError as err:

@@ -4,7 +4,6 @@ tricky files, block size by block size; and both give the values we expect."""
 
 from __future__ import annotations
 
-import csv
 import math
 import struct
 

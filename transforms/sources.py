@@ -488,8 +488,9 @@ def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
     """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
     launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
     empty or its first row is longer than ``limit`` or malformed (the reader reports it)."""
-    splitter = cc.RowSplitter(handle, options.quotechar.encode(), options.delimiter.encode(),
-                              limit, strip_bom=True)
+    splitter = cc.RowSplitter(_Capped(handle, limit + len(cc.BOM) + 1),
+                              options.quotechar.encode(), options.delimiter.encode(), limit,
+                              strip_bom=True)
     head = next(iter(splitter), None)
     if type(head) is not bytes:
         return []
@@ -497,6 +498,20 @@ def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
         return _csv_cells(options)(head.decode("utf-8", "replace"))
     except csv.Error:
         return []
+
+
+class _Capped:
+    """The first ``cap`` bytes of a stream, then its end."""
+
+    def __init__(self, handle: Any, cap: int) -> None:
+        self._handle = handle
+        self._left = cap
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._handle.read(n) if n else b""
+        self._left -= len(data)
+        return data
 
 
 def _header(head: bytes, opts: Any, limit: int) -> list[str] | None:

@@ -777,9 +777,10 @@ def _long_at(data: bytes, i: int) -> tuple[int, int]:
     raise _AvroDamage("a varint cut short or longer than 10 bytes")
 
 
-def _plausible(count: int | None, size: int) -> int | None:
-    """A block header's record count, when it can be believed (at least a byte a record)."""
-    return count if count is not None and 0 <= count <= max(size, 0) else None
+def _plausible(count: int | None, region: int) -> int | None:
+    """A damaged block's record count from its header, when it can be believed: records of
+    at least a byte each in the ``region`` bytes skipped."""
+    return count if count is not None and 0 <= count <= region else None
 
 
 def _avro_events(handle: Any, limit: int) -> Iterator[Any]:
@@ -800,7 +801,6 @@ def _avro_events(handle: Any, limit: int) -> Iterator[Any]:
     while not avro.at_end():
         start = avro.pos
         count: int | None = None
-        size = 0
         try:
             count, size = avro.long(), avro.long()
             if count < 0 or size < 0:
@@ -829,7 +829,7 @@ def _avro_events(handle: Any, limit: int) -> Iterator[Any]:
                 raise _AvroDamage("the sync marker after it is wrong")
         except _AvroDamage as err:
             found = avro.find(sync)
-            rows = _plausible(count, size)
+            rows = _plausible(count, avro.pos - start)
             known = (f"at least the {rows} records its header counts are lost"
                      if rows is not None else "the records lost are not known")
             yield Unread(start, avro.pos - start, rows, row + 1,
