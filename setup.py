@@ -28,7 +28,11 @@ INSTALL_REQUIRES = [
     "google-cloud-storage==3.17.1",
     "PyYAML>=6.0,<7",
 ]
+# Beam YAML pipelines (`python -m apache_beam.yaml.main`) need Beam's `yaml` extra (jinja2,
+# jsonschema, ...); the pinned Beam's own extra, so its versions always agree with Beam's.
+YAML_REQUIRES = [f"apache-beam[gcp,yaml]=={BEAM_VERSION}"]
 DEV_REQUIRES = [
+    *YAML_REQUIRES,  # tests run our transforms from Beam YAML pipelines
     "pytest==9.2.0",
     "hypothesis==6.170.15",
     "grpcio-tools==1.80.1",  # protoc whose gencode matches protobuf>=6.31.1,<7
@@ -74,7 +78,7 @@ setup(
         "beam_tfrecords.transforms.proto": ["*.proto"],
     },
     install_requires=INSTALL_REQUIRES,
-    extras_require={"dev": DEV_REQUIRES},
+    extras_require={"dev": DEV_REQUIRES, "yaml": YAML_REQUIRES},
     entry_points={"console_scripts": ["beam-tfrecords=beam_tfrecords.pipelines.cli:main"]},
     cmdclass={"build_py": BuildPy},
 )
