@@ -316,3 +316,36 @@ def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, req
     state = ownership.scan(out)
     assert not state.claimed and not state.foreign
     assert not [f for f in storage.list_files(out) if "/.staging/" in f]
+
+
+# -- every input byte is accounted for ----------------------------------------------------------
+
+def test_unread_input_fails_the_build_by_default_and_is_counted_when_allowed(tmp_path, capsys):
+    """The issue's case: a long valid cell, a malformed quote and an unterminated one. The long
+    cell is a value, the malformed row one dead letter, the rest after the unterminated quote
+    unread input -- which fails the build unless errors.max_unread_fraction allows it."""
+    data = tmp_path / "in.csv"
+    long_cell = "x" * 150_000
+    data.write_text(HEADER + f"1,true,1,{long_cell},0.5\n" + "2,true,1,\"do\"g,0.5\n"
+                    + "".join(f"{i},true,1,cat,0.5\n" for i in range(3, 103))
+                    + "103,true,1,\"never closed,0.5\n" + "104,true,1,cat,0.5\n" * 50)
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text(DEMO.read_text().replace(
+        "max_bad_fraction: 0.0", "max_bad_fraction: 0.5\n  max_unread_fraction: 0.5"))
+    out = tmp_path / "out"
+    assert cli.main(args(lenient, data, str(out), "--version", "ok")) == 0
+    manifest = json.loads((out / "ok" / "manifest.json").read_text())
+    counts = manifest["counts"]
+    assert counts["written"] == 101 and counts["rejected"] == 1  # the long cell is a value
+    assert counts["read"] == counts["written"] + counts["rejected"]
+    assert counts["unread"]["files"] == 1 and counts["unread"]["bytes"] > 50 * 18
+    dead = [json.loads(line) for f in (out / "ok" / "dead_letter").iterdir()
+            for line in f.read_text().splitlines()]
+    assert sorted(row.get("kind") for row in dead) == ["rejected", "unread"]
+    capsys.readouterr()
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(DEMO.read_text().replace("max_bad_fraction: 0.0", "max_bad_fraction: 0.5"))
+    assert cli.main(args(strict, data, str(out), "--version", "strict")) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "could not be read" in err and "max_unread_fraction" in err
+    assert commit.read_latest(str(out)) == "ok"
