@@ -51,18 +51,25 @@ def read_with_tf(tf_python, tmp_path):
     return run
 
 
-def _gcs_emulator_module():
-    """tests/gcs_emulator.py, loaded by path (tests/ is not a package on sys.path here)."""
+def _load(name: str, filename: str):
+    """A module of tests/ loaded by path as ``name`` (tests/ is not a package on sys.path)."""
     import importlib.util
     import sys
 
-    name = "beam_tfrecords_tests_gcs_emulator"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "gcs_emulator.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / filename)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def _gcs_emulator_module():
+    return _load("beam_tfrecords_tests_gcs_emulator", "gcs_emulator.py")
+
+
+# Loaded before any test module is imported, so tests can import the shared helpers by name.
+_load("beam_tfrecords_tests_helpers", "helpers.py")
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,11 @@ import struct
 from collections import Counter
 
 import pytest
+from beam_tfrecords_tests_helpers import checked_records, read_records, shard_paths
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import commit
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.sinks.manifest import crc32c_b64
 from beam_tfrecords.transforms.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.splits import key_bytes
 
@@ -70,14 +69,7 @@ def test_manifest_contract(demo_build):
         for shard in info["shards"]:
             path = version_dir / shard["path"]
             assert path.name.startswith("demo-") and "-of-" in path.name
-            data = path.read_bytes()
-            assert len(data) == shard["bytes"]
-            import crc32c
-
-            assert crc32c_b64(crc32c.crc32c(data)) == shard["crc32c"]
-            with open(path, "rb") as handle:
-                assert sum(1 for _ in tff.iter_records(handle, path=str(path))) == shard[
-                    "records"]
+            checked_records(path, shard)  # size, crc32c and record count as the manifest says
         total += info["records"]
     assert total == 10000
 
@@ -86,12 +78,10 @@ def _our_rows(version_dir, manifest, split):
     config = load_config(str(DEMO))
     decoder = ExampleDecoder(config.features)
     rows = []
-    for shard in manifest["splits"][split]["shards"]:
-        path = version_dir / shard["path"]
-        with open(path, "rb") as handle:
-            for record in tff.iter_records(handle, path=str(path)):
-                v = decoder.decode(record)
-                rows.append((v["feature0"], v["feature1"], v["feature2"], v["feature3"]))
+    for path in shard_paths(version_dir, manifest, split):
+        for record in read_records(path):
+            v = decoder.decode(record)
+            rows.append((v["feature0"], v["feature1"], v["feature2"], v["feature3"]))
     return sorted(rows)
 
 
@@ -107,7 +97,7 @@ def test_tensorflow_parses_every_value_with_our_spec(demo_build, read_with_tf):
     version_dir = out / "v1"
     expected = source_rows_by_split()
     for split, rows in expected.items():
-        files = [version_dir / s["path"] for s in manifest["splits"][split]["shards"]]
+        files = shard_paths(version_dir, manifest, split)
         parsed = read_with_tf(files, spec=version_dir / "feature_spec.json")
         assert parsed["count"] == len(rows)
         got = sorted(

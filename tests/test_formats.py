@@ -20,11 +20,10 @@ import struct
 import sys
 
 import pytest
+from beam_tfrecords_tests_helpers import read_examples, shard_paths
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.transforms import wire
 from beam_tfrecords.transforms.splits import key_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -177,12 +176,11 @@ CASES = {
 # -- what we and TensorFlow read back ---------------------------------------------------------
 
 def ours(path: pathlib.Path) -> list[dict]:
-    with open(path, "rb") as handle:
-        return [
-            {key: (kind, tuple(bits(v) if kind == "float_list" else v for v in values))
-             for key, (kind, values) in wire.decode_example(record).items()}
-            for record in tff.iter_records(handle, path=str(path))
-        ]
+    return [
+        {key: (kind, tuple(bits(v) if kind == "float_list" else v for v in values))
+         for key, (kind, values) in example.items()}
+        for example in read_examples(path)
+    ]
 
 
 def tensorflows(dump: dict) -> list[dict]:
@@ -221,11 +219,9 @@ def test_every_value_read_back_by_us_and_by_tensorflow(built, read_with_tf):
     expected = expected_of()
     assert manifest["counts"] == {"read": len(expected), "written": len(expected),
                                   "rejected": 0, "unread": {"files": 0, "bytes": 0, "rows": 0}}
-    files, split_of = [], {}
-    for split, info in manifest["splits"].items():
-        for shard in info["shards"]:
-            files.append(version_dir / shard["path"])
-            split_of[files[-1]] = split
+    split_of = {path: split for split in manifest["splits"]
+                for path in shard_paths(version_dir, manifest, split)}
+    files = list(split_of)
     mine = [(split_of[path], example) for path in files for example in ours(path)]
     theirs = tensorflows(read_with_tf(files))
     assert [example for _, example in mine] == theirs  # TensorFlow sees what our decoder sees

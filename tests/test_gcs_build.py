@@ -9,7 +9,6 @@ composed on gs:// from more than one part.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import pathlib
 from collections import Counter
@@ -18,11 +17,11 @@ import apache_beam as beam
 import pytest
 import yaml
 from apache_beam.metrics.metric import MetricsFilter
+from beam_tfrecords_tests_helpers import read_records, shard_paths
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.transforms.splits import key_bytes
 
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
@@ -106,9 +105,7 @@ def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
             assert blob is not None, path
             assert blob.size == shard["bytes"], path
             assert blob.crc32c == shard["crc32c"], path  # GCS's own crc32c of the object
-            with storage.open_read(path) as handle:
-                count = sum(1 for _ in tff.iter_records(handle, manifest["compression"],
-                                                        path=path))
+            count = len(read_records(path, manifest["compression"]))
             assert count == shard["records"], path
             records_in_split += count
             shard_names.append(emulator.name_of(path))
@@ -197,14 +194,10 @@ def test_other_sources_on_gcs(gcs_emulator, tmp_path, config_name):
                        "--output", str(tmp_path / "out"), "--version", "v1"])
 
     def records(root: str, manifest: dict) -> dict:
-        found = {}
-        for split, info in manifest["splits"].items():
-            for shard in info["shards"]:
-                path = storage.join(root, "v1", shard["path"])
-                with storage.open_read(path) as handle:
-                    data = handle.read()
-                found[split] = sorted(tff.iter_records(io.BytesIO(data)))
-        return found
+        version_dir = storage.join(root, "v1")
+        return {split: sorted(record for path in shard_paths(version_dir, manifest, split)
+                              for record in read_records(path))
+                for split in manifest["splits"]}
 
     assert remote["counts"] == local["counts"] and remote["counts"]["rejected"] == 0
     assert remote["inputs"]["files"] == local["inputs"]["files"]

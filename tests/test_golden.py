@@ -10,6 +10,7 @@ import pathlib
 import struct
 
 import pytest
+from beam_tfrecords_tests_helpers import read_records
 
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.transforms import wire
@@ -50,8 +51,7 @@ def test_golden_file_decodes_to_tensorflows_values(name):
     meta = EXPECTED["files"][name]
     path = GOLDEN / name
     assert hashlib.sha256(path.read_bytes()).hexdigest() == meta["sha256"]
-    with open(path, "rb") as handle:
-        records = list(tff.iter_records(handle, "auto", path=str(path)))
+    records = read_records(path)
     assert len(records) == meta["count"] == len(meta["records"])
     for record, want in zip(records, meta["records"]):
         assert base64.b64encode(record).decode() == want["serialized_b64"]
@@ -72,9 +72,7 @@ def test_golden_file_decodes_to_tensorflows_values(name):
 def test_our_encoder_reproduces_tensorflows_bytes(name):
     """Re-encoding what we decoded gives TensorFlow's bytes (its writer sorted the keys too)."""
     meta = EXPECTED["files"][name]
-    with open(GOLDEN / name, "rb") as handle:
-        records = list(tff.iter_records(handle, "auto"))
-    for record in records:
+    for record in read_records(GOLDEN / name):
         if meta["example_type"] == "SequenceExample":
             context, lists = wire.decode_sequence_example(record)
             again = wire.encode_sequence_example(

@@ -15,17 +15,16 @@ import pathlib
 from collections import Counter
 
 import apache_beam as beam
-import crc32c
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
+from beam_tfrecords_tests_helpers import checked_records
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.layout import Layout
-from beam_tfrecords.sinks.manifest import crc32c_b64
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MIN, MAX = 12_000, 40_000
@@ -99,14 +98,7 @@ def shard_records(folder, manifest):
     for split, info in manifest["splits"].items():
         records = Counter()
         for shard in info["shards"]:
-            path = folder / "v" / shard["path"]
-            data = path.read_bytes()
-            assert len(data) == shard["bytes"]
-            assert crc32c_b64(crc32c.crc32c(data)) == shard["crc32c"]
-            with open(path, "rb") as handle:
-                got = list(tff.iter_records(handle, path=str(path)))
-            assert len(got) == shard["records"]
-            records.update(got)
+            records.update(checked_records(folder / "v" / shard["path"], shard))
         by_split[split] = records
     return by_split
 

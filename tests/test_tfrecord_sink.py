@@ -17,6 +17,7 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
+from beam_tfrecords_tests_helpers import read_records
 
 from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks import tfrecord_sink as sink
@@ -43,11 +44,6 @@ def graph(request, monkeypatch):
     folded = request.param == "folded"
     monkeypatch.setattr(sink, "runs_in_one_process", lambda runner, options: folded)
     return request.param
-
-
-def read_all(path: str) -> list[bytes]:
-    with open(path, "rb") as handle:
-        return list(tff.iter_records(handle, path=path))
 
 
 def write_bundles(staging, bundles, compression, size=BAND):
@@ -113,7 +109,7 @@ def test_band_rule_and_exactly_once_over_many_bundles(tmp_path, compression):
     for split, infos in shards.items():
         got = Counter()
         for info in infos:
-            records = read_all(info.path)
+            records = read_records(info.path)
             assert len(records) == info.records
             assert os.path.getsize(info.path) == info.bytes
             got.update(records)
@@ -202,7 +198,7 @@ def test_retried_bundles_neither_duplicate_nor_lose_records(tmp_path, monkeypatc
     assert orphans  # the failed attempts' parts, never referenced
     got = Counter()
     for path in sorted((version / "train").iterdir()):
-        got.update(read_all(str(path)))
+        got.update(read_records(str(path)))
     assert got == Counter(records)
 
 
@@ -224,7 +220,7 @@ def test_index_sidecar_addresses_every_record_of_joined_shards(tmp_path):
         data = open(info.path, "rb").read()
         lines = open(info.index).read().splitlines()
         assert len(lines) == info.records
-        records = read_all(info.path)
+        records = read_records(info.path)
         position = 0
         for line, record in zip(lines, records):
             offset, length = map(int, line.split())
@@ -256,7 +252,7 @@ def test_pipeline_writes_every_record_once_in_band_and_keeps_the_empty_split(
     assert len([i for i in infos if not BAND.min <= i.bytes <= BAND.max]) <= 1
     got = Counter()
     for info in infos:
-        shard = read_all(info.path)
+        shard = read_records(info.path)
         assert len(shard) == info.records and os.path.getsize(info.path) == info.bytes
         got.update(shard)
         if index:

@@ -7,6 +7,7 @@ import pathlib
 import shutil
 
 import pytest
+from beam_tfrecords_tests_helpers import shard_paths
 
 from beam_tfrecords.pipelines import build, cli
 
@@ -34,7 +35,7 @@ def copy(built, tmp_path) -> pathlib.Path:
 
 def shards(version: pathlib.Path) -> list[pathlib.Path]:
     manifest = json.loads((version / "manifest.json").read_text())
-    return [version / s["path"] for info in manifest["splits"].values() for s in info["shards"]]
+    return shard_paths(version, manifest)
 
 
 def run_verify(path, capsys):
