@@ -281,3 +281,18 @@ def test_public_surface():
     assert set(btf.__all__) >= {"ToExamples", "WriteTFRecordDataset"}
     assert btf.WriteTFRecordDataset.__module__ == "beam_tfrecords.pipelines.api"
     assert btf.ToExamples.__module__ == "beam_tfrecords.transforms.to_examples"
+
+
+def test_arguments_that_cannot_work_are_refused_at_construction(tmp_path):
+    from beam_tfrecords.pipelines.api import DatasetError
+
+    with pytest.raises(DatasetError, match="without features"):  # not read as split names
+        btf.WriteTFRecordDataset(output=str(tmp_path), name="ds", splits=SPLITS)
+    with pytest.raises(DatasetError, match="split names"):
+        btf.WriteTFRecordDataset(output=str(tmp_path), name="ds", splits="train")
+    p = beam.Pipeline()
+    rows = p | beam.Create(source_rows())
+    with pytest.raises(DatasetError, match="rows need splits as a mapping"):
+        rows | btf.WriteTFRecordDataset(output=str(tmp_path), name="ds", features=FEATURES,
+                                        splits=SPLIT_NAMES)
+    assert not (tmp_path / "LATEST").exists()

@@ -221,3 +221,14 @@ def test_example_pipeline_writes_what_the_command_line_writes(runs, tmp_path):
                      str(tmp_path / "cli"), "--version", "v1"])
     assert manifest["feature_spec"] == cli["feature_spec"]
     assert records(version_dir, manifest) == records(tmp_path / "cli" / "v1", cli)
+
+
+@pytest.mark.parametrize("value", ["bad", {"output": 3}, {"output": "x", "main_tag": "y"},
+                                   {"output": "manifest"}])
+def test_error_handling_must_name_one_output(tmp_path, value):
+    from beam_tfrecords.pipelines.api import DatasetError
+    from beam_tfrecords.pipelines.yaml_transforms import WriteTFRecordDataset
+
+    with pytest.raises(DatasetError, match="error_handling"):
+        WriteTFRecordDataset(output=str(tmp_path), name="ds", features={"a": {"type": "int64"}},
+                             error_handling=value)
