@@ -118,6 +118,8 @@ def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
     assert set(everything) == {emulator.name_of(storage.join(out, "LATEST")),
                                emulator.name_of(storage.join(version_dir, "manifest.json")),
                                emulator.name_of(storage.join(version_dir, "feature_spec.json")),
+                               emulator.name_of(storage.join(version_dir,
+                                                             ".beam-tfrecords-build")),
                                *shard_names}
     return sizes
 
