@@ -17,9 +17,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.transforms import wire
 from beam_tfrecords.transforms.build_examples import (
-    FRAMING_BYTES,
     PROTOBUF_MAX_BYTES,
     BuildExamples,
     _BuildExamplesFn,
@@ -125,7 +125,7 @@ def small_batch():
 def test_records_over_the_shard_limit_are_dead_letters_not_written():
     features = [F("id", "int64"), F("blob", "bytes")]
     sizes = [len(ExampleEncoder(features).encode(r)) for r in small_batch().to_pylist()]
-    limit = sizes[0] + FRAMING_BYTES  # the first record fits exactly, the second does not
+    limit = sizes[0] + FRAME_OVERHEAD  # the first record fits exactly, the second does not
     examples, rejected, counts = both_paths(small_batch(), SplitSpec(), features=features,
                                             max_record_bytes=limit)
     assert [len(records) for _, records in examples] == [2]

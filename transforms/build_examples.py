@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.transforms import batch_coders  # noqa: F401  (SerializedBatch's coder)
 from beam_tfrecords.transforms.coercion import FeatureValueError
 from beam_tfrecords.transforms.columnar_encoder import ColumnarEncoder
@@ -34,12 +35,10 @@ from beam_tfrecords.transforms.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
 from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
 
-__all__ = ["FRAMING_BYTES", "PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
+__all__ = ["PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
 
 # Protobuf refuses to parse a message of 2 GiB or more; TensorFlow could not read the record.
 PROTOBUF_MAX_BYTES = 2**31 - 1
-# A TFRecord frames each record with a u64 length and two masked crc32c values.
-FRAMING_BYTES = 16
 
 
 def record_size_error(size: int, max_record_bytes: int | None) -> str:
@@ -47,8 +46,8 @@ def record_size_error(size: int, max_record_bytes: int | None) -> str:
     if size > PROTOBUF_MAX_BYTES:
         return (f"the serialized Example is {size} bytes, over protobuf's message limit of "
                 f"{PROTOBUF_MAX_BYTES} bytes (2 GiB - 1); TensorFlow could not parse it")
-    if max_record_bytes is not None and size + FRAMING_BYTES > max_record_bytes:
-        return (f"the serialized Example is {size} bytes ({size + FRAMING_BYTES} framed), over "
+    if max_record_bytes is not None and size + FRAME_OVERHEAD > max_record_bytes:
+        return (f"the serialized Example is {size} bytes ({size + FRAME_OVERHEAD} framed), over "
                 f"the maximum shard size of {max_record_bytes} bytes")
     return ""
 
@@ -127,7 +126,7 @@ class _BuildExamplesFn(beam.DoFn):
         sizes = np.diff(out.offsets)
         keep = np.ones(good.size, dtype=bool)
         limit = PROTOBUF_MAX_BYTES if self._max_record_bytes is None else min(
-            PROTOBUF_MAX_BYTES, self._max_record_bytes - FRAMING_BYTES)
+            PROTOBUF_MAX_BYTES, self._max_record_bytes - FRAME_OVERHEAD)
         for i in np.flatnonzero(sizes > limit).tolist():
             size = int(sizes[i])
             dead.append((int(good[i]), "", record_size_error(size, self._max_record_bytes),
