@@ -56,6 +56,7 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 _LATEST_TRIES = 20
+PUBLISHING = f"{lay.STAGING}/publishing"  # relative to a version folder
 
 
 class CommitError(UserError):
@@ -256,8 +257,9 @@ class Prepared:
 
 
 def _roll_forward(root: str, state: ownership.OutputState) -> list[str]:
-    """Publish committed versions that LATEST does not reach yet; remove committed versions'
-    staging. Returns the versions LATEST moved to."""
+    """Publish committed versions whose commit was cut short between the manifest and LATEST
+    (they still hold ``.staging/publishing``) when newer than LATEST's; remove committed
+    versions' staging. Returns the versions LATEST moved to."""
     latest_created = None
     if state.latest is not None:
         latest_created = next((str(e.manifest.get("created", "")) for e in state.committed
@@ -265,7 +267,9 @@ def _roll_forward(root: str, state: ownership.OutputState) -> list[str]:
     moved = []
     for entry in sorted(state.committed, key=lambda e: str(e.manifest.get("created", ""))):
         created = str(entry.manifest.get("created", ""))
-        if entry.name != state.latest and (latest_created is None or created > latest_created):
+        interrupted = PUBLISHING in entry.files  # a LATEST set by hand to an older one stays
+        if interrupted and entry.name != state.latest and (
+                latest_created is None or created > latest_created):
             if move_latest(root, entry.name, created):
                 _LOG.warning("completed the commit of version %s: LATEST now names it",
                              entry.name)
@@ -423,6 +427,9 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     _fence(spec)  # the last moment before the commit point
+    # Says "the manifest may exist but LATEST may not name it yet" until staging goes, after
+    # LATEST moved: what the next build's roll-forward looks for.
+    storage.write_atomic(storage.join(layout.version_dir, PUBLISHING), b"")
     if conditional.create(layout.manifest, mf.dumps(document)) is None:
         raise CommitError(f"{layout.manifest} appeared while this build committed; a "
                           "committed version is never rewritten")

@@ -40,6 +40,9 @@ _BUILD_FILES = re.compile(
     r"(\.tmp-[0-9a-f]{32})?")
 
 
+_OUR_TEMPORARY = re.compile(r"(LATEST|\.lease)\.tmp-[0-9a-f]{32}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Marker:
     """The ownership marker: which build claimed a version folder, and when."""
@@ -131,7 +134,9 @@ def classify(files_by_top: Mapping[str, Sequence[str]], loose: Sequence[str],
     (``failures``: ``.failed/`` subfolder -> its failure.json) read from them."""
     committed, claimed, failed, foreign = [], [], [], []
     for name in loose:
-        if name not in (lay.LATEST, lay.LEASE) and not name.startswith(lay.LEASE + "."):
+        # LATEST and the lease, and the temporary files their atomic writes leave when killed
+        # (never deleted on their names alone; harmless, a few bytes each).
+        if name not in (lay.LATEST, lay.LEASE) and not _OUR_TEMPORARY.fullmatch(name):
             foreign.append(name)
     for name, files in sorted(files_by_top.items()):
         if name == lay.FAILED:

@@ -349,3 +349,22 @@ def test_unread_input_fails_the_build_by_default_and_is_counted_when_allowed(tmp
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "could not be read" in err and "max_unread_fraction" in err
     assert commit.read_latest(str(out)) == "ok"
+
+
+def test_a_latest_set_by_hand_to_an_older_version_is_not_rolled_forward(small_csv, tmp_path):
+    """Only an interrupted commit is completed: a LATEST pinned back on purpose stays."""
+    out = str(tmp_path / "out")
+    for version in ("v1", "v2"):
+        assert cli.main(args(DEMO, small_csv, out, "--version", version)) == 0
+    (tmp_path / "out" / "LATEST").write_text("v1\n")  # an operator's rollback
+    assert cli.main(args(DEMO, small_csv, out, "--skip-if-unchanged")) == 0  # prepares, skips
+    assert commit.read_latest(out) == "v1"
+
+
+def test_temporary_files_of_a_killed_atomic_write_do_not_block_the_next_build(small_csv,
+                                                                               tmp_path):
+    out = tmp_path / "out"
+    assert cli.main(args(DEMO, small_csv, str(out), "--version", "v1")) == 0
+    (out / ("LATEST.tmp-" + "a" * 32)).write_text("v0\n")
+    (out / (".lease.tmp-" + "b" * 32)).write_text("{")
+    assert cli.main(args(DEMO, small_csv, str(out), "--version", "v2")) == 0
