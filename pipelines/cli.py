@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import sys
 import traceback
@@ -224,6 +225,32 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
     return kept, len(kept) != len(argv)
 
 
+class _DropUserErrorReports(logging.Filter):
+    """Beam logs an error raised inside a step, with its traceback, before re-raising it; for
+    a user error the command prints the one line that matters, so that report is dropped
+    (``--debug`` keeps it). Anything else Beam logs passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from beam_tfrecords.errors import UserError
+
+        error = record.exc_info[1] if record.exc_info else None
+        return not (error is not None and any(isinstance(link, UserError)
+                                              for link in _chain(error)))
+
+
+# Where Beam's runners report a failed step (the in-process runner; worker processes log on
+# their own and reach us as text).
+_BEAM_STEP_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.bundle_processor",
+                      "apache_beam.runners.worker.sdk_worker")
+
+
+def _quiet_beams_report_of_user_errors() -> None:
+    for name in _BEAM_STEP_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropUserErrorReports) for f in logger.filters):
+            logger.addFilter(_DropUserErrorReports())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
@@ -231,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     command = argv[0]
+    if not debug:
+        _quiet_beams_report_of_user_errors()
     try:
         return COMMANDS[command](argv[1:])
     except KeyboardInterrupt:

@@ -368,3 +368,19 @@ def test_temporary_files_of_a_killed_atomic_write_do_not_block_the_next_build(sm
     (out / ("LATEST.tmp-" + "a" * 32)).write_text("v0\n")
     (out / (".lease.tmp-" + "b" * 32)).write_text("{")
     assert cli.main(args(DEMO, small_csv, str(out), "--version", "v2")) == 0
+
+
+def test_a_failed_build_prints_one_line_not_beams_traceback(tmp_path):
+    """Beam logs a step's error with its traceback; for a user error the command's one line
+    is all a scheduler's log gets (``--debug`` brings the traceback back)."""
+    data = tmp_path / "bad.csv"
+    data.write_text(HEADER + "1,true,1,dog,0.5\n2,maybe,1,dog,0.5\n")
+    command = [sys.executable, "-m", "beam_tfrecords.pipelines.cli",
+               *args(DEMO, data, str(tmp_path / "out"), "--version", "v")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "max_bad_fraction" in done.stderr
+    debug = subprocess.run([*command[:3], "--debug", *command[3:]], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
