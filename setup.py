@@ -70,8 +70,11 @@ setup(
         "beam_tfrecords",
         "beam_tfrecords.pipelines",
         "beam_tfrecords.sinks",
+        "beam_tfrecords.sinks.format",
         "beam_tfrecords.transforms",
+        "beam_tfrecords.transforms.codec",
         "beam_tfrecords.transforms.proto",
+        "beam_tfrecords.transforms.readers",
     ],
     package_data={
         "beam_tfrecords": ["configs/*.yaml"],

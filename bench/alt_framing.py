@@ -18,7 +18,7 @@ from measure import alt_args, emit, output_bytes
 from pb_example import example_builder
 from rows import iter_rows, load_meta, preload
 
-from beam_tfrecords.sinks.tfrecord_format import frame_batch
+from beam_tfrecords.sinks.format.tfrecord_format import frame_batch
 
 BATCH = 10_000
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD, HEADER_SIZE, iter_records
-from beam_tfrecords.transforms.example_codec import ExampleDecoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD, HEADER_SIZE, iter_records
+from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
 __all__ = ["CheckError", "check_sample", "count_records"]
 

@@ -29,15 +29,15 @@ from beam_tfrecords.sinks.commit import (
     prepare_output,
 )
 from beam_tfrecords.sinks.dataset import WriteDataset
-from beam_tfrecords.sinks.layout import Layout, check_name
+from beam_tfrecords.sinks.format.layout import Layout, check_name
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.format.shard_plan import ShardSize, parse_size
+from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
-from beam_tfrecords.sinks.serialized_batch import SerializedBatch
-from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
-from beam_tfrecords.sinks.tfrecord_format import normalize_compression
 from beam_tfrecords.transforms.build_examples import record_size_error
-from beam_tfrecords.transforms.feature_spec import tf_parse_spec
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, dead_letter
-from beam_tfrecords.transforms.splits import SplitSpec
+from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, dead_letter
 from beam_tfrecords.transforms.to_examples import ToExamples, as_feature_specs, as_split_spec
 
 __all__ = ["WriteTFRecordDataset"]

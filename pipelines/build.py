@@ -32,9 +32,7 @@ from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard
 from beam_tfrecords.pipelines.config import Config, check_columns, load_config
 from beam_tfrecords.pipelines.runners import runner_for
-from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.commit import (
     CommitSpec,
     claim_version,
@@ -43,21 +41,23 @@ from beam_tfrecords.sinks.commit import (
     read_latest,
 )
 from beam_tfrecords.sinks.dataset import WriteDataset
-from beam_tfrecords.sinks.layout import InvalidName, Layout, check_name
+from beam_tfrecords.sinks.format import manifest as mf
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.layout import InvalidName, Layout, check_name
+from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
-from beam_tfrecords.sinks.redact import redact
 from beam_tfrecords.transforms.build_examples import BuildExamples
-from beam_tfrecords.transforms.feature_spec import tf_parse_spec
-from beam_tfrecords.transforms.images import (
+from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, ReadCsv
+from beam_tfrecords.transforms.readers.images import (
     RESERVED,
     ImagePlan,
     ReadImages,
     list_images,
     plan_images,
 )
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, ReadCsv
-from beam_tfrecords.transforms.splits import SplitSpec
-from beam_tfrecords.transforms.tabular_sources import (
+from beam_tfrecords.transforms.readers.tabular import (
     ReadAvro,
     ReadJsonl,
     ReadParquet,
@@ -232,7 +232,7 @@ def _jsonl_fields(path: str, lines: int = 100,
     ``max_record_bytes`` (default: source.max_record_bytes's) of a line: the first line longer
     than that (the reader's dead letter) ends the look, so no more than ``lines`` times the
     limit is ever read."""
-    from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES
+    from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
 
     limit = DEFAULT_MAX_RECORD_BYTES if max_record_bytes is None else max_record_bytes
     fields: dict[str, None] = {}
@@ -254,7 +254,7 @@ def first_columns(config: Config, path: str) -> list[str] | None:
     """The field names of the first input, to validate the config before the pipeline (for
     JSON Lines, those of its first records); None when there is nothing to check against.
     Reads at most about ``source.max_record_bytes`` of any one record, as the readers do."""
-    from beam_tfrecords.transforms.sources import read_csv_header
+    from beam_tfrecords.transforms.readers.framework import read_csv_header
 
     limit = config.source.max_record_bytes
     if config.source.format == "jsonl":

@@ -21,9 +21,9 @@ __all__ = ["main"]
 
 def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.pipelines.config import load_config
-    from beam_tfrecords.sinks import manifest as mf
     from beam_tfrecords.sinks import storage
-    from beam_tfrecords.transforms.feature_spec import tf_parse_spec
+    from beam_tfrecords.sinks.format import manifest as mf
+    from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
     parser = argparse.ArgumentParser(prog="beam-tfrecords schema",
                                      description="Print the tf.io parse spec as JSON "
@@ -43,7 +43,7 @@ def _schema(argv: Sequence[str]) -> int:
             path = storage.join(path, mf.MANIFEST)
         spec = json.loads(storage.read_text(path))["feature_spec"]
     if args.python:
-        from beam_tfrecords.transforms.feature_spec import tf_parse_spec_python
+        from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec_python
 
         print(tf_parse_spec_python(spec), end="")
     else:

@@ -18,12 +18,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from beam_tfrecords.sinks.shard_plan import ShardSize, parse_size
-from beam_tfrecords.sinks.tfrecord_format import COMPRESSIONS, normalize_compression
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.images import ImagesOptions, parse_images_options
-from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES
-from beam_tfrecords.transforms.specs import (
+from beam_tfrecords.sinks.format.shard_plan import ShardSize, parse_size
+from beam_tfrecords.sinks.format.tfrecord_format import COMPRESSIONS, normalize_compression
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.specs import (
     ConfigError,
     _choice,
     _fail,
@@ -33,8 +31,10 @@ from beam_tfrecords.transforms.specs import (
     parse_features,
     parse_splits,
 )
-from beam_tfrecords.transforms.splits import SplitSpec
-from beam_tfrecords.transforms.tabular_sources import (
+from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
+from beam_tfrecords.transforms.readers.images import ImagesOptions, parse_images_options
+from beam_tfrecords.transforms.readers.tabular import (
     AvroOptions,
     JsonlOptions,
     ParquetOptions,

@@ -14,10 +14,10 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.sinks.format import manifest as mf
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.transforms.codec import wire
 
 __all__ = ["iter_examples", "show_value", "summarize"]
 

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks.layout import LATEST
+from beam_tfrecords.sinks.format.layout import LATEST
 
 __all__ = ["OutputGuardError", "check_locations"]
 

@@ -18,9 +18,9 @@ from typing import BinaryIO
 import crc32c
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.format import manifest as mf
+from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 __all__ = ["ShardCheck", "verify_path"]
 

@@ -28,7 +28,7 @@ import apache_beam as beam
 from apache_beam.typehints.row_type import RowTypeConstraint
 
 from beam_tfrecords.pipelines import api
-from beam_tfrecords.transforms.sources import REJECTED
+from beam_tfrecords.transforms.readers.framework import REJECTED
 from beam_tfrecords.transforms.to_examples import ToExamples
 
 __all__ = ["ERROR_ROW", "ToExamples", "WriteTFRecordDataset", "error_row"]

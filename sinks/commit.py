@@ -32,10 +32,10 @@ from typing import Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional, ownership, storage
-from beam_tfrecords.sinks import layout as lay
-from beam_tfrecords.sinks import manifest as mf
 from beam_tfrecords.sinks.dead_letters import DeadLetterFile, top_reasons
-from beam_tfrecords.sinks.layout import Layout
+from beam_tfrecords.sinks.format import layout as lay
+from beam_tfrecords.sinks.format import manifest as mf
+from beam_tfrecords.sinks.format.layout import Layout
 
 __all__ = [
     "CommitError",

@@ -26,7 +26,7 @@ import apache_beam as beam
 
 from beam_tfrecords.sinks.commit import CommitSpec, commit_version
 from beam_tfrecords.sinks.dead_letters import WriteDeadLetters
-from beam_tfrecords.sinks.shard_plan import ShardSize
+from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 
 __all__ = ["WriteDataset"]

@@ -3,7 +3,7 @@
 Each bundle writes its rows to one file under ``<staging>/dead_letter/`` and emits a
 :class:`DeadLetterFile`: the path, the row count and the count of each reason, so the commit
 can name the most frequent reasons of a failed build without reading the files again. Rows
-are redacted first (sinks/redact.py): a source path may carry a token or a signature.
+are redacted first (sinks/format/redact.py): a source path may carry a token or a signature.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import apache_beam as beam
 
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks.redact import redact
+from beam_tfrecords.sinks.format.redact import redact
 
 __all__ = ["DeadLetterFile", "WriteDeadLetters", "reason_key", "top_reasons"]
 

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterator
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional
-from beam_tfrecords.sinks.layout import LEASE
+from beam_tfrecords.sinks.format.layout import LEASE
 
 __all__ = [
     "DEFAULT_TTL",

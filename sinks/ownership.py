@@ -25,8 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beam_tfrecords.sinks import layout as lay
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format import layout as lay
 
 __all__ = ["Entry", "Marker", "OutputState", "classify", "listed_by_failure",
            "listed_by_manifest", "read_marker", "scan", "written_by_build"]

@@ -36,7 +36,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks.redact import install_log_redaction, redact_text
+from beam_tfrecords.sinks.format.redact import install_log_redaction, redact_text
 
 __all__ = [
     "CrcCountingWriter",

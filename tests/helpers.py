@@ -14,9 +14,9 @@ from typing import Any
 import crc32c
 
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.sinks.manifest import crc32c_b64
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.manifest import crc32c_b64
+from beam_tfrecords.transforms.codec import wire
 
 __all__ = ["checked_records", "read_examples", "read_records", "shard_paths"]
 

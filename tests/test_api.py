@@ -28,10 +28,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import beam_tfrecords as btf
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.transforms.codec.specs import parse_splits
+from beam_tfrecords.transforms.codec.splits import key_bytes
 from beam_tfrecords.transforms.proto import example_pb2
-from beam_tfrecords.transforms.specs import parse_splits
-from beam_tfrecords.transforms.splits import key_bytes
 
 N_GOOD, N_BAD = 240, 4
 FEATURES = {"age": {"type": "int64"}, "name": {"type": "string", "missing": "omit"},

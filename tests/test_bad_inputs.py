@@ -18,8 +18,8 @@ import zlib
 import pytest
 
 from beam_tfrecords.pipelines import build
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.transforms.codec import wire
 
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
 

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 
 from beam_tfrecords.pipelines.config import CsvOptions
-from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.batch_coders import SerializedBatchCoder, rows_nbytes
 from beam_tfrecords.transforms.build_examples import BuildExamples
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.sources import ReadCsv, RecordChunk, RecordChunkCoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.readers.framework import ReadCsv, RecordChunk, RecordChunkCoder
 
 COLUMNAR = RecordChunk("a.csv", 1, [], (), pa.record_batch({"x": np.arange(1000),
                                                              "s": ["word"] * 1000}))

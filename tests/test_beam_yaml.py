@@ -28,7 +28,7 @@ import pytest
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "configs" / "beam_yaml" / "demo.yaml"

@@ -17,8 +17,8 @@ from beam_tfrecords_tests_helpers import checked_records, read_records, shard_pa
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import commit
-from beam_tfrecords.transforms.example_codec import ExampleDecoder
-from beam_tfrecords.transforms.splits import key_bytes
+from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
+from beam_tfrecords.transforms.codec.splits import key_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"

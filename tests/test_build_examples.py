@@ -17,8 +17,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.transforms.build_examples import (
     PROTOBUF_MAX_BYTES,
     BuildExamples,
@@ -26,10 +25,11 @@ from beam_tfrecords.transforms.build_examples import (
     _column_keys,
     record_size_error,
 )
-from beam_tfrecords.transforms.example_codec import ExampleEncoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk
-from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.codec import wire
+from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.codec.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk
 
 FEATURES = [F("id", "int64"), F("name", "string", missing="omit"), F("score", "float"),
             F("tags", "bytes", (-1,), missing="default", default=[b"none"])]

@@ -10,7 +10,7 @@ import pytest
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.sinks.commit import CommitError
-from beam_tfrecords.transforms.feature_spec import FeatureSpecError
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpecError
 
 TRACEBACK = "Traceback (most recent call last)"
 

@@ -14,9 +14,9 @@ import struct
 import numpy as np
 import pytest
 
-from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
-from beam_tfrecords.transforms.example_codec import ExampleDecoder, ExampleEncoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW, FeatureValueError
+from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder, ExampleEncoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
 UTC = datetime.timezone.utc
 

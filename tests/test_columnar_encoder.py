@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.transforms import columnar_layout, wire
-from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
-from beam_tfrecords.transforms.columnar_encoder import COLUMNAR, PER_ROW, ColumnarEncoder
-from beam_tfrecords.transforms.example_codec import ExampleEncoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.codec import columnar_layout, wire
+from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW, FeatureValueError
+from beam_tfrecords.transforms.codec.columnar_encoder import COLUMNAR, PER_ROW, ColumnarEncoder
+from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 
 
 def row_path(specs, batch):
@@ -291,7 +291,7 @@ def test_long_values_and_many_rows_take_the_scatter_path():
 def test_plan_is_cached_per_schema_and_logged_once(caplog):
     encoder = ColumnarEncoder([F("x", "int64", (-1, -1), source=("c",), missing="omit")])
     batch = pa.record_batch({"c": pa.array([[[1]], None])})
-    with caplog.at_level("INFO", logger="beam_tfrecords.transforms.columnar_encoder"):
+    with caplog.at_level("INFO", logger="beam_tfrecords.transforms.codec.columnar_encoder"):
         encoder.encode(batch)
         encoder.encode(batch)
     messages = [r.getMessage() for r in caplog.records if "encoded per row" in r.getMessage()]
@@ -311,7 +311,7 @@ def test_rows_flagged_by_mistake_keep_the_row_encoders_bytes(monkeypatch, caplog
         return enc
 
     monkeypatch.setattr(ColumnarEncoder, "_encode_column", flag_everything)
-    with caplog.at_level("WARNING", logger="beam_tfrecords.transforms.columnar_encoder"):
+    with caplog.at_level("WARNING", logger="beam_tfrecords.transforms.codec.columnar_encoder"):
         assert_same_as_rows(specs, batch, encoder)
     assert any("flagged 2 rows" in r.getMessage() for r in caplog.records)
 

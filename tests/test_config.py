@@ -14,7 +14,7 @@ import re
 import pytest
 
 from beam_tfrecords.pipelines.config import Config, ConfigError, load_config, parse_config
-from beam_tfrecords.sinks.shard_plan import ShardSize
+from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 DELETE = object()  # a change that removes the key
 

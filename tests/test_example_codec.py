@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from beam_tfrecords.transforms import wire
-from beam_tfrecords.transforms.coercion import FeatureValueError
-from beam_tfrecords.transforms.example_codec import ExampleDecoder, ExampleEncoder, lookup
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.codec import wire
+from beam_tfrecords.transforms.codec.coercion import FeatureValueError
+from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder, ExampleEncoder, lookup
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 
 
 def encode(specs, record):

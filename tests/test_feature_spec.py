@@ -1,4 +1,4 @@
-"""Tests for beam_tfrecords.transforms.feature_spec: validation, stored keys, the tf.io spec."""
+"""Tests for feature_spec (transforms/codec): validation, stored keys, the tf.io spec."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from beam_tfrecords.transforms.feature_spec import (
+from beam_tfrecords.transforms.codec.feature_spec import (
     FeatureSpec,
     FeatureSpecError,
     stored_keys,

@@ -24,7 +24,7 @@ from beam_tfrecords_tests_helpers import read_examples, shard_paths
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.transforms.splits import key_bytes
+from beam_tfrecords.transforms.codec.splits import key_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "configs" / "data"

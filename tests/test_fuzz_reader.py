@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines.verify import check_file, verify_path
-from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 FUZZ = settings(max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -123,7 +123,7 @@ def test_check_file_reports_damage_with_file_and_offset(tmp_path_factory, writte
 @pytest.fixture(scope="module")
 def version(tmp_path_factory):
     """A tiny committed-looking version directory: two shards and their manifest."""
-    from beam_tfrecords.sinks import manifest as mf
+    from beam_tfrecords.sinks.format import manifest as mf
 
     root = tmp_path_factory.mktemp("version")
     shards = []

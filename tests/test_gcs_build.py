@@ -22,7 +22,7 @@ from beam_tfrecords_tests_helpers import read_records, shard_paths
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.transforms.splits import key_bytes
+from beam_tfrecords.transforms.codec.splits import key_bytes
 
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
 

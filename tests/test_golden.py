@@ -12,8 +12,8 @@ import struct
 import pytest
 from beam_tfrecords_tests_helpers import read_records
 
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.transforms.codec import wire
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())

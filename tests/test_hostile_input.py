@@ -17,7 +17,7 @@ import yaml
 from beam_tfrecords.pipelines import build, cli, output_guard, safe_yaml
 from beam_tfrecords.pipelines.config import ConfigError, load_config
 from beam_tfrecords.sinks import ownership
-from beam_tfrecords.sinks.redact import REDACTED, redact, redact_text
+from beam_tfrecords.sinks.format.redact import REDACTED, redact, redact_text
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"

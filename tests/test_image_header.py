@@ -10,7 +10,7 @@ import struct
 import pytest
 from PIL import Image
 
-from beam_tfrecords.transforms.image_header import (
+from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
     ImageInfo,
     check_complete,

@@ -13,9 +13,10 @@ from apache_beam.testing.util import assert_that
 from PIL import Image
 
 from beam_tfrecords.transforms.build_examples import BuildExamples
-from beam_tfrecords.transforms.example_codec import ExampleDecoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.images import (
+from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk
+from beam_tfrecords.transforms.readers.images import (
     DEFAULT_EXTENSIONS,
     ImagesOptions,
     ReadImages,
@@ -24,7 +25,6 @@ from beam_tfrecords.transforms.images import (
     plan_images,
     read_threads_for,
 )
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk
 
 FOLDERS = ImagesOptions()
 MANIFEST = ImagesOptions(layout="manifest")

@@ -26,7 +26,7 @@ def test_wheel_is_one_namespace_without_tests(wheel):
     names = wheel.namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"beam_tfrecords"}
-    assert "beam_tfrecords/sinks/tfrecord_format.py" in names
+    assert "beam_tfrecords/sinks/format/tfrecord_format.py" in names
     assert "beam_tfrecords/transforms/proto/example_pb2.py" in names
     assert "beam_tfrecords/configs/demo.yaml" in names
     assert not any("/tests/" in n or n.endswith("setup.py") or "/scripts/" in n for n in names)

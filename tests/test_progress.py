@@ -20,8 +20,8 @@ from beam_tfrecords.pipelines.progress import (
 )
 from beam_tfrecords.sinks import progress_files as pf
 from beam_tfrecords.sinks import tfrecord_sink as sink
-from beam_tfrecords.sinks.serialized_batch import SerializedBatch
-from beam_tfrecords.sinks.shard_plan import ShardSize
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^progress: [\d,]+ records, [\d.]+ (B|KB|MB|GB|TB) written, [\d,]+ records/s, "

@@ -22,9 +22,9 @@ from beam_tfrecords_tests_helpers import checked_records
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import parse_config
-from beam_tfrecords.sinks import tfrecord_format as tff
 from beam_tfrecords.sinks.commit import claim_version
-from beam_tfrecords.sinks.layout import Layout
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.layout import Layout
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MIN, MAX = 12_000, 40_000

@@ -1,4 +1,4 @@
-"""Tests for beam_tfrecords.sinks.shard_plan: sizes, the band, rolling, and planning tails."""
+"""Tests for shard_plan (sinks/format): sizes, the band, rolling, and planning tails."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.sinks.shard_plan import (
+from beam_tfrecords.sinks.format.shard_plan import (
     Part,
     ShardSize,
     parse_size,

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines.config import CsvOptions
-from beam_tfrecords.transforms import csv_columnar as cc
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.sources import (
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.framework import (
     COUNTS,
     REJECTED,
     UNREAD_COUNTS,

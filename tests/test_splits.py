@@ -1,4 +1,4 @@
-"""Tests for beam_tfrecords.transforms.splits: canonical keys, pinned assignments, proportions."""
+"""Tests for splits (transforms/codec): canonical keys, pinned assignments, proportions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import decimal
 import numpy as np
 import pytest
 
-from beam_tfrecords.transforms.splits import BUCKETS, SplitSpec, key_bytes
+from beam_tfrecords.transforms.codec.splits import BUCKETS, SplitSpec, key_bytes
 
 # --- key_bytes ----------------------------------------------------------------------------------
 

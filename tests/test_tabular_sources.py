@@ -17,10 +17,10 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_tfrecords.transforms.build_examples import BuildExamples
-from beam_tfrecords.transforms.example_codec import ExampleDecoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.sources import CHUNK_ROWS, COUNTS, REJECTED, UNREAD_COUNTS
-from beam_tfrecords.transforms.tabular_sources import (
+from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.readers.framework import CHUNK_ROWS, COUNTS, REJECTED, UNREAD_COUNTS
+from beam_tfrecords.transforms.readers.tabular import (
     AvroOptions,
     JsonlOptions,
     ParquetOptions,
@@ -309,8 +309,8 @@ def test_parquet_unreadable_file_and_row_group_are_unread_input(tmp_path, column
 
 
 def test_parquet_columnar_chunks_hold_batches_equal_to_the_per_row_records(tmp_path):
-    from beam_tfrecords.transforms.sources import RecordChunk
-    from beam_tfrecords.transforms.tabular_sources import _ReadParquetFile
+    from beam_tfrecords.transforms.readers.framework import RecordChunk
+    from beam_tfrecords.transforms.readers.tabular import _ReadParquetFile
 
     path = tmp_path / "t.parquet"
     table = pa.concat_tables([_parquet_table()] * 700)  # 2100 rows
@@ -438,7 +438,7 @@ def test_avro_end_to_end(tmp_path):
 
 
 def test_depth_limit_is_inclusive_and_iterative():
-    from beam_tfrecords.transforms.tabular_sources import _too_deep
+    from beam_tfrecords.transforms.readers.tabular import _too_deep
 
     def nest(levels):
         value = {}
@@ -467,7 +467,7 @@ def _bits(value):
 
 
 def _run_fn(fn, path):
-    from beam_tfrecords.transforms.sources import RecordChunk
+    from beam_tfrecords.transforms.readers.framework import RecordChunk
 
     chunks, rejects, counts = [], [], []
     for out in fn.process(str(path)):
@@ -508,8 +508,8 @@ JSONL_TRICKY = [
 
 @pytest.mark.parametrize("block", [16, 64, 200, 1 << 20])
 def test_jsonl_columnar_and_per_row_paths_agree(tmp_path, monkeypatch, block):
-    from beam_tfrecords.transforms import tabular_sources
-    from beam_tfrecords.transforms.tabular_sources import _ReadJsonlFile
+    from beam_tfrecords.transforms.readers import tabular as tabular_sources
+    from beam_tfrecords.transforms.readers.tabular import _ReadJsonlFile
 
     path = tmp_path / "t.jsonl"
     clean = [b'{"i": %d, "f": %d.5, "s": "w%d", "t": "z"}\n' % (n, n, n) for n in range(50)]
@@ -537,7 +537,7 @@ def test_jsonl_columnar_and_per_row_paths_agree(tmp_path, monkeypatch, block):
 
 
 def test_parquet_columnar_rows_equal_per_row_rows_bit_for_bit(tmp_path):
-    from beam_tfrecords.transforms.tabular_sources import _ReadParquetFile
+    from beam_tfrecords.transforms.readers.tabular import _ReadParquetFile
 
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"f": [0.5, float("nan"), -0.0, None], "i": [1, None, 3, 4]}), path)

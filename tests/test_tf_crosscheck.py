@@ -13,10 +13,10 @@ import struct
 import numpy as np
 import pytest
 
-from beam_tfrecords.sinks import tfrecord_format as tff
-from beam_tfrecords.transforms.example_codec import ExampleEncoder
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.feature_spec import tf_parse_spec
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
 TF_READER = pathlib.Path(__file__).resolve().parent / "tf_oracle" / "read_with_tf.py"
 
@@ -150,7 +150,7 @@ def test_python_snippet_builds_the_same_tf_objects(tmp_path, tf_python, specs):
     oracle builds from feature_spec.json."""
     import subprocess
 
-    from beam_tfrecords.transforms.feature_spec import tf_parse_spec_python
+    from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec_python
 
     doc = tf_parse_spec(specs)
     spec_file = tmp_path / "spec.json"

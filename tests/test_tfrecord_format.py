@@ -1,4 +1,4 @@
-"""Tests for beam_tfrecords.sinks.tfrecord_format: vectors, round trips, corruption, sizes."""
+"""Tests for tfrecord_format (sinks/format): vectors, round trips, corruption, sizes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.sinks import tfrecord_format as tff
+from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 # --- Known-answer vectors ------------------------------------------------------------------
 

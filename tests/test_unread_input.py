@@ -22,9 +22,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import ConfigError, CsvOptions, parse_config
-from beam_tfrecords.transforms.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES
-from beam_tfrecords.transforms.sources import (
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
+from beam_tfrecords.transforms.readers.framework import (
     COUNTS,
     REJECTED,
     UNREAD_COUNTS,
@@ -32,7 +32,7 @@ from beam_tfrecords.transforms.sources import (
     RecordChunk,
     _ReadCsvFile,
 )
-from beam_tfrecords.transforms.tabular_sources import (
+from beam_tfrecords.transforms.readers.tabular import (
     AvroOptions,
     JsonlOptions,
     ParquetOptions,

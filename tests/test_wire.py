@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.proto import example_pb2 as pb
 
 names = st.text(min_size=0, max_size=12)
@@ -107,7 +107,7 @@ def test_decode_inverts_encode(items):
 
 _PURE_PYTHON_CHECK = """
 import random
-from beam_tfrecords.transforms import wire
+from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.proto import example_pb2 as pb
 from google.protobuf.internal import api_implementation
 assert api_implementation.Type() == "python", api_implementation.Type()

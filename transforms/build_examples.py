@@ -25,15 +25,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords.sinks.serialized_batch import SerializedBatch
-from beam_tfrecords.sinks.tfrecord_format import FRAME_OVERHEAD
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.transforms import batch_coders  # noqa: F401  (SerializedBatch's coder)
-from beam_tfrecords.transforms.coercion import FeatureValueError
-from beam_tfrecords.transforms.columnar_encoder import ColumnarEncoder
-from beam_tfrecords.transforms.example_codec import ExampleEncoder, lookup
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
-from beam_tfrecords.transforms.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.codec.coercion import FeatureValueError
+from beam_tfrecords.transforms.codec.columnar_encoder import ColumnarEncoder
+from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
 
 __all__ = ["PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
 

@@ -25,12 +25,12 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
-from beam_tfrecords.transforms.specs import parse_features, parse_splits
-from beam_tfrecords.transforms.splits import SplitSpec
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.specs import parse_features, parse_splits
+from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
 
 __all__ = ["Examples", "ToExamples", "as_feature_specs", "as_split_spec", "plain"]
 

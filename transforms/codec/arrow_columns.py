@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
 __all__ = [
     "Unsupported",

@@ -57,16 +57,17 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.transforms.csv_columnar import Prefixed
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.read_events import (
+from beam_tfrecords.sinks.spread import Spread
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.readers.csv_columnar import Prefixed
+from beam_tfrecords.transforms.readers.events import (
     DEFAULT_MAX_RECORD_BYTES,
     PREVIEW_BYTES,
     Reject,
     Unread,
     bounded_line,
 )
-from beam_tfrecords.transforms.sources import (
+from beam_tfrecords.transforms.readers.framework import (
     BATCH_BYTES,
     BATCH_ROWS,
     CHUNK_ROWS,
@@ -75,7 +76,6 @@ from beam_tfrecords.transforms.sources import (
     RecordChunk,
     read_outputs,
 )
-from beam_tfrecords.transforms.spread import Spread
 
 __all__ = [
     "AvroOptions",

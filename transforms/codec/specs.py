@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks.layout import InvalidName, check_name
-from beam_tfrecords.transforms.feature_spec import FeatureSpec, FeatureSpecError
-from beam_tfrecords.transforms.splits import SplitSpec
+from beam_tfrecords.sinks.format.layout import InvalidName, check_name
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, FeatureSpecError
+from beam_tfrecords.transforms.codec.splits import SplitSpec
 
 __all__ = ["ConfigError", "parse_features", "parse_splits"]
 
@@ -46,7 +46,7 @@ def _mapping(key: str, value: Any, allowed: tuple[str, ...], required: tuple[str
 
 
 def _named(key: str, kind: str, name: Any, echo: Any) -> str:
-    """``name`` if the output layout can hold it as a ``kind`` name (sinks/layout.py: checked
+    """``name`` if the output layout can hold it as a ``kind`` name (sinks/format/layout.py: checked
     whole, reserved names refused), else a ConfigError naming ``key`` and echoing ``echo``."""
     try:
         return check_name(kind, name)
@@ -114,8 +114,8 @@ def parse_features(raw: Any) -> tuple[FeatureSpec, ...]:
     if not isinstance(raw, Mapping) or not raw:
         raise _fail("features", raw, "must map at least one feature name to its spec")
     specs = tuple(_parse_feature(name, spec) for name, spec in raw.items())
-    from beam_tfrecords.transforms.example_codec import ExampleEncoder
-    from beam_tfrecords.transforms.feature_spec import stored_keys
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+    from beam_tfrecords.transforms.codec.feature_spec import stored_keys
 
     seen: dict[str, str] = {}
     for spec in specs:

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_tfrecords.sinks.serialized_batch import SerializedBatch
-from beam_tfrecords.transforms import wire
-from beam_tfrecords.transforms.arrow_columns import (
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.transforms.codec import wire
+from beam_tfrecords.transforms.codec.arrow_columns import (
     Unsupported,
     binary_layout,
     check_type,
@@ -55,8 +55,8 @@ from beam_tfrecords.transforms.arrow_columns import (
     resolve,
     valid_mask,
 )
-from beam_tfrecords.transforms.coercion import FLOAT32_OVERFLOW, FeatureValueError
-from beam_tfrecords.transforms.columnar_layout import (
+from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW, FeatureValueError
+from beam_tfrecords.transforms.codec.columnar_layout import (
     Block,
     Flat,
     Padded,
@@ -66,8 +66,8 @@ from beam_tfrecords.transforms.columnar_layout import (
     segments,
     varints,
 )
-from beam_tfrecords.transforms.example_codec import ExampleEncoder, _FeaturePlan
-from beam_tfrecords.transforms.feature_spec import FeatureSpec, stored_keys
+from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, _FeaturePlan
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, stored_keys
 
 __all__ = ["COLUMNAR", "PER_ROW", "ColumnarEncoder", "FeatureChoice"]
 

@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beam_tfrecords.sinks.layout import FEATURE_SPEC, LATEST, MANIFEST
-from beam_tfrecords.sinks.redact import redact
+from beam_tfrecords.sinks.format.layout import FEATURE_SPEC, LATEST, MANIFEST
+from beam_tfrecords.sinks.format.redact import redact
 
 __all__ = [
     "LATEST",
@@ -54,7 +54,7 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
     """The manifest document. ``shards`` maps a split to its ShardInfo-like objects.
 
     ``config`` and ``inputs`` hold user-given paths and patterns, so credentials in them
-    (signed-URL parameters, tokens, ``user:password@``) are redacted (sinks/redact.py).
+    (signed-URL parameters, tokens, ``user:password@``) are redacted (sinks/format/redact.py).
     """
     splits = {}
     for split, infos in sorted(shards.items()):

@@ -39,12 +39,12 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.transforms import csv_columnar as cc
+from beam_tfrecords.sinks.spread import Spread
 from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
-from beam_tfrecords.transforms.coercion import preview
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.read_events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
-from beam_tfrecords.transforms.spread import Spread
+from beam_tfrecords.transforms.codec.coercion import preview
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 
 __all__ = ["COUNTS", "REJECTED", "UNREAD_COUNTS", "ReadCsv", "RecordChunk", "Reject", "Unread",
            "dead_letter", "read_csv_header", "parse_cell", "unread_letter"]

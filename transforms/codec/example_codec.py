@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from beam_tfrecords.transforms import wire
-from beam_tfrecords.transforms.coercion import (
+from beam_tfrecords.transforms.codec import wire
+from beam_tfrecords.transforms.codec.coercion import (
     FLOAT32_OVERFLOW,
     INT64_MAX,
     FeatureValueError,
     element_coercer,
     is_missing,
 )
-from beam_tfrecords.transforms.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
 __all__ = ["ExampleDecoder", "ExampleEncoder", "describe", "lookup"]
 

@@ -41,13 +41,13 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.transforms.image_header import (
+from beam_tfrecords.sinks.spread import Spread
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
+from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
     check_complete,
     read_header,
 )
-from beam_tfrecords.transforms.sources import COUNTS, REJECTED, RecordChunk, dead_letter
-from beam_tfrecords.transforms.spread import Spread
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
