@@ -4,8 +4,10 @@ Given a version directory (or its ``manifest.json``), every shard the manifest l
 full, once: each record's two CRCs and framing are checked (a corrupt or truncated record is
 reported with its file and byte offset), the records are counted, and the crc32c and size of the
 whole file are compared with the manifest. Shards that are missing, and shard-like files that
-the manifest does not list, are problems too. Given a glob of shards instead, every file is
-checked for framing and counted. Exit status 1 on any problem, for schedulers.
+the manifest does not list, are problems too, and so is an index sidecar the manifest lists
+that is missing or whose ``offset length`` lines do not address the shard's records. Given a
+glob of shards instead, every file is checked for framing and counted. Exit status 1 on any
+problem, for schedulers.
 """
 
 from __future__ import annotations
@@ -59,8 +61,13 @@ class _CrcReader:
             pass
 
 
-def check_file(path: str, compression: str = "auto") -> ShardCheck:
-    """Read one file in full: framing, CRCs, record count, whole-file crc32c and size."""
+def check_file(path: str, compression: str = "auto",
+               index_lines: list[str] | None = None) -> ShardCheck:
+    """Read one file in full: framing, CRCs, record count, whole-file crc32c and size.
+
+    With ``index_lines`` (a list to fill), each record's ``offset length`` line as DALI's
+    tfrecord2idx writes it (length including the 16 bytes of framing) is appended.
+    """
     check = ShardCheck(path)
     try:
         handle = storage.open_read(path)
@@ -70,8 +77,11 @@ def check_file(path: str, compression: str = "auto") -> ShardCheck:
     with handle:
         reader = _CrcReader(handle)
         try:
-            for _ in tff.iter_records(reader, compression, path=path):
+            for offset, record in tff.iter_records_with_offsets(reader, compression,
+                                                                 path=path):
                 check.records += 1
+                if index_lines is not None:
+                    index_lines.append(f"{offset} {len(record) + tff.FRAME_OVERHEAD}")
         except tff.CorruptRecordError as err:
             check.problems.append(str(err))
         reader.drain()
@@ -124,6 +134,12 @@ def check_manifest(manifest: object) -> dict:
             _expect(not shard["path"].startswith("/") and "://" not in shard["path"]
                     and ".." not in parts and "" not in parts,
                     f"shard path {shard['path']!r} leaves the version directory")
+            index = shard.get("index")
+            _expect(index is None or (isinstance(index, str) and not index.startswith("/")
+                                      and "://" not in index
+                                      and ".." not in index.split("/")
+                                      and "" not in index.split("/")),
+                    f"index path {index!r} leaves the version directory")
     compression = manifest.get("compression", "auto")
     _expect(compression == "auto" or compression in tff.COMPRESSIONS,
             f"unknown compression {compression!r}")
@@ -133,6 +149,24 @@ def check_manifest(manifest: object) -> dict:
                          and all(_is_count(n) for n in v.values()))
         for k, v in counts.items()), "'counts' must map names to record counts")
     return manifest
+
+
+def _check_index(path: str, expected: list[str], shard_ok: bool) -> list[str]:
+    """Problems of an index sidecar: missing, or lines that do not address the shard's
+    records (compared only when the shard itself read cleanly)."""
+    if not storage.exists(path):
+        return [f"index {path} is missing"]
+    try:
+        got = storage.read_text(path).splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        return [f"index {path} is unreadable: {err}"]
+    if not shard_ok or got == expected:
+        return []
+    if len(got) != len(expected):
+        return [f"index {path} has {len(got)} lines for {len(expected)} records"]
+    first = next(i for i, (a, b) in enumerate(zip(got, expected)) if a != b)
+    return [f"index {path} line {first + 1} is {got[first]!r}, the record is at "
+            f"{expected[first]!r}"]
 
 
 def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
@@ -151,7 +185,12 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
             if not storage.exists(path):
                 yield ShardCheck(path, problems=["missing: listed in the manifest, not on disk"])
                 continue
-            check = check_file(path, manifest.get("compression", "auto"))
+            index = shard.get("index")
+            lines: list[str] | None = [] if isinstance(index, str) else None
+            check = check_file(path, manifest.get("compression", "auto"), lines)
+            if lines is not None:
+                check.problems += _check_index(storage.join(version_dir, index), lines,
+                                               check.ok)
             if check.records != shard["records"]:
                 check.problems.append(f"{check.records} records, the manifest says "
                                       f"{shard['records']}")

@@ -34,9 +34,12 @@ __all__ = ["Entry", "Marker", "OutputState", "classify", "listed_by_failure",
 TOOL = "beam-tfrecords"
 # Files a build writes inside its version folder, outside .staging/ (relative paths): the
 # only ones cleanup removes from leftovers, together with the marker and .staging/.
+# Shards end .tfrecord[.gz|.deflate] (.zlib: versions written before); index sidecars are
+# index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
+_SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
 _BUILD_FILES = re.compile(
-    r"(manifest\.json|feature_spec\.json|schema\.pbtxt|[^/]+/[^/]+-\d{5}-of-\d{5}\.tfrecord"
-    r"(\.gz|\.zlib|\.deflate)?(\.index)?|dead_letter/rejected-\d{5}-of-\d{5}\.jsonl)"
+    rf"(manifest\.json|feature_spec\.json|schema\.pbtxt|[^/]+/{_SHARD}(\.index)?"
+    rf"|{lay.INDEX}/[^/]+/{_SHARD}\.index|dead_letter/rejected-\d{{5}}-of-\d{{5}}\.jsonl)"
     r"(\.tmp-[0-9a-f]{32})?")
 
 

@@ -8,7 +8,7 @@ How it works (no global shuffle, no shard held in memory):
 2. Plan -- the parts that succeeded (the bundles' outputs) are gathered (a list of small
    descriptors, not data) and :func:`shard_plan.plan_shards` groups the small tails.
 3. Finalize -- each planned shard is produced under its final name
-   ``<split>/<name>-SSSSS-of-NNNNN.tfrecord[.gz]``: a rename for a single part, a byte
+   ``<split>/<name>-SSSSS-of-NNNNN.tfrecord[.gz|.deflate]``: a rename for a single part, a byte
    concatenation for several (valid for uncompressed and GZIP TFRecords). Finalize is
    idempotent. Where there are several workers, plan, finalize and group are three steps:
    the plan entries are reshuffled so that the finalize work spreads over the workers, and a
@@ -36,6 +36,7 @@ from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards, should_roll_before
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
@@ -47,7 +48,6 @@ _LOG = logging.getLogger(__name__)
 # Mean record size from which records are written piece by piece (header, data, footer)
 # instead of being copied into one framed buffer first: images, audio, large tensors.
 _PIECEWISE_RECORD_BYTES = 32 * 1024
-INDEX_SUFFIX = ".index"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,8 +240,9 @@ def _plan_all(_impulse: bytes, parts: list[tuple[str, Part]], *args: Any) -> Ite
 
 
 def _finalize_index(group: tuple[Part, ...], path: str) -> None:
-    """The shard's index: the parts' indexes, offsets shifted by the bytes before each part."""
-    final = path + INDEX_SUFFIX
+    """The shard's index (``<version>/index/<split>/<shard>.index``, outside the split folder):
+    the parts' indexes, offsets shifted by the bytes before each part."""
+    final = index_path(path)
     if storage.exists(final) and not any(storage.exists(p.path + INDEX_SUFFIX) for p in group):
         return  # done by an earlier attempt
     lines, shift = [], 0
@@ -271,14 +272,14 @@ def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = Fals
             raise FileNotFoundError(f"staged part {part.path} and final shard {path} are both "
                                     "missing")
         size, crc = part.bytes, part.crc32c
-    elif group[0].path.endswith(tff.file_suffix(tff.ZLIB)):
+    elif tff.compression_from_name(group[0].path) == tff.ZLIB:
         size, crc = _reencode_zlib([p.path for p in group], path)
     else:
         size, crc = storage.concatenate([p.path for p in group], path)
-    if size != expected and not path.endswith(tff.file_suffix(tff.ZLIB)):
+    if size != expected and tff.compression_from_name(path) != tff.ZLIB:
         raise OSError(f"shard {path} has {size} bytes, its parts add up to {expected}")
     _SHARDS.inc()
-    return ShardInfo(split, path, records, size, crc, path + INDEX_SUFFIX if index else "")
+    return ShardInfo(split, path, records, size, crc, index_path(path) if index else "")
 
 
 def _reencode_zlib(sources: list[str], destination: str) -> tuple[int, int]:
@@ -327,8 +328,9 @@ class WriteTFRecordShards(beam.PTransform):
       splits: every split name, so an empty split still appears in the result.
       compression: ``none``, ``gzip`` or ``zlib``.
       size: the shard-size band on stored bytes.
-      index: also write ``<shard>.index`` sidecars (``offset length`` per record; only for
-        uncompressed shards, where offsets address the file directly).
+      index: also write index sidecars ``<version_dir>/index/<split>/<shard>.index``
+        (``offset length`` per record, as DALI's tfrecord2idx; only for uncompressed shards,
+        where offsets address the file directly).
       progress_dir: where writers leave running totals for a progress line; default: the
         pipeline option ``--tfrecords_progress_dir``, else none.
 

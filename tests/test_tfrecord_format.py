@@ -94,7 +94,7 @@ def test_normalize_compression_rejects(name, mentions_tf):
 
 
 @pytest.mark.parametrize("compression,suffix", [
-    ("none", ".tfrecord"), ("gzip", ".tfrecord.gz"), ("ZLIB", ".tfrecord.zlib"),
+    ("none", ".tfrecord"), ("gzip", ".tfrecord.gz"), ("ZLIB", ".tfrecord.deflate"),
     (None, ".tfrecord"),
 ])
 def test_file_suffix(compression, suffix):

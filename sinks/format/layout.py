@@ -9,7 +9,8 @@
     .staging/             parts, progress files, staged dead letters (removed by the commit)
     manifest.json         the commit point
     feature_spec.json
-    <split>/<name>-00000-of-00007.tfrecord[.gz]
+    <split>/<name>-00000-of-00007.tfrecord[.gz|.deflate]   shards only, nothing else
+    index/<split>/<shard file name>.index                   index sidecars, when written
     dead_letter/rejected-00000-of-00001.jsonl
   .failed/<version>-<build>/   a failed build's dead letters and failure.json, kept
 ```
@@ -33,6 +34,8 @@ __all__ = [
     "FAILED",
     "FAILURE",
     "FEATURE_SPEC",
+    "INDEX",
+    "INDEX_SUFFIX",
     "LATEST",
     "LEASE",
     "MANIFEST",
@@ -42,6 +45,7 @@ __all__ = [
     "Layout",
     "InvalidName",
     "check_name",
+    "index_path",
 ]
 
 LATEST = "LATEST"
@@ -51,6 +55,10 @@ STAGING = ".staging"
 MANIFEST = "manifest.json"
 FEATURE_SPEC = "feature_spec.json"
 DEAD_LETTER = "dead_letter"
+# Index sidecars live in a tree of their own, so that ``<split>/*`` matches shards only (Beam's
+# ReadFromTFRecord and tf.data users glob split folders).
+INDEX = "index"
+INDEX_SUFFIX = ".index"
 FAILURE = "failure.json"
 FAILED = ".failed"
 # Every name the layout gives a meaning to, at the root or inside a version folder; none may
@@ -58,7 +66,7 @@ FAILED = ".failed"
 # filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
                                          FEATURE_SPEC, DEAD_LETTER, FAILURE,
-                                         FAILED))
+                                         FAILED, INDEX))
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _HINTS = {
     "version": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
@@ -87,6 +95,13 @@ def check_name(kind: str, name: object) -> str:
         raise InvalidName(f"{kind} name {name!r} is reserved by the output layout "
                          f"({', '.join(sorted(RESERVED))})")
     return name
+
+
+def index_path(shard_path: str) -> str:
+    """The index sidecar of the shard at ``<version>/<split>/<file>``:
+    ``<version>/index/<split>/<file>.index`` (``/``-joined, local or ``gs://``)."""
+    version_dir, split, file = shard_path.rsplit("/", 2)
+    return f"{version_dir}/{INDEX}/{split}/{file}{INDEX_SUFFIX}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ from beam_tfrecords.errors import UserError
 
 __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
+    "LEGACY_SUFFIXES", "compression_from_name",
     "masked_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces", "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
     "detect_compression", "FRAME_OVERHEAD",
@@ -29,7 +30,12 @@ __all__ = [
 NONE, GZIP, ZLIB = "none", "gzip", "zlib"
 COMPRESSIONS = (NONE, GZIP, ZLIB)
 
-_SUFFIXES = {NONE: ".tfrecord", GZIP: ".tfrecord.gz", ZLIB: ".tfrecord.zlib"}
+# ZLIB shards end in ``.deflate``: the name Beam's ReadFromTFRecord (AUTO compression) and
+# Python's ``CompressionTypes.DEFLATE`` recognise; versions written before used ``.zlib``
+# (LEGACY_SUFFIXES), which every reader of ours still knows (readers detect the compression
+# from the bytes, not the name).
+_SUFFIXES = {NONE: ".tfrecord", GZIP: ".tfrecord.gz", ZLIB: ".tfrecord.deflate"}
+LEGACY_SUFFIXES = {ZLIB: (".tfrecord.zlib",)}
 _WBITS = {GZIP: 31, ZLIB: 15}  # 31: gzip member with header/trailer; 15: zlib header + adler32
 _NOT_READABLE_BY_TF = {"zstd", "zstandard", "bzip2", "bz2", "lzma", "xz", "snappy"}
 _MASK_DELTA = 0xA282EAD8
@@ -61,6 +67,14 @@ def normalize_compression(name: str | None) -> str:
 def file_suffix(compression: str | None) -> str:
     """The conventional file suffix for shards written with ``compression``."""
     return _SUFFIXES[normalize_compression(compression)]
+
+
+def compression_from_name(path: str) -> str | None:
+    """The compression a shard's file name says (current or legacy suffix), else None."""
+    for kind in (GZIP, ZLIB, NONE):
+        if path.endswith(_SUFFIXES[kind]) or path.endswith(LEGACY_SUFFIXES.get(kind, ())):
+            return kind
+    return None
 
 
 def _mask(crc: int) -> int:
