@@ -121,7 +121,7 @@ DEFAULTS = {"int64": 7, "float": 0.5, "bytes": b"d", "string": "d"}
 def spec(draw, name, sources):
     dtype = draw(st.sampled_from(["int64", "float", "bytes", "string"]))
     shape = draw(st.sampled_from([(), (), (-1,), (2,), (1,), (-1, 2), (2, 1), (-1, -1)]))
-    missing = draw(st.sampled_from(["error", "omit", "default"]))
+    missing = draw(st.sampled_from(["error", "omit", "default", "empty"]))
     nan = "allow"
     if dtype == "float":
         nan = draw(st.sampled_from(["allow", "error"] + (["missing"] if not shape else [])))
@@ -176,6 +176,9 @@ def test_tutorial_like_scalars_equal_the_row_encoder(ints, floats, texts):
     specs = [F("i", "int64", missing="omit"), F("f", "float", missing="default", default=1.0),
              F("s", "bytes")]
     assert_same_as_rows(specs, batch)
+    empty = [F("i", "int64", missing="empty"), F("f", "float", nan="missing", missing="empty"),
+             F("s", "bytes", missing="empty")]
+    assert_same_as_rows(empty, batch)
 
 
 # -- tables -----------------------------------------------------------------------------------

@@ -105,6 +105,26 @@ def test_omitted_feature_is_absent_not_empty():
     assert roundtrip([spec], {})["opt"] is None
 
 
+@pytest.mark.parametrize("dtype,shape", [("int64", ()), ("float", (3,)), ("string", (-1,)),
+                                         ("bytes", (2, 2)), ("int64", (-1, 2))])
+def test_missing_empty_stores_the_key_with_no_values(dtype, shape):
+    spec = F("opt", dtype, shape, missing="empty")
+    assert wire.decode_example(encode([spec], {"opt": None})) == {"opt": (spec.kind, [])}
+    assert wire.decode_example(encode([spec], {})) == {"opt": (spec.kind, [])}
+
+
+def test_missing_empty_ragged_and_sequence_features():
+    ragged = F("r", "int64", (-1, -1), missing="empty")
+    assert wire.decode_example(encode([ragged], {})) == {
+        "r/flat_values": ("int64_list", []), "r/row_lengths_1": ("int64_list", [])}
+    nan_empty = F("f", "float", missing="empty", nan="missing")
+    assert wire.decode_example(encode([nan_empty], {"f": float("nan")})) == {
+        "f": ("float_list", [])}
+    steps = [F("n", "int64"), F("s", "float", (2,), sequence=True, missing="empty")]
+    context, lists = wire.decode_sequence_example(encode(steps, {"n": 1}))
+    assert context == {"n": ("int64_list", [1])} and lists == {"s": []}
+
+
 def test_list_default_is_validated_at_construction():
     with pytest.raises(FeatureValueError):
         ExampleEncoder([F("d", "int64", (2,), missing="default", default=[1, 2, 3])])

@@ -183,6 +183,15 @@ CONTEXT = [
     ("omit_variable", {"dtype": "int64", "shape": (-1,), "missing": "omit"}, varlen()),
     ("omit_ragged", {"dtype": "int64", "shape": (-1, -1), "missing": "omit"},
      ragged("x/flat_values", row_lengths("x/row_lengths_1"))),
+    # empty: a missing value is stored as an empty list, which a fixed shape cannot parse
+    ("empty_scalar", {"dtype": "int64", "missing": "empty"}, varlen()),
+    ("empty_fixed_2", {"dtype": "float", "shape": (2,), "missing": "empty"}, varlen("float32")),
+    ("empty_fixed_2x3", {"dtype": "int64", "shape": (2, 3), "missing": "empty"},
+     ragged("x", uniform(3))),
+    ("empty_variable", {"dtype": "string", "shape": (-1,), "missing": "empty"},
+     varlen("string")),
+    ("empty_ragged", {"dtype": "int64", "shape": (-1, -1), "missing": "empty"},
+     ragged("x/flat_values", row_lengths("x/row_lengths_1"))),
 ]
 
 
@@ -203,6 +212,9 @@ SEQUENCE = [
     ("fixed_steps_2x2_omit", {"dtype": "int64", "shape": (2, 2), "missing": "omit"},
      {"type": "FixedLenSequenceFeature", "shape": [2, 2], "dtype": "int64",
       "allow_missing": True}),
+    ("fixed_steps_empty", {"dtype": "int64", "shape": (2,), "missing": "empty"},
+     {"type": "FixedLenSequenceFeature", "shape": [2], "dtype": "int64",
+      "allow_missing": False}),
     ("variable_steps", {"dtype": "bytes", "shape": (-1,)}, varlen("string")),
     ("variable_rows_steps", {"dtype": "int64", "shape": (-1, 2)}, varlen()),
 ]

@@ -292,7 +292,7 @@ class ColumnarEncoder:
         default_rows = None
         if spec.missing == "error":
             enc.bad |= missing
-        elif spec.missing == "default" and missing.any():
+        elif spec.missing in ("default", "empty") and missing.any():  # a constant Feature
             default_rows = missing
         self._entry_blocks(spec, blocks, body_len, missing, default_rows, enc)
         return enc

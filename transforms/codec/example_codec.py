@@ -81,6 +81,8 @@ class _FeaturePlan:
         if spec.missing == "default":
             # Encoding the default now validates it: a bad default is a config error.
             self._default = self.encode_value(spec.default)
+        elif spec.missing == "empty":
+            self._default = self.empty_items()
 
     def fail(self, value: Any, reason: str) -> FeatureValueError:
         return FeatureValueError(self.spec.name, value, self.expected, reason)
@@ -96,10 +98,20 @@ class _FeaturePlan:
             return self.encode_value(value)
         if spec.missing == "omit":
             return []
-        if spec.missing == "default":
+        if spec.missing in ("default", "empty"):
             return self._default  # type: ignore[return-value]
         raise self.fail(value, f"no value at source {'.'.join(spec.source)!r}; the "
                                "feature is required (missing: error)")
+
+    def empty_items(self) -> list[tuple[str, Any]]:
+        """What ``missing: empty`` stores: every key of the feature, present with no values
+        (a sequence feature: a feature list of no steps)."""
+        spec = self.spec
+        if spec.sequence:
+            return [(spec.name, [])]
+        return [(spec.values_key, wire.feature_pieces(spec.kind, [])), *(
+            (spec.row_lengths_key(dim), wire.feature_pieces("int64_list", []))
+            for dim in spec.ragged_dims)]
 
     def encode_value(self, value: Any) -> list[tuple[str, Any]]:
         spec = self.spec

@@ -45,7 +45,7 @@ DTYPES: dict[str, tuple[str, str]] = {
     "bytes": ("bytes_list", "string"),
     "string": ("bytes_list", "string"),  # text, stored as UTF-8 bytes; validated as UTF-8
 }
-MISSING_POLICIES = ("error", "omit", "default")
+MISSING_POLICIES = ("error", "omit", "default", "empty")
 NAN_POLICIES = ("allow", "error", "missing")
 # Units for dates, datetimes and timestamps stored as int64 (integers since 1970-01-01 UTC).
 TIME_UNITS = ("s", "ms", "us", "ns", "days")
@@ -69,7 +69,9 @@ class FeatureSpec:
       shape: ``()`` for a scalar; fixed sizes and ``-1`` for variable dimensions.
       source: path into the source record; each element is one level of nesting.
       missing: what a missing (None / absent) value means: ``error`` rejects the record,
-        ``omit`` leaves the feature out of that Example, ``default`` stores ``default``.
+        ``omit`` leaves the feature out of that Example, ``default`` stores ``default``,
+        ``empty`` stores an empty list (the key present, no values: what readers that need
+        every record to carry every feature -- DALI, the PyTorch ``tfrecord`` loader -- want).
       default: the value stored when ``missing == "default"``.
       nan: for floats: ``allow`` stores NaN, ``error`` rejects it, ``missing`` treats it as a
         missing value (then ``missing`` decides).
@@ -207,11 +209,12 @@ def _partitions(spec: FeatureSpec) -> list[dict[str, Any]]:
 def _context_parse_spec(spec: FeatureSpec) -> dict[str, Any]:
     """The tf.io parse spec of one (non-sequence) feature.
 
-    A fixed shape parses as FixedLenFeature unless records may omit it; then its first
-    dimension is effectively "0 or d0" and it parses like a variable one.
+    A fixed shape parses as FixedLenFeature unless records may omit it or store it empty
+    (``missing: omit | empty``); then its first dimension is effectively "0 or d0" and it
+    parses like a variable one (an empty list parses as an empty VarLen value).
     """
     dtype = spec.tf_dtype
-    if spec.is_fixed and spec.missing != "omit":
+    if spec.is_fixed and spec.missing not in ("omit", "empty"):
         return {"type": "FixedLenFeature", "shape": list(spec.shape), "dtype": dtype}
     if len(spec.shape) <= 1:
         return {"type": "VarLenFeature", "dtype": dtype}
