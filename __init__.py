@@ -19,12 +19,14 @@ and ``sinks/`` import as ``beam_tfrecords.pipelines`` and friends.
 
 __version__ = "0.1.0"
 
-__all__ = ["ToExamples", "UserError", "WriteTFRecordDataset", "__version__"]
+__all__ = ["ToExamples", "UserError", "WriteTFRecordDataset", "__version__", "read_examples"]
 
 _LAZY = {
     "ToExamples": "beam_tfrecords.transforms.to_examples",
     "WriteTFRecordDataset": "beam_tfrecords.pipelines.api",
     "UserError": "beam_tfrecords.errors",
+    "read_examples": "beam_tfrecords.pipelines.read",
+    "TFRecordIterableDataset": "beam_tfrecords.pipelines.read",  # only where torch is installed
 }
 
 
