@@ -185,3 +185,15 @@ def test_the_sources_are_public():
         assert name in btf.__all__
         doc = getattr(btf, name).__doc__
         assert "Args:" in doc and ("file_pattern" in doc or "root_or_manifest" in doc), name
+
+
+def test_a_glob_without_a_folder_matches_in_the_current_one(tmp_path, monkeypatch):
+    """Beam's local filesystem matches nothing for ``*.jsonl``; storage.match reads it as
+    ``./*.jsonl``, as a shell would."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.jsonl").write_text('{"a": 7}\n')
+    write = _write(tmp_path, "here", {"a": {"type": "int64"}})
+    with beam.Pipeline() as p:
+        p | btf.ReadJsonl("*.jsonl") | write
+    manifest = json.loads((pathlib.Path(write.version_dir) / "manifest.json").read_text())
+    assert manifest["counts"]["written"] == 1
