@@ -1,6 +1,6 @@
 """CSV bytes -> typed ``pyarrow.RecordBatch`` es, with exactly the per-row reader's semantics.
 
-The per-row reader (:class:`sources.ReadCsv` with ``columnar=False``) splits text with
+The per-row reader (:class:`read_csv.ReadCsvFiles` with ``columnar=False``) splits text with
 Python's ``csv`` module (``strict=True``) and types each cell with :func:`sources.parse_cell`.
 This module does the same work a block at a time with ``pyarrow.csv`` and
 ``pyarrow.compute``, and *proves* per block that the result is the one the per-row reader

@@ -146,7 +146,7 @@ def records_chunk(path: str, rows: list, numbers: Sequence[int], batch: Any = No
 
 def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
                  rejected_counter: Any) -> Iterator[Any]:
-    """A reader's outputs for one file, from its events (:mod:`read_events`): ``(row,
+    """A reader's outputs for one file, from its events (:mod:`events`): ``(row,
     record)`` for a good record, a :class:`RecordChunk` (a block read column-wise, passed
     on), a :class:`Reject` or an :class:`Unread`. Records are gathered into chunks of
     ``CHUNK_ROWS`` (flushed before a columnar chunk, so rows stay in order); a Reject becomes

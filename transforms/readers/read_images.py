@@ -15,7 +15,7 @@ the build records in its manifest. :func:`list_images` adds the file access.
 
 :class:`ReadImages` then reads every file once (``storage.open_read``), keeps its bytes
 unchanged, reads height/width/channels/format from the header (never a full decode), and
-emits :class:`sources.RecordChunk` s of at most ``CHUNK_IMAGES`` records or ``CHUNK_BYTES``
+emits :class:`framework.RecordChunk` s of at most ``CHUNK_IMAGES`` records or ``CHUNK_BYTES``
 bytes -- the same contract as ``ReadCsv``: main output ``records``, dead-letter rows on
 ``rejected`` (unreadable, empty, truncated or non-image files, naming the path and reason) and
 ``counts`` pairs (``read``, ``rejected_at_read``). A chunk's ``path`` is the root folder or the
