@@ -11,6 +11,12 @@ The public surface::
                                     splits={"key": "id", "train": 80, "eval": 20})
     rows | btf.ToExamples(features) | btf.WriteTFRecordDataset(output=..., name=...)
     serialized_examples | btf.WriteTFRecordDataset(output=..., name=...)
+    p | btf.ReadCsv("gs://b/*.csv", features) | btf.WriteTFRecordDataset(output=..., name=...)
+
+The sources -- ``ReadCsv``, ``ReadJsonl``, ``ReadParquet``, ``ReadAvro``, ``ReadImages`` -- read
+file patterns on any Beam filesystem, their options as keyword arguments, and return
+``records``, ``rejected`` and ``counts``; the command line's ``build`` is these transforms,
+``ToExamples`` and the commit.
 
 Everything not named in ``__all__`` is private and may change. The repository root *is* this
 package (``setup.py`` maps ``beam_tfrecords`` onto ``.``), so ``pipelines/``, ``transforms/``
@@ -19,9 +25,15 @@ and ``sinks/`` import as ``beam_tfrecords.pipelines`` and friends.
 
 __version__ = "0.1.0"
 
-__all__ = ["ToExamples", "UserError", "WriteTFRecordDataset", "__version__", "read_examples"]
+__all__ = ["ReadAvro", "ReadCsv", "ReadImages", "ReadJsonl", "ReadParquet", "ToExamples",
+           "UserError", "WriteTFRecordDataset", "__version__", "read_examples"]
 
 _LAZY = {
+    "ReadAvro": "beam_tfrecords.transforms.readers.read_avro",
+    "ReadCsv": "beam_tfrecords.transforms.readers.read_csv",
+    "ReadImages": "beam_tfrecords.transforms.readers.read_images",
+    "ReadJsonl": "beam_tfrecords.transforms.readers.read_jsonl",
+    "ReadParquet": "beam_tfrecords.transforms.readers.read_parquet",
     "ToExamples": "beam_tfrecords.transforms.to_examples",
     "WriteTFRecordDataset": "beam_tfrecords.pipelines.api",
     "UserError": "beam_tfrecords.errors",

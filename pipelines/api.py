@@ -38,7 +38,12 @@ from beam_tfrecords.transforms.build_examples import record_size_error
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, dead_letter
-from beam_tfrecords.transforms.to_examples import ToExamples, as_feature_specs, as_split_spec
+from beam_tfrecords.transforms.to_examples import (
+    ToExamples,
+    as_feature_specs,
+    as_split_spec,
+    is_read_result,
+)
 
 __all__ = ["WriteTFRecordDataset"]
 
@@ -162,6 +167,9 @@ class WriteTFRecordDataset(beam.PTransform):
 
     - rows (dicts, ``beam.Row`` s, NamedTuples, Arrow batches or tables), with ``features``;
     - the result of ``btf.ToExamples`` (all three outputs, as returned);
+    - the result of a source (``btf.ReadCsv``, ``ReadJsonl``, ``ReadParquet``, ``ReadAvro``,
+      ``ReadImages``): its records are encoded with ``features`` (or the source's) and its
+      rejected rows and counts go into the manifest, so read = written + rejected holds;
     - serialized Examples your own code built: ``bytes`` (all in split ``train``) or
       ``(split, bytes)`` -- a sized, atomically committed drop-in for ``WriteToTFRecord``.
 
@@ -234,6 +242,8 @@ class WriteTFRecordDataset(beam.PTransform):
     def _parts(self, pvalueish: Any) -> tuple[dict, tuple[str, ...]]:
         """The examples, rejected and counts PCollections, and the split names."""
         max_record = self.shard_size.max
+        if is_read_result(pvalueish):  # a source's result: its records are rows
+            return self._rows(pvalueish, getattr(pvalueish["records"], "feature_specs", None))
         if isinstance(pvalueish, beam.pvalue.DoOutputsTuple) or isinstance(pvalueish, dict):
             get = (pvalueish.get if isinstance(pvalueish, dict)
                    else lambda tag: pvalueish[tag])
@@ -243,19 +253,28 @@ class WriteTFRecordDataset(beam.PTransform):
                 self.splits.names if self.splits is not None else (DEFAULT_SPLIT,))
             return parts, tuple(names)
         if self.features is not None and not _is_serialized(pvalueish):
-            if self.splits is None:
-                raise DatasetError("rows need splits as a mapping ({key: id, train: 80, "
-                                   f"eval: 20}}), not the list {list(self._split_names)}")
-            built = pvalueish | "ToExamples" >> ToExamples(
-                self.features, self.splits, max_record_bytes=max_record)
-            return ({"examples": built.examples, "rejected": built[REJECTED],
-                     "counts": built[COUNTS]}, self.splits.names)
+            return self._rows(pvalueish)
         names = self._split_names or (DEFAULT_SPLIT,)
         batched = pvalueish | "BatchRecords" >> beam.ParDo(_SerializedToBatches(
             names[0], max_record, splits=self._split_names)).with_outputs(
             REJECTED, COUNTS, main="examples")
         return ({"examples": batched.examples, "rejected": batched[REJECTED],
                  "counts": batched[COUNTS]}, names)
+
+    def _rows(self, rows: Any, source_features: Any = None) -> tuple[dict, tuple[str, ...]]:
+        """Rows, or a source's whole result (its rejects and counts go on), through
+        ToExamples with this transform's features, else the source's."""
+        features = self.features or source_features
+        if features is None:
+            raise DatasetError("a source's records need features: give features= here or to "
+                               "the source")
+        if self.splits is None and self._split_names:
+            raise DatasetError("rows need splits as a mapping ({key: id, train: 80, "
+                               f"eval: 20}}), not the list {list(self._split_names)}")
+        splits = self.splits if self.splits is not None else as_split_spec(None)
+        built = rows | "ToExamples" >> ToExamples(features, splits,
+                                                  max_record_bytes=self.shard_size.max)
+        return dict(built), splits.names
 
     def _claim(self) -> tuple[Layout, str]:
         """Take the lease, prepare the output and claim the version, as the command does."""

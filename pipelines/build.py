@@ -46,23 +46,21 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import InvalidName, Layout, check_name
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
-from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.splits import SplitSpec
-from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, ReadCsv
-from beam_tfrecords.transforms.readers.images import (
+from beam_tfrecords.transforms.readers import top_level_fields
+from beam_tfrecords.transforms.readers.read_avro import ReadAvro
+from beam_tfrecords.transforms.readers.read_csv import ReadCsv, read_csv_header
+from beam_tfrecords.transforms.readers.read_images import (
     RESERVED,
     ImagePlan,
     ReadImages,
     list_images,
     plan_images,
 )
-from beam_tfrecords.transforms.readers.tabular import (
-    ReadAvro,
-    ReadJsonl,
-    ReadParquet,
-    top_level_fields,
-)
+from beam_tfrecords.transforms.readers.read_jsonl import ReadJsonl
+from beam_tfrecords.transforms.readers.read_parquet import ReadParquet
+from beam_tfrecords.transforms.to_examples import ToExamples
 
 __all__ = ["BuildError", "build_pipeline", "commit_spec", "input_fingerprint", "run"]
 
@@ -96,8 +94,9 @@ def input_fingerprint(pattern: str, metadata: Sequence[Any] | None = None
 
 def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
                 images: ImagePlan | None = None):
-    """The reader the source format calls for; its outputs are ``records`` (RecordChunks),
-    ``rejected`` (dead-letter rows) and ``counts`` whatever the format."""
+    """The public source the format calls for (``btf.ReadCsv`` ...), with the config's options,
+    on the files listed at launch; its result is ``records`` (RecordChunks), ``rejected``
+    (dead-letter rows) and ``counts`` whatever the format."""
     source = config.source
     if source.format == "images":
         if images is None:
@@ -105,16 +104,19 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
         return p | "ReadImages" >> ReadImages(images,
                                               check_complete=source.images.check_complete,
                                               read_threads=source.images.read_threads)
+    files, features = sorted(input_files), config.features
     extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
+    limit = source.max_record_bytes
     readers = {
-        "csv": lambda: ("ReadCsv", ReadCsv(source.csv, config.features)),
-        "jsonl": lambda: ("ReadJsonl", ReadJsonl(source.jsonl, config.features, extra)),
-        "parquet": lambda: ("ReadParquet", ReadParquet(source.parquet, config.features, extra)),
-        "avro": lambda: ("ReadAvro", ReadAvro(source.avro, config.features, extra)),
+        "csv": lambda: ReadCsv(files, features, **dataclasses.asdict(source.csv)),
+        "jsonl": lambda: ReadJsonl(files, features, max_depth=source.jsonl.max_depth,
+                                   max_record_bytes=source.jsonl.max_line_bytes),
+        "parquet": lambda: ReadParquet(files, features, extra_fields=extra,
+                                       max_record_bytes=limit),
+        "avro": lambda: ReadAvro(files, features, max_record_bytes=limit),
     }
-    label, reader = readers[source.format]()
-    files = p | "ListInputs" >> beam.Create(sorted(input_files))  # file paths
-    return files | label >> reader
+    reader = readers[source.format]()
+    return p | type(reader).__name__ >> reader  # stable step labels: ReadCsv, ReadParquet ...
 
 
 def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
@@ -143,14 +145,13 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
     ``spec``: the commit's (:func:`commit_spec`); ``images``: the plan :func:`plan_inputs`
     made at launch for an images source.
     """
+    # The public transforms (btf.ReadCsv ..., btf.ToExamples), then the commit.
     read = read_source(p, config, input_files, images)
-    built = read.records | "BuildExamples" >> BuildExamples(
+    built = read | "BuildExamples" >> ToExamples(
         config.features, config.splits, max_record_bytes=config.output.shard_size.max)
-    rejected = (read[REJECTED], built[REJECTED]) | "MergeRejects" >> beam.Flatten()
-    counts = (read[COUNTS], built[COUNTS]) | "MergeCounts" >> beam.Flatten()
-    manifest = {"examples": built.examples, "rejected": rejected, "counts": counts} | (
-        "WriteDataset" >> WriteDataset(spec, config.splits.names, config.output.shard_size,
-                                       config.output.index, config.output.shard_name))
+    manifest = built | "WriteDataset" >> WriteDataset(
+        spec, config.splits.names, config.output.shard_size, config.output.index,
+        config.output.shard_name)
     return {"examples": built.examples, "manifest": manifest}
 
 
@@ -254,8 +255,6 @@ def first_columns(config: Config, path: str) -> list[str] | None:
     """The field names of the first input, to validate the config before the pipeline (for
     JSON Lines, those of its first records); None when there is nothing to check against.
     Reads at most about ``source.max_record_bytes`` of any one record, as the readers do."""
-    from beam_tfrecords.transforms.readers.framework import read_csv_header
-
     limit = config.source.max_record_bytes
     if config.source.format == "jsonl":
         return _jsonl_fields(path, max_record_bytes=limit)

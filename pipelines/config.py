@@ -33,15 +33,12 @@ from beam_tfrecords.transforms.codec.specs import (
 )
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
-from beam_tfrecords.transforms.readers.images import ImagesOptions, parse_images_options
-from beam_tfrecords.transforms.readers.tabular import (
-    AvroOptions,
-    JsonlOptions,
-    ParquetOptions,
-    parse_avro_options,
-    parse_jsonl_options,
-    parse_parquet_options,
-)
+from beam_tfrecords.transforms.readers.framework import parse_max_record_bytes
+from beam_tfrecords.transforms.readers.read_avro import AvroOptions, parse_avro_options
+from beam_tfrecords.transforms.readers.read_csv import CsvOptions, parse_csv_options
+from beam_tfrecords.transforms.readers.read_images import ImagesOptions, parse_images_options
+from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions, parse_jsonl_options
+from beam_tfrecords.transforms.readers.read_parquet import ParquetOptions, parse_parquet_options
 
 __all__ = [
     "Config",
@@ -55,18 +52,6 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("csv", "jsonl", "parquet", "avro", "images")
-
-
-@dataclasses.dataclass(frozen=True)
-class CsvOptions:
-    """How CSV text is split into cells. Cells are typed by the feature specs."""
-
-    delimiter: str = ","
-    quotechar: str = '"'
-    header: bool = True
-    columns: tuple[str, ...] = ()  # required when header is false
-    null_values: tuple[str, ...] = ("",)  # cells spelled like this are missing
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # from source.max_record_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,65 +139,13 @@ def _json_default(value: Any) -> Any:
 
 # -- sections ---------------------------------------------------------------------------------
 
-def _parse_csv(key: str, raw: Any) -> CsvOptions:
-    raw = _mapping(key, {} if raw is None else raw,
-                   ("delimiter", "quotechar", "header", "columns", "null_values"))
-    opts = {}
-    for name in ("delimiter", "quotechar"):
-        if name in raw:
-            value = raw[name]
-            if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
-                raise _fail(f"{key}.{name}", value, "must be one character (not a newline)")
-            opts[name] = value
-    if "header" in raw:
-        opts["header"] = _typed(f"{key}.header", raw["header"], bool, "true or false")
-    if "columns" in raw:
-        cols = _typed(f"{key}.columns", raw["columns"], list, "a list of column names")
-        if not cols or not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(
-            cols
-        ):
-            raise _fail(f"{key}.columns", cols, "must be distinct, non-empty column names")
-        opts["columns"] = tuple(cols)
-    if "null_values" in raw:
-        nulls = _typed(f"{key}.null_values", raw["null_values"], list, "a list of strings")
-        if not all(isinstance(n, str) for n in nulls):
-            raise _fail(f"{key}.null_values", nulls, "must hold strings only")
-        opts["null_values"] = tuple(nulls)
-    options = CsvOptions(**opts)
-    if not options.header and not options.columns:
-        raise _fail(f"{key}.columns", None, "is required when header is false")
-    if options.delimiter == options.quotechar:
-        raise _fail(f"{key}.quotechar", options.quotechar, "must differ from the delimiter")
-    return options
-
-
-_OPTION_PARSERS = {
+_OPTION_PARSERS = {  # each format's module owns its options and their parser
+    "csv": parse_csv_options,
     "jsonl": parse_jsonl_options,
     "parquet": parse_parquet_options,
     "avro": parse_avro_options,
     "images": parse_images_options,
 }
-
-
-_MAX_RECORD_LIMIT = 1 << 40
-
-
-def _parse_max_record_bytes(raw: Mapping[str, Any]) -> int | None:
-    """``source.max_record_bytes`` (a size: 67108864, "64MiB", "64MB"), or None."""
-    if "max_record_bytes" not in raw:
-        return None
-    value = raw["max_record_bytes"]
-    if isinstance(value, float):
-        raise _fail("source.max_record_bytes", value, "must be a whole number of bytes or a "
-                                                      "size such as '64MiB'")
-    try:
-        size = parse_size(value)
-    except ValueError as err:
-        raise _fail("source.max_record_bytes", value, str(err)) from None
-    if size > _MAX_RECORD_LIMIT:
-        raise _fail("source.max_record_bytes", value, f"must be at most {_MAX_RECORD_LIMIT} "
-                                                      "bytes")
-    return size
 
 
 def _parse_source(raw: Any) -> SourceConfig:
@@ -226,16 +159,9 @@ def _parse_source(raw: Any) -> SourceConfig:
         if section in raw and section != fmt:
             raise _fail(f"source.{section}", raw[section],
                         f"applies to format {section}, not {fmt}")
-    limit = _parse_max_record_bytes(raw)
-    if fmt == "csv":
-        csv_options = _parse_csv("source.csv", raw.get("csv"))
-        limit = DEFAULT_MAX_RECORD_BYTES if limit is None else limit
-        return SourceConfig(format=fmt, path=path, max_record_bytes=limit,
-                            csv=dataclasses.replace(csv_options, max_record_bytes=limit))
-    try:  # the readers own their option parsing; their ValueErrors already name the key
-        options = _OPTION_PARSERS[fmt](raw.get(fmt), f"source.{fmt}")
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    limit = (parse_max_record_bytes(raw["max_record_bytes"]) if "max_record_bytes" in raw
+             else None)
+    options = _OPTION_PARSERS[fmt](raw.get(fmt), f"source.{fmt}")
     if fmt == "jsonl":  # source.jsonl.max_line_bytes: the older name of max_record_bytes
         alias = raw["jsonl"].get("max_line_bytes") if isinstance(raw.get("jsonl"), Mapping) \
             else None

@@ -296,8 +296,13 @@ def exists(path: str) -> bool:
 
 
 def match(pattern: str) -> list:
-    """FileMetadata (path, size_in_bytes, last_updated_in_seconds) of a glob, sorted by path."""
+    """FileMetadata (path, size_in_bytes, last_updated_in_seconds) of a glob, sorted by path.
+
+    A local glob without a folder (``*.csv``) is matched as ``./*.csv``: Beam's local
+    filesystem matches nothing for it."""
     _touch(pattern)
+    if "://" not in pattern and not os.path.dirname(pattern):
+        pattern = os.path.join(".", pattern)
     result = FileSystems.match([pattern])[0]
     return sorted(result.metadata_list, key=lambda m: m.path)
 

@@ -14,7 +14,8 @@ from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.batch_coders import SerializedBatchCoder, rows_nbytes
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.readers.framework import ReadCsv, RecordChunk, RecordChunkCoder
+from beam_tfrecords.transforms.readers.framework import RecordChunk, RecordChunkCoder
+from beam_tfrecords.transforms.readers.read_csv import ReadCsvFiles
 
 COLUMNAR = RecordChunk("a.csv", 1, [], (), pa.record_batch({"x": np.arange(1000),
                                                              "s": ["word"] * 1000}))
@@ -58,7 +59,7 @@ def test_anything_else_is_sized_by_its_pickle():
 def test_the_pipeline_uses_them_for_the_batch_pcollections():
     features = [FeatureSpec("x", "int64")]
     p = beam.Pipeline()
-    read = p | beam.Create(["unused.csv"]) | ReadCsv(CsvOptions(), features)
+    read = p | beam.Create(["unused.csv"]) | ReadCsvFiles(CsvOptions(), features)
     built = read.records | BuildExamples(features)
     registry = beam.coders.registry
     assert isinstance(registry.get_coder(read.records.element_type), RecordChunkCoder)

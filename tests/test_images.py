@@ -16,7 +16,7 @@ from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk
-from beam_tfrecords.transforms.readers.images import (
+from beam_tfrecords.transforms.readers.read_images import (
     DEFAULT_EXTENSIONS,
     ImagesOptions,
     ReadImages,

@@ -1,4 +1,4 @@
-"""ReadCsv: the columnar path (pyarrow.csv + pyarrow.compute, csv_columnar) gives the same
+"""ReadCsvFiles: the columnar path (pyarrow.csv + pyarrow.compute, csv_columnar) gives the same
 records, row numbers, dead letters and counts as the per-row path (Python's csv module) on
 tricky files, block size by block size; and both give the values we expect."""
 
@@ -18,13 +18,10 @@ from hypothesis import strategies as st
 from beam_tfrecords.pipelines.config import CsvOptions
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.readers import csv_columnar as cc
-from beam_tfrecords.transforms.readers.framework import (
-    COUNTS,
-    REJECTED,
-    UNREAD_COUNTS,
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, UNREAD_COUNTS, RecordChunk
+from beam_tfrecords.transforms.readers.read_csv import (
     CellError,
-    ReadCsv,
-    RecordChunk,
+    ReadCsvFiles,
     _ReadCsvFile,
     parse_cell,
 )
@@ -266,7 +263,7 @@ def test_read_csv_transform_emits_batches_rejects_and_counts(tmp_path):
         return [(chunk.row_number(k), r) for k, r in enumerate(chunk.records())]
 
     with test_pipeline.TestPipeline() as p:
-        out = p | beam.Create([str(path)]) | ReadCsv(CsvOptions(), FEATURES)
+        out = p | beam.Create([str(path)]) | ReadCsvFiles(CsvOptions(), FEATURES)
         assert_that(out.records | beam.FlatMap(rows), equal_to([
             (1, {"i": 1, "f": 0.5, "s": "a", "b": None}),
             (3, {"i": 3, "f": 1.5, "s": "c", "b": None})]), label="Records")

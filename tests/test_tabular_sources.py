@@ -19,19 +19,23 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.readers import top_level_fields
 from beam_tfrecords.transforms.readers.framework import CHUNK_ROWS, COUNTS, REJECTED, UNREAD_COUNTS
-from beam_tfrecords.transforms.readers.tabular import (
+from beam_tfrecords.transforms.readers.read_avro import (
     AvroOptions,
-    JsonlOptions,
-    ParquetOptions,
-    ReadAvro,
-    ReadJsonl,
-    ReadParquet,
-    needed_columns,
+    ReadAvroFiles,
     parse_avro_options,
+)
+from beam_tfrecords.transforms.readers.read_jsonl import (
+    JsonlOptions,
+    ReadJsonlFiles,
     parse_jsonl_options,
+)
+from beam_tfrecords.transforms.readers.read_parquet import (
+    ParquetOptions,
+    ReadParquetFiles,
+    needed_columns,
     parse_parquet_options,
-    top_level_fields,
 )
 
 UTC = datetime.timezone.utc
@@ -173,7 +177,7 @@ def _jsonl_file(tmp_path):
 def test_jsonl_records_rows_rejects_and_counts(tmp_path):
     path = _jsonl_file(tmp_path)
     expect(
-        ReadJsonl(JsonlOptions(), [F("id", "int64")]), [path],
+        ReadJsonlFiles(JsonlOptions(), [F("id", "int64")]), [path],
         records=[
             (1, {"id": 1, "meta": {"h": 10, "tags": ["x", "y"]}, "name": "héllo ✓"}),
             (3, {"id": 2, "vals": [1, 2, 3], "none": None, "zero": 0}),
@@ -194,7 +198,7 @@ def test_jsonl_long_lines_are_skipped_not_held_and_chunks_split(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     expect(
-        ReadJsonl(JsonlOptions(max_line_bytes=100), [F("i", "int64")]), [path, empty],
+        ReadJsonlFiles(JsonlOptions(max_line_bytes=100), [F("i", "int64")]), [path, empty],
         chunks=[(1, CHUNK_ROWS), (CHUNK_ROWS + 2, 9)],
         rejects=[(4, "line of 512 bytes is longer than source.max_record_bytes (100)")],
         counts=[("read", CHUNK_ROWS + 10), ("rejected_at_read", 1),
@@ -211,7 +215,7 @@ def test_jsonl_end_to_end(tmp_path):
     features = [F("id", "int64"), F("tokens", "int64", (-1,)),
                 F("h", "int64", source=("meta", "h")),
                 F("opt", "float", missing="omit"), F("name", "string")]
-    expect_built(ReadJsonl(JsonlOptions(), features), [path], features, [
+    expect_built(ReadJsonlFiles(JsonlOptions(), features), [path], features, [
         {"id": 1, "tokens": [1, 2, 3], "h": 7, "opt": 0.5, "name": "ä"},
         {"id": 2, "tokens": [], "h": 8, "opt": None, "name": ""},
     ])
@@ -244,7 +248,7 @@ def test_parquet_records_only_needed_columns(tmp_path, columnar):
                 F("absent", "int64", missing="omit")]
     base = {"meta": {"h": 10, "name": "a"}}
     expect(
-        ReadParquet(ParquetOptions(), features, columnar=columnar), [path],
+        ReadParquetFiles(ParquetOptions(), features, columnar=columnar), [path],
         records=[
             (1, {"id": 1, "tokens": [1, 2], **base, "ts": T0,
                  "day": datetime.date(2024, 1, 2), "opt": 0.5, "blob": b"\x00\xff"}),
@@ -264,20 +268,20 @@ def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
     n = CHUNK_ROWS + 5
     pq.write_table(pa.table({"i": np.arange(n), "k": np.arange(n) * 2}), path,
                    row_group_size=1000)
-    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"],
+    expect(ReadParquetFiles(ParquetOptions(), [F("i", "int64")], extra_fields=["k"],
                        columnar=False), [path],
            chunks=[(1, CHUNK_ROWS), (CHUNK_ROWS + 1, 5)],
            counts=[("read", n), ("rejected_at_read", 0)])
     # Columnar: row groups of 1000 gathered into chunks of at least batch_rows.
-    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"],
+    expect(ReadParquetFiles(ParquetOptions(), [F("i", "int64")], extra_fields=["k"],
                        batch_rows=2500), [path],
            chunks=[(1, 3000), (3001, n - 3000)],
            records=[(row, {"i": row - 1, "k": 2 * (row - 1)}) for row in range(1, n + 1)])
     small = tmp_path / "small.parquet"
     pq.write_table(pa.table({"i": [5], "k": [6]}), small)
-    expect(ReadParquet(ParquetOptions(), [F("i", "int64")], extra_fields=["k"]), [small],
+    expect(ReadParquetFiles(ParquetOptions(), [F("i", "int64")], extra_fields=["k"]), [small],
            records=[(1, {"i": 5, "k": 6})])
-    expect(ReadParquet(ParquetOptions(), []), [small], records=[(1, {"i": 5, "k": 6})])
+    expect(ReadParquetFiles(ParquetOptions(), []), [small], records=[(1, {"i": 5, "k": 6})])
 
 
 @pytest.mark.parametrize("columnar", [True, False])
@@ -295,7 +299,7 @@ def test_parquet_unreadable_file_and_row_group_are_unread_input(tmp_path, column
     data[offset:offset + 24] = b"\xff" * 24
     broken.write_bytes(bytes(data))
     expect(
-        ReadParquet(ParquetOptions(), [F("i", "int64")], columnar=columnar), [junk, broken],
+        ReadParquetFiles(ParquetOptions(), [F("i", "int64")], columnar=columnar), [junk, broken],
         # the middle row group is lost (one unread region); the groups around it are read
         records=[(row, {"i": row - 1}) for row in [*range(1, 11), *range(21, 31)]],
         rejects=[(None, "not a readable Parquet file"),
@@ -310,7 +314,7 @@ def test_parquet_unreadable_file_and_row_group_are_unread_input(tmp_path, column
 
 def test_parquet_columnar_chunks_hold_batches_equal_to_the_per_row_records(tmp_path):
     from beam_tfrecords.transforms.readers.framework import RecordChunk
-    from beam_tfrecords.transforms.readers.tabular import _ReadParquetFile
+    from beam_tfrecords.transforms.readers.read_parquet import _ReadParquetFile
 
     path = tmp_path / "t.parquet"
     table = pa.concat_tables([_parquet_table()] * 700)  # 2100 rows
@@ -343,7 +347,7 @@ def test_parquet_end_to_end(tmp_path):
                 F("ts", "int64", missing="omit"), F("opt", "float", missing="omit"),
                 F("blob", "bytes", missing="omit")]
     seconds = int(T0.timestamp())
-    expect_built(ReadParquet(ParquetOptions(), features), [path], features, [
+    expect_built(ReadParquetFiles(ParquetOptions(), features), [path], features, [
         {"id": 1, "tokens": [1, 2], "h": 10, "ts": seconds, "opt": 0.5, "blob": b"\x00\xff"},
         {"id": 2, "tokens": None, "h": -1, "ts": None, "opt": None, "blob": b""},
         {"id": 3, "tokens": [], "h": -1, "ts": seconds + 1, "opt": 0.0, "blob": None},
@@ -382,7 +386,7 @@ def _write_avro(path, rows, **kwargs):
 def test_avro_records_rows_and_counts(tmp_path):
     path = tmp_path / "t.avro"
     _write_avro(path, AVRO_ROWS, codec="deflate")
-    expect(ReadAvro(AvroOptions(), [F("id", "int64")]), [path],
+    expect(ReadAvroFiles(AvroOptions(), [F("id", "int64")]), [path],
            records=[(1, AVRO_ROWS[0]), (2, AVRO_ROWS[1])],
            counts=[("read", 2), ("rejected_at_read", 0)])
     assert top_level_fields("avro", str(path)) == ["id", "tokens", "opt", "meta", "blob", "ts"]
@@ -407,7 +411,7 @@ def test_avro_unreadable_file_and_truncated_block_are_unread_input(tmp_path):
     # where the last block starts (fastavro's Block.offset, before the file was cut)
     last = max(b.offset for b in fastavro.block_reader(io.BytesIO(data)))
     expect(
-        ReadAvro(AvroOptions(), [F("id", "int64")]), [junk, cut],
+        ReadAvroFiles(AvroOptions(), [F("id", "int64")]), [junk, cut],
         records=[(i, rows[i - 1]) for i in range(1, readable + 1)],
         rejects=[(None, "not a readable Avro file"),
                  (readable + 1, "the file ends 24 bytes early): at least the "
@@ -429,7 +433,7 @@ def test_avro_end_to_end(tmp_path):
                 F("opt", "float", missing="omit"), F("blob", "bytes"),
                 F("ts", "int64", unit="ms")]
     millis = int(T0.timestamp()) * 1000
-    expect_built(ReadAvro(AvroOptions(), features), [path], features, [
+    expect_built(ReadAvroFiles(AvroOptions(), features), [path], features, [
         {"id": 1, "tokens": [1, 2, 3], "h": 5, "z": "ü", "opt": 0.25,
          "blob": b"\x00\x01", "ts": millis},
         {"id": 2, "tokens": [], "h": 6, "z": None, "opt": None, "blob": b"",
@@ -438,7 +442,7 @@ def test_avro_end_to_end(tmp_path):
 
 
 def test_depth_limit_is_inclusive_and_iterative():
-    from beam_tfrecords.transforms.readers.tabular import _too_deep
+    from beam_tfrecords.transforms.readers.read_jsonl import _too_deep
 
     def nest(levels):
         value = {}
@@ -508,8 +512,8 @@ JSONL_TRICKY = [
 
 @pytest.mark.parametrize("block", [16, 64, 200, 1 << 20])
 def test_jsonl_columnar_and_per_row_paths_agree(tmp_path, monkeypatch, block):
-    from beam_tfrecords.transforms.readers import tabular as tabular_sources
-    from beam_tfrecords.transforms.readers.tabular import _ReadJsonlFile
+    from beam_tfrecords.transforms.readers import read_jsonl as tabular_sources
+    from beam_tfrecords.transforms.readers.read_jsonl import _ReadJsonlFile
 
     path = tmp_path / "t.jsonl"
     clean = [b'{"i": %d, "f": %d.5, "s": "w%d", "t": "z"}\n' % (n, n, n) for n in range(50)]
@@ -537,7 +541,7 @@ def test_jsonl_columnar_and_per_row_paths_agree(tmp_path, monkeypatch, block):
 
 
 def test_parquet_columnar_rows_equal_per_row_rows_bit_for_bit(tmp_path):
-    from beam_tfrecords.transforms.readers.tabular import _ReadParquetFile
+    from beam_tfrecords.transforms.readers.read_parquet import _ReadParquetFile
 
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"f": [0.5, float("nan"), -0.0, None], "i": [1, None, 3, 4]}), path)

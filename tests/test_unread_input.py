@@ -23,25 +23,13 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import ConfigError, CsvOptions, parse_config
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.readers import top_level_fields
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
-from beam_tfrecords.transforms.readers.framework import (
-    COUNTS,
-    REJECTED,
-    UNREAD_COUNTS,
-    ReadCsv,
-    RecordChunk,
-    _ReadCsvFile,
-)
-from beam_tfrecords.transforms.readers.tabular import (
-    AvroOptions,
-    JsonlOptions,
-    ParquetOptions,
-    ReadAvro,
-    _ReadAvroFile,
-    _ReadJsonlFile,
-    _ReadParquetFile,
-    top_level_fields,
-)
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, UNREAD_COUNTS, RecordChunk
+from beam_tfrecords.transforms.readers.read_avro import AvroOptions, ReadAvroFiles, _ReadAvroFile
+from beam_tfrecords.transforms.readers.read_csv import ReadCsvFiles, _ReadCsvFile
+from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions, _ReadJsonlFile
+from beam_tfrecords.transforms.readers.read_parquet import ParquetOptions, _ReadParquetFile
 
 KIB = 1024
 UNREAD_KEYS = {"source", "row", "feature", "reason", "value", "record", "kind", "offset",
@@ -161,7 +149,7 @@ def test_csv_unterminated_quote_on_direct_runner(tmp_path):
     head = b"i,s\n1,a\n2,b\n"
     path.write_bytes(head + b'3,"c\n4,d\n')
     with test_pipeline.TestPipeline() as p:
-        out = p | beam.Create([str(path)]) | ReadCsv(CsvOptions(), FEATURES)
+        out = p | beam.Create([str(path)]) | ReadCsvFiles(CsvOptions(), FEATURES)
         assert_that(out.records | beam.Map(len) | beam.CombineGlobally(sum), equal_to([2]),
                     label="Records")
         assert_that(out[REJECTED] | beam.Map(lambda d: (d["kind"], d["row"], d["offset"],
@@ -377,7 +365,7 @@ def test_avro_read_on_direct_runner(tmp_path):
     data[offset + size - 1] ^= 0xFF
     path.write_bytes(bytes(data))
     with test_pipeline.TestPipeline() as p:
-        out = p | beam.Create([str(path)]) | ReadAvro(AvroOptions(), [F("i", "int64")])
+        out = p | beam.Create([str(path)]) | ReadAvroFiles(AvroOptions(), [F("i", "int64")])
         assert_that(out[COUNTS] | beam.Filter(lambda c: c[0] in ("read", "unread_rows")),
                     equal_to([("read", len(rows) - n), ("unread_rows", n)]))
 

@@ -1,6 +1,6 @@
 """``BuildExamples``: record chunks -> per-split batches of serialized Examples.
 
-Input elements are :class:`sources.RecordChunk` s; the main output is
+Input elements are :class:`framework.RecordChunk` s; the main output is
 ``(split, SerializedBatch)``, one batch per split per chunk, so the sink receives a few large
 elements instead of one per record. A record the coercion policy refuses becomes a dead-letter
 row (``rejected`` output) naming its file, row, feature and reason, and is counted; nothing is

@@ -28,24 +28,20 @@ import apache_beam as beam
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.codec.specs import parse_features, parse_splits
+from beam_tfrecords.transforms.codec.specs import as_feature_specs, parse_splits
 from beam_tfrecords.transforms.codec.splits import SplitSpec
-from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
+from beam_tfrecords.transforms.readers.framework import (
+    COUNTS,
+    REJECTED,
+    Outputs,
+    RecordChunk,
+    dead_letter,
+)
 
-__all__ = ["Examples", "ToExamples", "as_feature_specs", "as_split_spec", "plain"]
+__all__ = ["Examples", "ToExamples", "as_feature_specs", "as_split_spec", "is_read_result",
+           "plain"]
 
 DEFAULT_BATCH_ROWS = 4096
-
-
-def as_feature_specs(features: Any) -> tuple[FeatureSpec, ...]:
-    """A ``features:`` mapping (as a config holds it) or FeatureSpecs -> FeatureSpecs."""
-    if isinstance(features, Mapping):
-        return parse_features(features)
-    specs = tuple(features)
-    if not specs or not all(isinstance(s, FeatureSpec) for s in specs):
-        raise TypeError("features must be a mapping of feature name -> spec (as in a "
-                        "config's features: section) or a sequence of FeatureSpec")
-    return specs
 
 
 def as_split_spec(splits: Any) -> SplitSpec:
@@ -164,7 +160,9 @@ class ToExamples(beam.PTransform):
 
     Input elements: dicts, ``beam.Row`` s, NamedTuples or dataclasses (nested ones become
     dotted features: ``source: meta.label``), ``pyarrow.RecordBatch`` es or ``Table`` s, or
-    the RecordChunks our sources emit. Anything else is a dead letter.
+    the RecordChunks our sources emit. Anything else is a dead letter. Applied to a source's
+    whole result (``p | btf.ReadCsv(...) | btf.ToExamples(features)``), it encodes the records
+    and carries the source's rejected rows and counts on with its own.
 
     Returns an :class:`Examples` dict of PCollections, also readable as attributes:
     ``examples`` (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the
@@ -184,7 +182,8 @@ class ToExamples(beam.PTransform):
         self._source = source
 
     def expand(self, rows):
-        result = rows | "Encode" >> beam.ParDo(_ToExamplesFn(
+        read = rows if is_read_result(rows) else None
+        result = (read["records"] if read else rows) | "Encode" >> beam.ParDo(_ToExamplesFn(
             self.features, self.splits, self._max_record_bytes, self._batch_rows, self._source,
         )).with_output_types(tuple[str, SerializedBatch]).with_outputs(
             REJECTED, COUNTS, main="examples")
@@ -192,17 +191,20 @@ class ToExamples(beam.PTransform):
         # feature_spec.json WriteTFRecordDataset exports) ride on the examples PCollection.
         result.examples.split_names = self.splits.names
         result.examples.feature_specs = self.features
-        return Examples(examples=result.examples, rejected=result[REJECTED],
-                        counts=result[COUNTS])
+        rejected, counts = result[REJECTED], result[COUNTS]
+        if read:  # a source's rejects and counts go on with ours: read = built + rejected
+            rejected = (read[REJECTED], rejected) | "MergeRejects" >> beam.Flatten()
+            counts = (read[COUNTS], counts) | "MergeCounts" >> beam.Flatten()
+        return Examples(examples=result.examples, rejected=rejected, counts=counts)
 
 
-class Examples(dict):
+def is_read_result(value: Any) -> bool:
+    """Whether ``value`` is a source's result (``btf.ReadCsv`` ...): ``records``,
+    ``rejected`` and ``counts``, as a dict."""
+    return isinstance(value, Mapping) and {"records", REJECTED, COUNTS} <= set(value)
+
+
+class Examples(Outputs):
     """ToExamples' result: the ``examples``, ``rejected`` and ``counts`` PCollections, as a
     dict (so Beam pipes the whole result on: ``rows | ToExamples(f) | WriteTFRecordDataset(...)``)
     with attribute access."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None

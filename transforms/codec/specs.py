@@ -17,7 +17,7 @@ from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, FeatureSpecError
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 
-__all__ = ["ConfigError", "parse_features", "parse_splits"]
+__all__ = ["ConfigError", "as_feature_specs", "parse_features", "parse_splits"]
 
 
 class ConfigError(UserError, ValueError):
@@ -37,8 +37,9 @@ def _mapping(key: str, value: Any, allowed: tuple[str, ...], required: tuple[str
         raise _fail(key, value, "must be a mapping")
     for name in value:
         if name not in allowed:
+            where = ", ".join(allowed) or "nothing (no options yet)"
             raise _fail(f"{key}.{name}" if key else str(name), value[name],
-                        f"unknown key; allowed here: {', '.join(allowed)}")
+                        f"unknown key; allowed here: {where}")
     for name in required:
         if name not in value:
             raise _fail(f"{key}.{name}" if key else name, None, "is required")
@@ -128,6 +129,17 @@ def parse_features(raw: Any) -> tuple[FeatureSpec, ...]:
             ExampleEncoder([spec])  # validates the default value against the policy
         except ValueError as err:
             raise ConfigError(f"config key 'features.{spec.name}.default': {err}") from None
+    return specs
+
+
+def as_feature_specs(features: Any) -> tuple[FeatureSpec, ...]:
+    """A ``features:`` mapping (as a config holds it) or FeatureSpecs -> FeatureSpecs."""
+    if isinstance(features, Mapping):
+        return parse_features(features)
+    specs = tuple(features)
+    if not specs or not all(isinstance(s, FeatureSpec) for s in specs):
+        raise TypeError("features must be a mapping of feature name -> spec (as in a "
+                        "config's features: section) or a sequence of FeatureSpec")
     return specs
 
 

@@ -1,7 +1,7 @@
 """CSV bytes -> typed ``pyarrow.RecordBatch`` es, with exactly the per-row reader's semantics.
 
-The per-row reader (:class:`sources.ReadCsv` with ``columnar=False``) splits text with
-Python's ``csv`` module (``strict=True``) and types each cell with :func:`sources.parse_cell`.
+The per-row reader (:class:`read_csv.ReadCsvFiles` with ``columnar=False``) splits text with
+Python's ``csv`` module (``strict=True``) and types each cell with :func:`read_csv.parse_cell`.
 This module does the same work a block at a time with ``pyarrow.csv`` and
 ``pyarrow.compute``, and *proves* per block that the result is the one the per-row reader
 would give; when it cannot, the caller hands that block (or the rest of the file) to the
@@ -26,9 +26,9 @@ per-row reader. What the proof rests on:
   process-wide field limit (128 KiB by default); :func:`lift_csv_field_limit` raises it out
   of the way, since the row limit here is the one that counts.
 * **Types.** :func:`type_batch` accepts a value from Arrow's casts only where Arrow's
-  grammar is a subset of :func:`sources.parse_cell`'s and the values agree (decimal integers
+  grammar is a subset of :func:`read_csv.parse_cell`'s and the values agree (decimal integers
   without ``+``; floats Arrow parses to a finite value; exact ``true``/``false``); every
-  other cell goes through :func:`sources.parse_cell` itself, one by one.
+  other cell goes through :func:`read_csv.parse_cell` itself, one by one.
 
 Pure: no Beam, no file systems (callers pass an open binary stream).
 """
@@ -564,7 +564,7 @@ def parse_block(block: bytes, ncols: int, delimiter: str, quotechar: str,
 
 # -- typing cells as parse_cell would ---------------------------------------------------------
 
-CellParser = Callable[[Any, str], Any]  # sources.parse_cell: (spec, text) -> value
+CellParser = Callable[[Any, str], Any]  # read_csv.parse_cell: (spec, text) -> value
 
 
 def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str, Any],

@@ -1,11 +1,11 @@
 """What a source reader says about one file, as named types instead of positional tuples.
 
-A reader turns a file into a stream of *events* that :func:`sources.read_outputs` turns into
+A reader turns a file into a stream of *events* that :func:`framework.read_outputs` turns into
 the reader's outputs (record chunks, dead-letter rows, counts):
 
 * ``(row, record)`` -- a plain 2-tuple, one good record (the common case: kept a tuple
   because a reader makes one per row);
-* :class:`sources.RecordChunk` -- many good records read column-wise;
+* :class:`framework.RecordChunk` -- many good records read column-wise;
 * :class:`Reject` -- one record that could not be read (a malformed CSV row, a line that is
   not JSON, a row over ``source.max_record_bytes``): it counts as read *and* rejected, so
   read = written + rejected still holds;

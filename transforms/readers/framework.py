@@ -1,53 +1,48 @@
-"""Source readers: files on any Beam filesystem -> chunks of typed records, plus rejects.
+"""The reader framework: what every source format shares, so a format is only its parser.
 
-A reader emits :class:`RecordChunk` s (a few thousand records from one file, with the row
-number of the first), never one element per record: Beam's per-element cost would otherwise
-dominate. On the columnar path (the default) a chunk holds a ``pyarrow.RecordBatch``; CSV
-blocks are split by ``pyarrow.csv`` and typed by ``pyarrow.compute`` (:mod:`csv_columnar`),
-and any block where that could differ from the per-row reader (Python's ``csv`` module and
-:func:`parse_cell`) is read by the per-row reader instead, so both give the same records, row
-numbers and dead letters.
+A format module (``read_csv``, ``read_jsonl``, ``read_parquet``, ``read_avro``, ``read_images``)
+supplies a :class:`ReadFileFn` whose ``events(path, handle)`` turns one file into *events*
+(:mod:`events`): ``(row, record)`` for a good record, a whole :class:`RecordChunk` (records
+read column-wise), a :class:`Reject` for a record that cannot be read, an :class:`Unread` for
+input no record came from. :func:`read_outputs` turns the events into the reader's three
+outputs, the same for every format:
 
-Records that cannot even be parsed (a malformed CSV row, a cell that is not a number, a row
-longer than ``source.max_record_bytes``) leave through the ``rejected`` output as dead-letter
-rows naming the file, the row, the feature and the reason; the ``read`` counter counts both
-kinds, so read = built + rejected. Input that yields no record at all -- the rest of a file
-after an unterminated quote, a file whose header cannot be read -- is *unread*: one
-dead-letter row of kind ``unread`` per region (byte offset and size) and the ``unread_*``
-counts (:func:`read_outputs`), so no input byte goes unaccounted for.
+* ``records`` (main): :class:`RecordChunk` s -- a few thousand records of one file with the
+  row number of the first, never one element per record (Beam's per-element cost would
+  dominate); on the columnar path a chunk holds one ``pyarrow.RecordBatch``;
+* ``rejected``: dead-letter rows (:func:`dead_letter`, :func:`unread_letter`) naming the file,
+  the row, the feature and the reason; an unread region is one row of kind ``unread``;
+* ``counts``: ``(name, n)`` pairs, per file ``read``, ``rejected_at_read`` and the four
+  ``UNREAD_COUNTS``, so read = built + rejected and no input byte goes unaccounted for.
 
-CSV cells are typed by the feature specs: an int64 feature accepts integers and
-``true``/``false``; a float feature decimals, exponents, ``nan`` and ``inf``; a list-shaped
-feature a JSON array; null markers (``source.csv.null_values``) are missing values. A row
-with invalid UTF-8 is a dead letter naming its column; the rest of the file is still read.
+:class:`ReadFiles` applies a format's DoFn to a PCollection of file paths; :class:`ReadSource`
+is the public shape of a source (``p | btf.ReadCsv("gs://b/*.csv", features=...)``): it
+matches the pattern when applied and returns a :class:`ReadResult`.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
-import math
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
-import pyarrow as pa
 from apache_beam.metrics import Metrics
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format.shard_plan import parse_size
 from beam_tfrecords.sinks.spread import Spread
 from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
 from beam_tfrecords.transforms.codec.coercion import preview
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.codec.specs import _fail, as_feature_specs
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 
-__all__ = ["COUNTS", "REJECTED", "UNREAD_COUNTS", "ReadCsv", "RecordChunk", "Reject", "Unread",
-           "dead_letter", "read_csv_header", "parse_cell", "unread_letter"]
+__all__ = ["COUNTS", "REJECTED", "UNREAD_COUNTS", "Outputs", "ReadFileFn", "ReadFiles",
+           "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError", "Unread",
+           "dead_letter", "parse_max_record_bytes", "read_outputs", "records_chunk",
+           "unread_letter"]
 
 REJECTED = "rejected"
 # Tagged output of (counter name, n) pairs that the commit step adds up: unlike runner metrics
@@ -65,11 +60,7 @@ CHUNK_ROWS = 4096  # records per chunk on the per-row path
 # up to 8 or 16 MB, 1.78-2.0 s up to 4 MB; the tutorial's 65,536 rows are 2 MB).
 BATCH_ROWS = 65536
 BATCH_BYTES = 4 << 20
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$",
-                    re.IGNORECASE)
-_TRUE = {"true": 1, "false": 0}
-_SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogateescape decodes them
+_MAX_RECORD_LIMIT = 1 << 40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,14 +136,17 @@ def unread_letter(path: str, unread: Unread) -> dict[str, Any]:
     }
 
 
-def _chunk(path: str, first: int, rows: list, numbers: list) -> RecordChunk:
+def records_chunk(path: str, rows: list, numbers: Sequence[int], batch: Any = None
+                  ) -> RecordChunk:
+    """Records (``rows``, or ``batch`` column-wise) with their ascending row numbers as one
+    chunk; ``row_numbers`` is kept only when they skip."""
     contiguous = numbers[-1] - numbers[0] == len(numbers) - 1
-    return RecordChunk(path, first, rows, () if contiguous else tuple(numbers))
+    return RecordChunk(path, numbers[0], rows, () if contiguous else tuple(numbers), batch)
 
 
 def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
                  rejected_counter: Any) -> Iterator[Any]:
-    """A reader's outputs for one file, from its events (:mod:`read_events`): ``(row,
+    """A reader's outputs for one file, from its events (:mod:`events`): ``(row,
     record)`` for a good record, a :class:`RecordChunk` (a block read column-wise, passed
     on), a :class:`Reject` or an :class:`Unread`. Records are gathered into chunks of
     ``CHUNK_ROWS`` (flushed before a columnar chunk, so rows stay in order); a Reject becomes
@@ -171,7 +165,7 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
             chunk.append(record)
             numbers.append(row)
             if len(chunk) >= CHUNK_ROWS:
-                yield _chunk(path, numbers[0], chunk, numbers)
+                yield records_chunk(path, chunk, numbers)
                 chunk, numbers = [], []
             continue
         if kind is Reject:
@@ -189,12 +183,12 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
         if not isinstance(event, RecordChunk):
             raise TypeError(f"not a reader event: {event!r}")
         if chunk:  # the records before the chunk leave first
-            yield _chunk(path, numbers[0], chunk, numbers)
+            yield records_chunk(path, chunk, numbers)
             chunk, numbers = [], []
         read += len(event)
         yield event
     if chunk:
-        yield _chunk(path, numbers[0], chunk, numbers)
+        yield records_chunk(path, chunk, numbers)
     read_counter.inc(read)
     rejected_counter.inc(rejected)
     yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
@@ -205,401 +199,203 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     yield beam.pvalue.TaggedOutput(COUNTS, ("unread_regions", regions))
 
 
-class CellError(ValueError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
+# -- options ----------------------------------------------------------------------------------
 
-def parse_cell(spec: FeatureSpec, text: str) -> Any:
-    """A CSV cell's text as the Python value the encoder expects for ``spec``."""
-    if spec.shape or spec.sequence:
-        try:
-            return json.loads(text)
-        except ValueError as err:
-            raise CellError(
-                f"a list-shaped feature needs a JSON array in the cell: {err}") from None
-    cell = text.strip()
-    if spec.dtype == "int64":
-        lowered = cell.lower()
-        if lowered in _TRUE:
-            return _TRUE[lowered]
-        if _INT.match(cell):
-            return int(cell)
-        raise CellError("not an integer or true/false")
-    if spec.dtype == "float":
-        if _FLOAT.match(cell):
-            value = float(cell)
-            if math.isinf(value) and "inf" not in cell.lower():
-                raise CellError("outside the float64 range")
-            return value
-        raise CellError("not a number")
-    return text  # bytes and string cells are kept exactly, spaces included
-
-
-def _limit(options: Any) -> int:
+def max_record_bytes_of(options: Any) -> int:
     """``source.max_record_bytes`` as the options of a format carry it."""
     return getattr(options, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
 
 
-class _Feed:
-    """One row's text at a time for a long-lived ``csv.reader``."""
-
-    __slots__ = ("text",)
-
-    def __init__(self) -> None:
-        self.text: str | None = None
-
-    def __iter__(self) -> _Feed:
-        return self
-
-    def __next__(self) -> str:
-        text, self.text = self.text, None
-        if text is None:
-            raise StopIteration
-        return text
+def parse_max_record_bytes(value: Any, key: str = "source.max_record_bytes") -> int:
+    """A record size limit (67108864, "64MiB", "64MB"): the config's ``source.max_record_bytes``
+    and every public source's ``max_record_bytes`` argument."""
+    if isinstance(value, float):
+        raise _fail(key, value, "must be a whole number of bytes or a size such as '64MiB'")
+    try:
+        size = parse_size(value)
+    except ValueError as err:
+        raise _fail(key, value, str(err)) from None
+    if size > _MAX_RECORD_LIMIT:
+        raise _fail(key, value, f"must be at most {_MAX_RECORD_LIMIT} bytes")
+    return size
 
 
-def _csv_cells(options: Any) -> Any:
-    """A function from one row's text to its cells (``csv``, strict), raising csv.Error."""
-    cc.lift_csv_field_limit()
-    feed = _Feed()
-    reader = csv.reader(feed, delimiter=options.delimiter, quotechar=options.quotechar,
-                        strict=True)
+# -- one file -> events -> outputs ------------------------------------------------------------
 
-    def cells(text: str) -> list[str]:
-        feed.text = text
-        try:
-            return next(reader)
-        except StopIteration:  # pragma: no cover - every row holds at least a line end
-            return []
+class ReadFileFn(beam.DoFn):
+    """One file path -> RecordChunks, dead-letter rows (``rejected``) and ``counts``.
 
-    return cells
-
-
-def _too_large(row: int, span: cc.RowSpan, limit: int) -> Reject:
-    return Reject(row, "", f"row of {span.size} bytes is larger than source.max_record_bytes "
-                           f"({limit}); skipped without being read (starts at byte "
-                           f"{span.start})", span.head.decode("utf-8", "replace"), "")
-
-
-def _unterminated(row: int, span: cc.RowSpan) -> Unread:
-    return Unread(span.start, span.size, None, row,
-                  f"unterminated quoted field: the file ends inside a quoted field opened in "
-                  f"row {row}, so its last {span.size} bytes (from byte {span.start}) cannot "
-                  f"be split into rows")
-
-
-class _ReadCsvFile(beam.DoFn):
-    """One CSV file -> RecordChunks of typed rows; unparseable rows -> rejected.
-
-    ``columnar``: blocks of rows are split by ``pyarrow.csv`` and typed column-wise into
-    RecordBatch chunks (:mod:`csv_columnar`), falling back to the per-row reader for a block
-    (or, after quoting on which Arrow and ``csv`` could disagree, the rest of the file)
-    wherever the result could differ. Either way the records and dead letters are the same.
-    The per-row reader cuts rows with :class:`csv_columnar.RowSplitter` and parses them one
-    at a time: a malformed row or one longer than ``max_record_bytes`` (from the options) is
-    one dead letter and reading goes on; an unterminated quote makes the rest of the file one
-    unread region.
+    A format subclasses it and defines :meth:`events`; the DoFn holds only its constructor
+    arguments (and two counters), so it pickles cheaply. ``features`` and ``extra_fields``
+    (top-level fields to keep besides theirs, e.g. the split key) let a format read less;
+    ``columnar`` selects the format's Arrow path where it has one; ``batch_rows`` caps a
+    columnar chunk.
     """
 
-    def __init__(self, options: Any, features: Sequence[FeatureSpec], columnar: bool = True,
-                 block_bytes: int = cc.BLOCK_BYTES) -> None:
+    def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
+                 extra_fields: Sequence[str] = (), *, columnar: bool = True,
+                 batch_rows: int = BATCH_ROWS) -> None:
         self._options = options
         self._features = tuple(features)
+        self._extra = tuple(extra_fields)
         self._columnar = columnar
-        self._block_bytes = block_bytes
+        self._batch_rows = batch_rows
         self._read = Metrics.counter("sources", "records_read")
         self._rejected = Metrics.counter("sources", "records_rejected_at_parse")
 
+    def events(self, path: str, handle: Any) -> Iterator[Any]:
+        """The events of one file, read from ``handle`` (opened by ``storage.open_read``)."""
+        raise NotImplementedError
+
     def process(self, path: str) -> Iterator[Any]:
-        opts = self._options
-        with storage.open_read(path) as raw:
-            if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
-                events = self._columnar_events(path, raw)
-            else:
-                events = self._row_events(raw, 0, True, None, 0)
-            yield from read_outputs(path, events, self._read, self._rejected)
-
-    def _specs(self) -> dict[str, FeatureSpec]:
-        """Column -> the spec that types it: the first feature whose source starts there."""
-        specs: dict[str, FeatureSpec] = {}
-        for spec in self._features:
-            specs.setdefault(spec.source[0], spec)
-        return specs
-
-    # -- per row ----------------------------------------------------------------------------
-
-    def _row_events(self, raw: Any, offset: int, bom: bool, columns: list[str] | None,
-                    row_number: int) -> Iterator[Any]:
-        """The events of every row of ``raw`` (which starts at byte ``offset`` of the file;
-        a BOM first is dropped when ``bom``), numbered after ``row_number``; reads the header
-        first when ``columns`` is None."""
-        opts = self._options
-        limit = _limit(opts)
-        specs = self._specs()
-        nulls = set(opts.null_values)
-        cells_of = _csv_cells(opts)
-        splitter = cc.RowSplitter(raw, opts.quotechar.encode(), opts.delimiter.encode(), limit,
-                                  start=offset, strip_bom=bom)
-        rows = iter(splitter)
-        if columns is None:
-            columns = list(opts.columns)
-            if opts.header:
-                head = next(rows, None)
-                if head is None:
-                    return
-                header, problem = _parse_header(head, cells_of, limit)
-                if header is None:
-                    end = splitter.drain()
-                    yield Unread(splitter.start, end - splitter.start, None, 0,
-                                 f"the header {problem}; the file is not read")
-                    return
-                columns = header
-        for row in rows:
-            row_number += 1
-            if type(row) is not bytes:
-                if not row.complete:
-                    yield _unterminated(row_number, row)
-                    return
-                yield _too_large(row_number, row, limit)
-                continue
-            text = row.decode("utf-8", "surrogateescape")
-            try:
-                cells = cells_of(text)
-            except csv.Error as err:
-                yield Reject(row_number, "", f"malformed CSV row: {err}",
-                             row.decode("utf-8", "replace"), "")
-                continue
-            record = _record(row_number, columns, cells, specs, nulls)
-            yield (row_number, record) if type(record) is dict else record
-
-    # -- column-wise ------------------------------------------------------------------------
-
-    def _columnar_events(self, path: str, raw: Any) -> Iterator[Any]:
-        """The events of ``_row_events`` over the whole file, except that the rows of blocks
-        Arrow read arrive as one RecordChunk (``batch`` set) each."""
-        opts = self._options
-        limit = _limit(opts)
-        quote = opts.quotechar.encode()
-        blocks = cc.ByteBlocks(raw, quote, self._block_bytes,
-                               max(self._block_bytes, min(cc.MAX_PENDING_BYTES, limit)))
-        columns = list(opts.columns)
-        specs = self._specs()
-        state = [0]  # rows read so far
-        known: list[str] | None = None if opts.header else columns  # None: header unread
-        try:
-            if opts.header:
-                start = blocks.offset
-                head = blocks.first_row()
-                if head is None:
-                    return
-                known = columns = _header(head, opts, limit)
-                if columns is None:  # an unusual header: the per-row reader decides
-                    stream = io.BufferedReader(cc.Prefixed(head, blocks.rest()))
-                    yield from self._rows_from(stream, start, None, state)
-                    return
-            if (not columns or len(set(columns)) != len(columns)
-                    or any(specs[c].shape or specs[c].sequence for c in columns if c in specs)):
-                # JSON-array cells (list-shaped features) and duplicate names: per row.
-                yield from self._rows_from(blocks.rest(), blocks.offset, columns, state)
-                return
-            delimiter = opts.delimiter.encode()
-            while True:
-                start = blocks.offset
-                block = blocks.next_block()
-                if block is None:
-                    return
-                if not cc.quoting_is_clean(block, quote, delimiter):
-                    # Quote parity may have cut inside a row: csv reads on from this block.
-                    stream = io.BufferedReader(cc.Prefixed(block, blocks.rest()))
-                    yield from self._rows_from(stream, start, columns, state)
-                    return
-                chunk, rejects = self._typed_block(path, block, columns, specs, state[0])
-                if chunk is None:
-                    yield from self._rows_from(io.BytesIO(block), start, columns, state)
-                    continue
-                yield from rejects
-                if len(chunk):
-                    yield chunk
-                state[0] += len(chunk) + len(rejects)
-        except cc.NeedsRows:  # no row end within MAX_PENDING_BYTES
-            yield from self._rows_from(blocks.rest(), blocks.offset, known, state)
-
-    def _rows_from(self, stream: Any, offset: int, columns: list[str] | None,
-                   state: list[int]) -> Iterator[Any]:
-        """``_row_events`` after row ``state[0]``, advancing it."""
-        for event in self._row_events(stream, offset, False, columns, state[0]):
-            row = event[0] if type(event) is tuple else event.row
-            state[0] = max(state[0], row or 0)
-            yield event
-
-    def _typed_block(self, path: str, block: bytes, columns: list[str],
-                     specs: dict[str, FeatureSpec], before: int) -> tuple[Any, list]:
-        """A clean block -> (RecordChunk of its good rows, Rejects), or (None, []) when the
-        per-row reader must read it."""
-        opts = self._options
-        cells = cc.parse_block(block, len(columns), opts.delimiter, opts.quotechar,
-                               _limit(opts))
-        if cells is None:
-            return None, []
-        try:
-            batch, bad = cc.type_batch(cells, columns, specs, opts.null_values, parse_cell,
-                                       CellError)
-        except cc.NeedsRows:
-            return None, []
-        rejects = []
-        for index in sorted(bad):
-            feature, reason, value = bad[index]
-            whole = [cells.column(j)[index].as_py() for j in range(len(columns))]
-            rejects.append(Reject(before + 1 + index, feature, reason, value, whole))
-        if not bad:
-            return RecordChunk(path, before + 1, [], batch=batch), rejects
-        good = np.ones(batch.num_rows, bool)
-        good[sorted(bad)] = False
-        numbers = (np.flatnonzero(good) + before + 1).tolist()
-        batch = batch.filter(pa.array(good))
-        if not numbers:
-            return RecordChunk(path, before + 1, [], batch=batch), rejects
-        contiguous = numbers[-1] - numbers[0] == len(numbers) - 1
-        return RecordChunk(path, numbers[0], [], () if contiguous else tuple(numbers),
-                           batch=batch), rejects
+        with storage.open_read(path) as handle:
+            yield from read_outputs(path, self.events(path, handle), self._read, self._rejected)
 
 
-def _parse_header(head: bytes | cc.RowSpan, cells_of: Any,
-                  limit: int) -> tuple[list[str] | None, str]:
-    """The header row's names, or (None, what is wrong with it)."""
-    if type(head) is not bytes:
-        if not head.complete:
-            return None, "has an unterminated quoted field"
-        return None, f"is {head.size} bytes, larger than source.max_record_bytes ({limit})"
-    text = head.decode("utf-8", "surrogateescape")
-    try:
-        header = cells_of(text)
-    except csv.Error as err:
-        return None, f"is malformed CSV: {err}"
-    if _SURROGATE.search("".join(header)):
-        bad = _invalid_utf8([f"#{i + 1}" for i in range(len(header))], header, {})[1]
-        return None, f"is not valid UTF-8 ({bad.split(': ', 1)[-1]})"
-    return header, ""
+def _parse_paths(paths: Any, reader: ReadFileFn, label: str) -> Any:
+    # paths: file paths -> (records: RecordChunk, rejected: dict, counts: (name, n))
+    return (
+        paths
+        | "SpreadFiles" >> Spread()
+        | label >> beam.ParDo(reader)
+        .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
+    )
 
 
-def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
-    """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
-    launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
-    empty or its first row is longer than ``limit`` or malformed (the reader reports it)."""
-    splitter = cc.RowSplitter(_Capped(handle, limit + len(cc.BOM) + 1),
-                              options.quotechar.encode(), options.delimiter.encode(), limit,
-                              strip_bom=True)
-    head = next(iter(splitter), None)
-    if type(head) is not bytes:
-        return []
-    try:
-        return _csv_cells(options)(head.decode("utf-8", "replace"))
-    except csv.Error:
-        return []
+class ReadFiles(beam.PTransform):
+    """A PCollection of file paths -> the reader outputs (``records``, ``rejected``,
+    ``counts``) of one format, whose module names ``_fn`` (its :class:`ReadFileFn`) and
+    ``_label`` (the parse step's name).
 
-
-class _Capped:
-    """The first ``cap`` bytes of a stream, then its end."""
-
-    def __init__(self, handle: Any, cap: int) -> None:
-        self._handle = handle
-        self._left = cap
-
-    def read(self, n: int = -1) -> bytes:
-        n = self._left if n < 0 else min(n, self._left)
-        data = self._handle.read(n) if n else b""
-        self._left -= len(data)
-        return data
-
-
-def _header(head: bytes, opts: Any, limit: int) -> list[str] | None:
-    """The header row's names, or None when the per-row reader should read it (not UTF-8,
-    quoting it would reject, longer than ``limit``)."""
-    if len(head) > limit:
-        return None
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not cc.quoting_is_clean(head, opts.quotechar.encode(), opts.delimiter.encode()):
-        return None
-    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=opts.delimiter,
-                           quotechar=opts.quotechar, strict=True))
-    return rows[0] if len(rows) == 1 else None
-
-
-def _record(row: int, columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
-            nulls: set) -> dict | Reject:
-    """Row ``row``'s cells -> the record, or a Reject.
-
-    Invalid UTF-8 is found first, then a wrong number of cells, then the first cell (in
-    column order) that its feature cannot type."""
-    joined = "".join(cells)
-    if not joined.isascii() and _SURROGATE.search(joined):
-        return Reject(row, *_invalid_utf8(columns, cells, specs))
-    if len(cells) != len(columns):
-        return Reject(row, "", f"malformed line: {len(cells)} cells, the header has "
-                             f"{len(columns)}", cells, cells)
-    record: dict[str, Any] = {}
-    for column, cell in zip(columns, cells):
-        spec = specs.get(column)
-        if spec is None or cell in nulls:
-            record[column] = None if cell in nulls else cell
-            continue
-        try:
-            record[column] = parse_cell(spec, cell)
-        except CellError as err:
-            return Reject(row, spec.name, f"column {column!r}: {err.reason}", cell, cells)
-    return record
-
-
-def _readable(cells: list[str]) -> list[str]:
-    """Cells with invalid bytes shown as U+FFFD, safe to write as JSON."""
-    return [cell.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            for cell in cells]
-
-
-def _invalid_utf8(columns: list[str], cells: list[str],
-                  specs: dict[str, FeatureSpec]) -> tuple[str, str, bytes, list[str]]:
-    """The dead-letter fields for a row with invalid UTF-8: the first such cell's column."""
-    for index, cell in enumerate(cells):
-        found = _SURROGATE.search(cell)
-        if found is None:
-            continue
-        column = columns[index] if index < len(columns) else f"#{index + 1}"
-        spec = specs.get(column)
-        raw = cell.encode("utf-8", "surrogateescape")
-        offset = len(cell[:found.start()].encode("utf-8", "surrogateescape"))
-        return (spec.name if spec else "",
-                f"column {column!r}: not valid UTF-8 (byte 0x{raw[offset]:02x} at byte "
-                f"{offset} of the cell)", raw, _readable(cells))
-    raise AssertionError("no invalid UTF-8 found")  # pragma: no cover - callers check first
-
-
-class ReadCsv(beam.PTransform):
-    """File paths -> RecordChunks (main output), dead-letter rows (``rejected``) and
-    ``counts`` pairs (``read``, ``rejected_at_read``).
-
-    ``columnar`` (default): RecordChunks carry pyarrow RecordBatches of about
-    ``block_bytes`` of text each; otherwise Python dicts, row by row. The records, their row
-    numbers and the dead letters are the same either way.
+    ``options`` are the format's options dataclass, ``features`` FeatureSpecs; keyword
+    arguments (``columnar``, ``batch_rows``, CSV's ``block_bytes``) go to the DoFn. The records,
+    their row numbers and the dead letters are the same with ``columnar`` on or off.
     """
 
-    def __init__(self, options: Any, features: Sequence[FeatureSpec], *, columnar: bool = True,
-                 block_bytes: int = cc.BLOCK_BYTES) -> None:
+    _fn: type[ReadFileFn]
+    _label: str
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
+                 extra_fields: Sequence[str] = (), **knobs: Any) -> None:
         super().__init__()
-        self._options = options
-        self._features = tuple(features)
-        self._columnar = columnar
-        self._block_bytes = block_bytes
+        self.reader = self._fn(options, features, extra_fields, **knobs)
 
     def expand(self, paths):
-        return (
-            paths
-            | "SpreadFiles" >> Spread()
-            | "ParseCsv" >> beam.ParDo(_ReadCsvFile(self._options, self._features,
-                                                    self._columnar, self._block_bytes))
-            .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
-        )
+        return _parse_paths(paths, self.reader, self._label)
+
+
+# -- the public sources -----------------------------------------------------------------------
+
+class SourceError(UserError, ValueError):
+    """A source that cannot read: a bad argument (named) or a pattern that matches nothing."""
+
+
+class Outputs(dict):
+    """A transform's named PCollections as a dict -- so Beam pipes the whole result on to the
+    next transform -- with attribute access (``result.records``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class ReadResult(Outputs):
+    """A source's result: ``records`` (RecordChunks), ``rejected`` (dead-letter dicts) and
+    ``counts`` (``(name, n)`` pairs). Apply ``btf.ToExamples`` or ``btf.WriteTFRecordDataset``
+    to the whole result: they encode the records and carry the rejected rows and counts on,
+    so read = written + rejected holds in the manifest."""
+
+
+def parse_arguments(transform: str, parse: Callable[[Any, str], Any], raw: Mapping[str, Any],
+                    max_record_bytes: Any = None, limit_field: str = "max_record_bytes") -> Any:
+    """A public source's keyword arguments as its options, checked by the parser the config
+    uses for the same options (``max_record_bytes``, when given, by the one for
+    ``source.max_record_bytes``, into the options' ``limit_field``); a bad one is a
+    :class:`SourceError` naming the argument."""
+    try:
+        options = parse(dict(raw), transform)
+        if max_record_bytes is None:
+            return options
+        limit = parse_max_record_bytes(max_record_bytes, f"{transform}.max_record_bytes")
+    except ValueError as err:
+        raise SourceError(_argument_message(transform, err)) from None
+    return dataclasses.replace(options, **{limit_field: limit})
+
+
+def _argument_message(transform: str, err: Exception) -> str:
+    """A config parser's "config key 'ReadCsv.delimiter': ..." as "ReadCsv: argument
+    'delimiter': ..." -- the caller wrote no config."""
+    return str(err).replace(f"config key '{transform}.", f"{transform}: argument '", 1)
+
+
+def listed(value: Any) -> Any:
+    """A tuple argument as the list a config parser expects (YAML gives lists)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def match_files(transform: str, file_pattern: str | Sequence[str]) -> list[str]:
+    """The files to read, sorted: a pattern matched on its Beam filesystem, or a list of paths
+    taken as they are. Nothing matched is a :class:`SourceError` naming the pattern."""
+    if not isinstance(file_pattern, str):
+        paths = list(file_pattern)
+        if not paths or not all(isinstance(p, str) and p for p in paths):
+            raise SourceError(f"{transform}: file_pattern must be a pattern or a non-empty list "
+                              f"of file paths, not {file_pattern!r}")
+        return sorted(paths)
+    try:
+        found = storage.match(file_pattern)
+    except Exception as err:  # noqa: BLE001 - a filesystem's own error, shown whole
+        raise SourceError(f"{transform}: cannot match {file_pattern!r}: {err}") from None
+    if not found:
+        raise SourceError(f"{transform}: no files match {file_pattern!r}")
+    return [m.path for m in found]
+
+
+class ReadSource(beam.PTransform):
+    """The public shape of a source: a pipeline root that reads the files ``file_pattern``
+    matches with one format's :class:`ReadFiles` and returns a :class:`ReadResult`.
+
+    The pattern is matched when the transform is applied (``FileSystems.match``, so any Beam
+    filesystem: local, ``gs://``, ...), in the launching process, not by ``fileio`` inside the
+    pipeline: a pattern that matches nothing fails there with one line naming it, before a job
+    is submitted; the files are fixed in the job graph, as the command line's input
+    fingerprint needs; and ``Spread`` shares them out among workers either way. (A template
+    staged for later runs therefore reads the files that matched when it was made.)
+    """
+
+    _files: type[ReadFiles]
+
+    def __init__(self, file_pattern: str | Sequence[str], features: Any, options: Any,
+                 extra_fields: Sequence[str] = ()) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(file_pattern, str) and (
+                isinstance(file_pattern, (bytes, Mapping)) or not isinstance(file_pattern,
+                                                                             Iterable)):
+            raise SourceError(f"{name}: file_pattern must be a pattern or a list of file "
+                              f"paths, not {file_pattern!r}")
+        if isinstance(file_pattern, str) and not file_pattern.strip():
+            raise SourceError(f"{name}: file_pattern must be a non-empty pattern")
+        self.file_pattern = file_pattern if isinstance(file_pattern, str) else list(
+            file_pattern)
+        try:
+            self.features = as_feature_specs(features) if features is not None else ()
+        except (TypeError, ValueError) as err:  # "config key 'features.a.type': ..."
+            shown = str(err).replace("config key 'features", "argument 'features", 1)
+            raise SourceError(f"{name}: {shown}") from None
+        if isinstance(extra_fields, str) or not all(
+                isinstance(f, str) and f for f in extra_fields):
+            raise SourceError(f"{name}: extra_fields must be a list of field names, not "
+                              f"{extra_fields!r}")
+        self.options = options
+        self._reader = self._files(options, self.features, tuple(extra_fields))
+
+    def expand(self, pbegin):
+        files = match_files(type(self).__name__, self.file_pattern)
+        read = self._reader.expand(pbegin | "ListInputs" >> beam.Create(files))  # file paths
+        if self.features:  # what ToExamples / WriteTFRecordDataset use when given none
+            read.records.feature_specs = self.features
+        return ReadResult(records=read.records, rejected=read[REJECTED], counts=read[COUNTS])

@@ -15,7 +15,7 @@ the build records in its manifest. :func:`list_images` adds the file access.
 
 :class:`ReadImages` then reads every file once (``storage.open_read``), keeps its bytes
 unchanged, reads height/width/channels/format from the header (never a full decode), and
-emits :class:`sources.RecordChunk` s of at most ``CHUNK_IMAGES`` records or ``CHUNK_BYTES``
+emits :class:`framework.RecordChunk` s of at most ``CHUNK_IMAGES`` records or ``CHUNK_BYTES``
 bytes -- the same contract as ``ReadCsv``: main output ``records``, dead-letter rows on
 ``rejected`` (unreadable, empty, truncated or non-image files, naming the path and reason) and
 ``counts`` pairs (``read``, ``rejected_at_read``). A chunk's ``path`` is the root folder or the
@@ -31,7 +31,6 @@ import csv
 import dataclasses
 import io
 import itertools
-import json
 import pickle
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
@@ -42,7 +41,18 @@ from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.spread import Spread
-from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
+from beam_tfrecords.transforms.codec.specs import _fail
+from beam_tfrecords.transforms.readers.framework import (
+    COUNTS,
+    REJECTED,
+    ReadResult,
+    RecordChunk,
+    SourceError,
+    dead_letter,
+    listed,
+    parse_arguments,
+    records_chunk,
+)
 from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
     check_complete,
@@ -113,13 +123,6 @@ class ImagePlan:
 
 
 # -- options ----------------------------------------------------------------------------------
-
-def _fail(key: str, value: Any, reason: str) -> ValueError:
-    shown = json.dumps(value, default=repr)
-    if len(shown) > 120:
-        shown = shown[:117] + "..."
-    return ValueError(f"config key {key!r}: {reason} (got {shown})")
-
 
 def parse_images_options(raw: Any, key: str = "source.images") -> ImagesOptions:
     """The ``source.images`` mapping (or None) as :class:`ImagesOptions`; ValueError names
@@ -406,10 +409,10 @@ class _ReadImageBatch(beam.DoFn):
             numbers.append(entry.row)
             size += len(data)
             if len(chunk) >= CHUNK_IMAGES or size >= CHUNK_BYTES:
-                yield _chunk(self._source, chunk, numbers)
+                yield records_chunk(self._source, chunk, numbers)
                 chunk, numbers, size = [], [], 0
         if chunk:
-            yield _chunk(self._source, chunk, numbers)
+            yield records_chunk(self._source, chunk, numbers)
         yield beam.pvalue.TaggedOutput(COUNTS, ("read", len(batch)))
         yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
 
@@ -419,53 +422,102 @@ def _fields(entry: ImageEntry) -> tuple:
     return tuple(getattr(entry, field.name) for field in dataclasses.fields(ImageEntry))
 
 
-def _chunk(source: str, rows: list, numbers: list) -> RecordChunk:
-    contiguous = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
-    return RecordChunk(source, numbers[0], rows, () if contiguous else tuple(numbers))
-
-
 class ReadImages(beam.PTransform):
-    """A pipeline root: an :class:`ImagePlan` (or entries) -> RecordChunks of image records
-    (main output ``records``), dead-letter rows (``rejected``) and ``counts`` pairs.
+    """Reads image files, bytes unchanged, with their label and header facts:
+    ``p | btf.ReadImages("gs://b/images")``.
 
-    ``ReadImages(plan)``; or ``ReadImages(entries, source=...)``; or
-    ``ReadImages(options, path=...)``, which lists the images when constructed.
-    ``read_threads`` (default: the options', else auto) is how many files a worker reads at
-    once; auto is :data:`REMOTE_READ_THREADS` when any image is on a remote file system, else 1.
+    Each record holds ``image`` (the file's bytes), ``path``, ``label`` (int64: the index into
+    the sorted label vocabulary), ``label_text``, ``split`` (when the layout has one),
+    ``height``, ``width``, ``channels`` and ``format`` (from the header, never a full decode),
+    and a manifest's further columns as strings.
+
+    Args:
+      root_or_manifest: for ``layout="folders"`` the root folder, holding
+        ``<label>/<file>`` or ``<split>/<label>/<file>``; for ``layout="manifest"`` the
+        manifest CSV (a header naming at least ``path`` and ``label``; relative paths resolve
+        against its folder). Local or any Beam filesystem; listed when the transform is
+        applied (no image found is an error naming it). Within this package it may also be an
+        :class:`ImagePlan`, a sequence of :class:`ImageEntry` (with ``source=``) or
+        :class:`ImagesOptions` (with ``path=``).
+      layout: ``folders`` (default) or ``manifest``.
+      manifest: the manifest CSV when it is not ``root_or_manifest`` (layout manifest only).
+      extensions: the file endings that are images (default .jpg .jpeg .png .gif .bmp .webp).
+      check_complete: reject files cut short after their header (default true).
+      read_threads: files a worker reads at once: ``auto`` (default: 8 on a remote
+        filesystem, 1 for local files) or 1 to 64.
+
+    Returns a dict of PCollections, also readable as attributes: ``records`` (chunks of image
+    records), ``rejected`` (dead-letter dicts: unreadable, empty, truncated or non-image
+    files) and ``counts``. A bad argument raises an error naming it.
     """
 
-    def __init__(self, entries_or_options: ImagePlan | Sequence[ImageEntry] | ImagesOptions,
-                 *, path: str = "", source: str = "", check_complete: bool | None = None,
-                 read_threads: int | None = None) -> None:
+    def __init__(self, root_or_manifest: str | ImagePlan | Sequence[ImageEntry] | ImagesOptions,
+                 *, layout: str | None = None, manifest: str | None = None,
+                 extensions: Sequence[str] | None = None, check_complete: bool | None = None,
+                 read_threads: int | str | None = None, path: str = "",
+                 source: str = "") -> None:
         super().__init__()
-        check, threads = True, 0
-        if isinstance(entries_or_options, ImagesOptions):
+        self._options: ImagesOptions | None = None
+        self._path = path
+        self._entries: tuple[ImageEntry, ...] = ()
+        self._source = source
+        self._check = check_complete
+        self._threads = read_threads
+        given = {"layout": layout, "manifest": manifest, "extensions": listed(extensions),
+                 "check_complete": check_complete, "read_threads": read_threads}
+        if isinstance(root_or_manifest, str):
+            if not root_or_manifest.strip():
+                raise SourceError("ReadImages: root_or_manifest must be a non-empty path")
+            options = parse_arguments("ReadImages", parse_images_options,
+                                      {k: v for k, v in given.items() if v is not None})
+            self._options, self._path = options, root_or_manifest
+            self._check, self._threads = options.check_complete, options.read_threads
+            return
+        unused = [k for k in ("layout", "manifest", "extensions") if given[k] is not None]
+        if unused:
+            raise SourceError(f"ReadImages: {', '.join(unused)} apply to a root folder or "
+                              "manifest path, not to a plan, entries or options")
+        if isinstance(root_or_manifest, ImagesOptions):
             if not path:
                 raise ValueError("ReadImages(options) needs path= (source.path)")
-            check = entries_or_options.check_complete
-            threads = entries_or_options.read_threads
-            entries_or_options = list_images(path, entries_or_options)
-        if isinstance(entries_or_options, ImagePlan):
-            source = source or entries_or_options.source
-            entries_or_options = entries_or_options.entries
-        self._entries = tuple(entries_or_options)
-        self._source = source
-        self._check = check if check_complete is None else check_complete
-        self._threads = read_threads_for(threads if read_threads is None else read_threads,
-                                         [entry.path for entry in self._entries])
+            self._options = root_or_manifest
+            self._check = root_or_manifest.check_complete if check_complete is None else (
+                check_complete)
+            self._threads = root_or_manifest.read_threads if read_threads is None else (
+                read_threads)
+            return
+        if isinstance(root_or_manifest, ImagePlan):
+            self._source = source or root_or_manifest.source
+            root_or_manifest = root_or_manifest.entries
+        self._entries = tuple(root_or_manifest)
+
+    def _plan(self) -> tuple[ImageEntry, ...]:
+        """The entries to read: given, or listed now from the options and path."""
+        if self._options is None:
+            return self._entries
+        try:
+            plan = list_images(self._path, self._options)
+        except (ValueError, OSError) as err:
+            raise SourceError(f"ReadImages: {self._path!r}: {err}") from None
+        self._source = plan.source
+        return plan.entries
 
     def expand(self, pbegin):
+        entries = self._plan()
+        threads = read_threads_for(self._threads or 0, [entry.path for entry in entries])
+        read = _ReadImageBatch(self._source, True if self._check is None else self._check,
+                               threads)
         # A batch of entries travels as one pickle of plain tuples: as a list of dataclasses it
         # cost a pickle per entry at every step boundary, and Create walks a list's every
         # value to infer its type (0.15 s for 2,000 images).
-        entries = [_fields(entry) for entry in self._entries]
-        read = _ReadImageBatch(self._source, self._check, self._threads)
-        batches = [pickle.dumps(entries[i:i + _BATCH], pickle.HIGHEST_PROTOCOL)
-                   for i in range(0, len(entries), _BATCH)]
-        return (
+        fields = [_fields(entry) for entry in entries]
+        batches = [pickle.dumps(fields[i:i + _BATCH], pickle.HIGHEST_PROTOCOL)
+                   for i in range(0, len(fields), _BATCH)]
+        out = (
             pbegin
             | "ListImages" >> beam.Create(batches, reshuffle=False)
             | "SpreadImages" >> Spread()
             | "ReadImageFiles" >> beam.ParDo(read)
             .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
         )
+        return ReadResult(records=out.records, rejected=out[REJECTED], counts=out[COUNTS])

@@ -1,0 +1,520 @@
+"""CSV: its options, its cell parser, the reader of one file, and the public ``ReadCsv``.
+
+Blocks of a file are split by ``pyarrow.csv`` and typed by ``pyarrow.compute``
+(:mod:`csv_columnar`) into RecordBatch chunks; any block where that could differ from the
+per-row reader (Python's ``csv`` module and :func:`parse_cell`) is read by the per-row reader
+instead, so both give the same records, row numbers and dead letters.
+
+Records that cannot even be parsed (a malformed row, a cell that is not a number, a row longer
+than ``max_record_bytes``) are dead letters naming the file, the row, the feature and the
+reason; they count as read, so read = built + rejected. Input that yields no record at all --
+the rest of a file after an unterminated quote, a file whose header cannot be read -- is
+*unread*: one dead-letter row of kind ``unread`` per region (byte offset and size) and the
+``unread_*`` counts (:func:`framework.read_outputs`).
+
+Cells are typed by the feature specs: an int64 feature accepts integers and ``true``/``false``;
+a float feature decimals, exponents, ``nan`` and ``inf``; a list-shaped feature a JSON array;
+null markers (``null_values``) are missing values; a column no feature reads stays text. A row
+with invalid UTF-8 is a dead letter naming its column; the rest of the file is still read.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
+from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
+from beam_tfrecords.transforms.readers.framework import (
+    ReadFileFn,
+    ReadFiles,
+    ReadSource,
+    RecordChunk,
+    listed,
+    max_record_bytes_of,
+    parse_arguments,
+    records_chunk,
+)
+
+__all__ = ["CsvOptions", "ReadCsv", "ReadCsvFiles", "parse_cell", "parse_csv_options",
+           "read_csv_header"]
+
+
+# -- options ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class CsvOptions:
+    """How CSV text is split into cells. Cells are typed by the feature specs."""
+
+    delimiter: str = ","
+    quotechar: str = '"'
+    header: bool = True
+    columns: tuple[str, ...] = ()  # required when header is false
+    null_values: tuple[str, ...] = ("",)  # cells spelled like this are missing
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # from source.max_record_bytes
+
+
+def parse_csv_options(raw: Any, key: str = "source.csv") -> CsvOptions:
+    """The ``source.csv`` mapping (None: defaults) as :class:`CsvOptions`; the error names
+    ``key.<option>`` and echoes the bad value. ``max_record_bytes`` is set apart (it is
+    ``source.max_record_bytes`` in a config)."""
+    raw = _mapping(key, {} if raw is None else raw,
+                   ("delimiter", "quotechar", "header", "columns", "null_values"))
+    opts = {}
+    for name in ("delimiter", "quotechar"):
+        if name in raw:
+            value = raw[name]
+            if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
+                raise _fail(f"{key}.{name}", value, "must be one character (not a newline)")
+            opts[name] = value
+    if "header" in raw:
+        opts["header"] = _typed(f"{key}.header", raw["header"], bool, "true or false")
+    if "columns" in raw:
+        cols = _typed(f"{key}.columns", raw["columns"], list, "a list of column names")
+        if not cols or not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(
+            cols
+        ):
+            raise _fail(f"{key}.columns", cols, "must be distinct, non-empty column names")
+        opts["columns"] = tuple(cols)
+    if "null_values" in raw:
+        nulls = _typed(f"{key}.null_values", raw["null_values"], list, "a list of strings")
+        if not all(isinstance(n, str) for n in nulls):
+            raise _fail(f"{key}.null_values", nulls, "must hold strings only")
+        opts["null_values"] = tuple(nulls)
+    options = CsvOptions(**opts)
+    if not options.header and not options.columns:
+        raise _fail(f"{key}.columns", None, "is required when header is false")
+    if options.delimiter == options.quotechar:
+        raise _fail(f"{key}.quotechar", options.quotechar, "must differ from the delimiter")
+    return options
+
+
+# -- cells and rows ---------------------------------------------------------------------------
+
+_INT = re.compile(r"^[+-]?\d+$")
+_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$",
+                    re.IGNORECASE)
+_TRUE = {"true": 1, "false": 0}
+_SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogateescape decodes them
+
+
+class CellError(ValueError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def parse_cell(spec: FeatureSpec, text: str) -> Any:
+    """A CSV cell's text as the Python value the encoder expects for ``spec``."""
+    if spec.shape or spec.sequence:
+        try:
+            return json.loads(text)
+        except ValueError as err:
+            raise CellError(
+                f"a list-shaped feature needs a JSON array in the cell: {err}") from None
+    cell = text.strip()
+    if spec.dtype == "int64":
+        lowered = cell.lower()
+        if lowered in _TRUE:
+            return _TRUE[lowered]
+        if _INT.match(cell):
+            return int(cell)
+        raise CellError("not an integer or true/false")
+    if spec.dtype == "float":
+        if _FLOAT.match(cell):
+            value = float(cell)
+            if math.isinf(value) and "inf" not in cell.lower():
+                raise CellError("outside the float64 range")
+            return value
+        raise CellError("not a number")
+    return text  # bytes and string cells are kept exactly, spaces included
+
+
+class _Feed:
+    """One row's text at a time for a long-lived ``csv.reader``."""
+
+    __slots__ = ("text",)
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def __iter__(self) -> _Feed:
+        return self
+
+    def __next__(self) -> str:
+        text, self.text = self.text, None
+        if text is None:
+            raise StopIteration
+        return text
+
+
+def _csv_cells(options: Any) -> Any:
+    """A function from one row's text to its cells (``csv``, strict), raising csv.Error."""
+    cc.lift_csv_field_limit()
+    feed = _Feed()
+    reader = csv.reader(feed, delimiter=options.delimiter, quotechar=options.quotechar,
+                        strict=True)
+
+    def cells(text: str) -> list[str]:
+        feed.text = text
+        try:
+            return next(reader)
+        except StopIteration:  # pragma: no cover - every row holds at least a line end
+            return []
+
+    return cells
+
+
+def _too_large(row: int, span: cc.RowSpan, limit: int) -> Reject:
+    return Reject(row, "", f"row of {span.size} bytes is larger than source.max_record_bytes "
+                           f"({limit}); skipped without being read (starts at byte "
+                           f"{span.start})", span.head.decode("utf-8", "replace"), "")
+
+
+def _unterminated(row: int, span: cc.RowSpan) -> Unread:
+    return Unread(span.start, span.size, None, row,
+                  f"unterminated quoted field: the file ends inside a quoted field opened in "
+                  f"row {row}, so its last {span.size} bytes (from byte {span.start}) cannot "
+                  f"be split into rows")
+
+
+class _ReadCsvFile(ReadFileFn):
+    """One CSV file -> RecordChunks of typed rows; unparseable rows -> rejected.
+
+    ``columnar``: blocks of rows are split by ``pyarrow.csv`` and typed column-wise into
+    RecordBatch chunks (:mod:`csv_columnar`), falling back to the per-row reader for a block
+    (or, after quoting on which Arrow and ``csv`` could disagree, the rest of the file)
+    wherever the result could differ. Either way the records and dead letters are the same.
+    The per-row reader cuts rows with :class:`csv_columnar.RowSplitter` and parses them one
+    at a time: a malformed row or one longer than ``max_record_bytes`` (from the options) is
+    one dead letter and reading goes on; an unterminated quote makes the rest of the file one
+    unread region.
+    """
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
+                 extra_fields: Sequence[str] = (), *, columnar: bool = True,
+                 block_bytes: int = cc.BLOCK_BYTES) -> None:
+        super().__init__(options, features, extra_fields, columnar=columnar)
+        self._block_bytes = block_bytes
+
+    def events(self, path: str, raw: Any) -> Iterator[Any]:
+        opts = self._options
+        if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
+            return self._columnar_events(path, raw)
+        return self._row_events(raw, 0, True, None, 0)
+
+    def _specs(self) -> dict[str, FeatureSpec]:
+        """Column -> the spec that types it: the first feature whose source starts there."""
+        specs: dict[str, FeatureSpec] = {}
+        for spec in self._features:
+            specs.setdefault(spec.source[0], spec)
+        return specs
+
+    # -- per row ----------------------------------------------------------------------------
+
+    def _row_events(self, raw: Any, offset: int, bom: bool, columns: list[str] | None,
+                    row_number: int) -> Iterator[Any]:
+        """The events of every row of ``raw`` (which starts at byte ``offset`` of the file;
+        a BOM first is dropped when ``bom``), numbered after ``row_number``; reads the header
+        first when ``columns`` is None."""
+        opts = self._options
+        limit = max_record_bytes_of(opts)
+        specs = self._specs()
+        nulls = set(opts.null_values)
+        cells_of = _csv_cells(opts)
+        splitter = cc.RowSplitter(raw, opts.quotechar.encode(), opts.delimiter.encode(), limit,
+                                  start=offset, strip_bom=bom)
+        rows = iter(splitter)
+        if columns is None:
+            columns = list(opts.columns)
+            if opts.header:
+                head = next(rows, None)
+                if head is None:
+                    return
+                header, problem = _parse_header(head, cells_of, limit)
+                if header is None:
+                    end = splitter.drain()
+                    yield Unread(splitter.start, end - splitter.start, None, 0,
+                                 f"the header {problem}; the file is not read")
+                    return
+                columns = header
+        for row in rows:
+            row_number += 1
+            if type(row) is not bytes:
+                if not row.complete:
+                    yield _unterminated(row_number, row)
+                    return
+                yield _too_large(row_number, row, limit)
+                continue
+            text = row.decode("utf-8", "surrogateescape")
+            try:
+                cells = cells_of(text)
+            except csv.Error as err:
+                yield Reject(row_number, "", f"malformed CSV row: {err}",
+                             row.decode("utf-8", "replace"), "")
+                continue
+            record = _record(row_number, columns, cells, specs, nulls)
+            yield (row_number, record) if type(record) is dict else record
+
+    # -- column-wise ------------------------------------------------------------------------
+
+    def _columnar_events(self, path: str, raw: Any) -> Iterator[Any]:
+        """The events of ``_row_events`` over the whole file, except that the rows of blocks
+        Arrow read arrive as one RecordChunk (``batch`` set) each."""
+        opts = self._options
+        limit = max_record_bytes_of(opts)
+        quote = opts.quotechar.encode()
+        blocks = cc.ByteBlocks(raw, quote, self._block_bytes,
+                               max(self._block_bytes, min(cc.MAX_PENDING_BYTES, limit)))
+        columns = list(opts.columns)
+        specs = self._specs()
+        state = [0]  # rows read so far
+        known: list[str] | None = None if opts.header else columns  # None: header unread
+        try:
+            if opts.header:
+                start = blocks.offset
+                head = blocks.first_row()
+                if head is None:
+                    return
+                known = columns = _header(head, opts, limit)
+                if columns is None:  # an unusual header: the per-row reader decides
+                    stream = io.BufferedReader(cc.Prefixed(head, blocks.rest()))
+                    yield from self._rows_from(stream, start, None, state)
+                    return
+            if (not columns or len(set(columns)) != len(columns)
+                    or any(specs[c].shape or specs[c].sequence for c in columns if c in specs)):
+                # JSON-array cells (list-shaped features) and duplicate names: per row.
+                yield from self._rows_from(blocks.rest(), blocks.offset, columns, state)
+                return
+            delimiter = opts.delimiter.encode()
+            while True:
+                start = blocks.offset
+                block = blocks.next_block()
+                if block is None:
+                    return
+                if not cc.quoting_is_clean(block, quote, delimiter):
+                    # Quote parity may have cut inside a row: csv reads on from this block.
+                    stream = io.BufferedReader(cc.Prefixed(block, blocks.rest()))
+                    yield from self._rows_from(stream, start, columns, state)
+                    return
+                chunk, rejects = self._typed_block(path, block, columns, specs, state[0])
+                if chunk is None:
+                    yield from self._rows_from(io.BytesIO(block), start, columns, state)
+                    continue
+                yield from rejects
+                if len(chunk):
+                    yield chunk
+                state[0] += len(chunk) + len(rejects)
+        except cc.NeedsRows:  # no row end within MAX_PENDING_BYTES
+            yield from self._rows_from(blocks.rest(), blocks.offset, known, state)
+
+    def _rows_from(self, stream: Any, offset: int, columns: list[str] | None,
+                   state: list[int]) -> Iterator[Any]:
+        """``_row_events`` after row ``state[0]``, advancing it."""
+        for event in self._row_events(stream, offset, False, columns, state[0]):
+            row = event[0] if type(event) is tuple else event.row
+            state[0] = max(state[0], row or 0)
+            yield event
+
+    def _typed_block(self, path: str, block: bytes, columns: list[str],
+                     specs: dict[str, FeatureSpec], before: int) -> tuple[Any, list]:
+        """A clean block -> (RecordChunk of its good rows, Rejects), or (None, []) when the
+        per-row reader must read it."""
+        opts = self._options
+        cells = cc.parse_block(block, len(columns), opts.delimiter, opts.quotechar,
+                               max_record_bytes_of(opts))
+        if cells is None:
+            return None, []
+        try:
+            batch, bad = cc.type_batch(cells, columns, specs, opts.null_values, parse_cell,
+                                       CellError)
+        except cc.NeedsRows:
+            return None, []
+        rejects = []
+        for index in sorted(bad):
+            feature, reason, value = bad[index]
+            whole = [cells.column(j)[index].as_py() for j in range(len(columns))]
+            rejects.append(Reject(before + 1 + index, feature, reason, value, whole))
+        if not bad:
+            return RecordChunk(path, before + 1, [], batch=batch), rejects
+        good = np.ones(batch.num_rows, bool)
+        good[sorted(bad)] = False
+        numbers = (np.flatnonzero(good) + before + 1).tolist()
+        batch = batch.filter(pa.array(good))
+        if not numbers:
+            return RecordChunk(path, before + 1, [], batch=batch), rejects
+        return records_chunk(path, [], numbers, batch), rejects
+
+
+def _parse_header(head: bytes | cc.RowSpan, cells_of: Any,
+                  limit: int) -> tuple[list[str] | None, str]:
+    """The header row's names, or (None, what is wrong with it)."""
+    if type(head) is not bytes:
+        if not head.complete:
+            return None, "has an unterminated quoted field"
+        return None, f"is {head.size} bytes, larger than source.max_record_bytes ({limit})"
+    text = head.decode("utf-8", "surrogateescape")
+    try:
+        header = cells_of(text)
+    except csv.Error as err:
+        return None, f"is malformed CSV: {err}"
+    if _SURROGATE.search("".join(header)):
+        bad = _invalid_utf8([f"#{i + 1}" for i in range(len(header))], header, {})[1]
+        return None, f"is not valid UTF-8 ({bad.split(': ', 1)[-1]})"
+    return header, ""
+
+
+def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
+    """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
+    launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
+    empty or its first row is longer than ``limit`` or malformed (the reader reports it)."""
+    splitter = cc.RowSplitter(_Capped(handle, limit + len(cc.BOM) + 1),
+                              options.quotechar.encode(), options.delimiter.encode(), limit,
+                              strip_bom=True)
+    head = next(iter(splitter), None)
+    if type(head) is not bytes:
+        return []
+    try:
+        return _csv_cells(options)(head.decode("utf-8", "replace"))
+    except csv.Error:
+        return []
+
+
+class _Capped:
+    """The first ``cap`` bytes of a stream, then its end."""
+
+    def __init__(self, handle: Any, cap: int) -> None:
+        self._handle = handle
+        self._left = cap
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._handle.read(n) if n else b""
+        self._left -= len(data)
+        return data
+
+
+def _header(head: bytes, opts: Any, limit: int) -> list[str] | None:
+    """The header row's names, or None when the per-row reader should read it (not UTF-8,
+    quoting it would reject, longer than ``limit``)."""
+    if len(head) > limit:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not cc.quoting_is_clean(head, opts.quotechar.encode(), opts.delimiter.encode()):
+        return None
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=opts.delimiter,
+                           quotechar=opts.quotechar, strict=True))
+    return rows[0] if len(rows) == 1 else None
+
+
+def _record(row: int, columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
+            nulls: set) -> dict | Reject:
+    """Row ``row``'s cells -> the record, or a Reject.
+
+    Invalid UTF-8 is found first, then a wrong number of cells, then the first cell (in
+    column order) that its feature cannot type."""
+    joined = "".join(cells)
+    if not joined.isascii() and _SURROGATE.search(joined):
+        return Reject(row, *_invalid_utf8(columns, cells, specs))
+    if len(cells) != len(columns):
+        return Reject(row, "", f"malformed line: {len(cells)} cells, the header has "
+                             f"{len(columns)}", cells, cells)
+    record: dict[str, Any] = {}
+    for column, cell in zip(columns, cells):
+        spec = specs.get(column)
+        if spec is None or cell in nulls:
+            record[column] = None if cell in nulls else cell
+            continue
+        try:
+            record[column] = parse_cell(spec, cell)
+        except CellError as err:
+            return Reject(row, spec.name, f"column {column!r}: {err.reason}", cell, cells)
+    return record
+
+
+def _readable(cells: list[str]) -> list[str]:
+    """Cells with invalid bytes shown as U+FFFD, safe to write as JSON."""
+    return [cell.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            for cell in cells]
+
+
+def _invalid_utf8(columns: list[str], cells: list[str],
+                  specs: dict[str, FeatureSpec]) -> tuple[str, str, bytes, list[str]]:
+    """The dead-letter fields for a row with invalid UTF-8: the first such cell's column."""
+    for index, cell in enumerate(cells):
+        found = _SURROGATE.search(cell)
+        if found is None:
+            continue
+        column = columns[index] if index < len(columns) else f"#{index + 1}"
+        spec = specs.get(column)
+        raw = cell.encode("utf-8", "surrogateescape")
+        offset = len(cell[:found.start()].encode("utf-8", "surrogateescape"))
+        return (spec.name if spec else "",
+                f"column {column!r}: not valid UTF-8 (byte 0x{raw[offset]:02x} at byte "
+                f"{offset} of the cell)", raw, _readable(cells))
+    raise AssertionError("no invalid UTF-8 found")  # pragma: no cover - callers check first
+
+
+
+# -- transforms -------------------------------------------------------------------------------
+
+class ReadCsvFiles(ReadFiles):
+    """CSV file paths -> RecordChunks (main ``records``), dead-letter rows (``rejected``) and
+    ``counts`` pairs, with :class:`CsvOptions` and FeatureSpecs.
+
+    ``columnar`` (default): RecordChunks carry pyarrow RecordBatches of about
+    ``block_bytes`` of text each; otherwise Python dicts, row by row. The records, their row
+    numbers and the dead letters are the same either way.
+    """
+
+    _fn = _ReadCsvFile
+    _label = "ParseCsv"
+
+
+class ReadCsv(ReadSource):
+    """Reads CSV files into typed records: ``p | btf.ReadCsv("gs://b/*.csv", features=...)``.
+
+    Args:
+      file_pattern: a glob on any Beam filesystem, or a list of paths (see ReadSource).
+      features: the config's ``features:`` mapping (plain dicts) or FeatureSpecs. Required:
+        CSV cells are text, and the features type them (an int64 column accepts integers and
+        true/false, a float column numbers, nan and inf, a list-shaped one a JSON array).
+      delimiter: the one-character cell separator.
+      quotechar: the one-character quote.
+      header: whether the first row names the columns.
+      columns: the column names, required when ``header`` is false.
+      null_values: cells spelled like this are missing values.
+      max_record_bytes: the longest row held in memory (bytes, or a size such as "64MiB");
+        a longer one is a dead letter.
+
+    Returns a dict of PCollections, also readable as attributes: ``records`` (chunks of
+    records), ``rejected`` (dead-letter dicts) and ``counts``; apply ``btf.ToExamples`` or
+    ``btf.WriteTFRecordDataset`` to the whole result. A bad argument raises an error naming it.
+    """
+
+    _files = ReadCsvFiles
+
+    def __init__(self, file_pattern: str | Sequence[str], features: Any, *,
+                 delimiter: str = ",", quotechar: str = '"', header: bool = True,
+                 columns: Sequence[str] = (), null_values: Sequence[str] = ("",),
+                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES) -> None:
+        raw = {"delimiter": delimiter, "quotechar": quotechar, "header": header,
+               "null_values": listed(null_values)}
+        if columns:  # none: the header names them
+            raw["columns"] = listed(columns)
+        super().__init__(file_pattern, features, parse_arguments(
+            "ReadCsv", parse_csv_options, raw, max_record_bytes))

@@ -1,0 +1,259 @@
+"""Parquet: its options, the reader of one file, and the public ``ReadParquet``.
+
+The needed top-level columns (:func:`needed_columns`: the features' plus ``extra_fields``, e.g.
+the split key's) are read as stored, row group by row group, into RecordBatch chunks of up to
+``batch_rows`` rows (consecutive small groups are gathered); with ``columnar=False`` as chunks
+of dicts. Values keep their natural form: structs are dicts, lists lists, nulls None,
+timestamps and dates ``datetime`` / ``date``, binary ``bytes``. Row numbers are 1-based across
+the file.
+
+Damage is *unread input*, never a silent loss and never a crash: a file whose footer cannot be
+read is unread as a whole (its size in bytes, rows unknown); a row group that fails part way
+loses the rest of that group only (its rows known from the footer, its byte span the group's),
+and the next group is read. Pages written with checksums are verified. A footer larger than
+``max_record_bytes`` is not read at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.specs import _mapping
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Unread
+from beam_tfrecords.transforms.readers.framework import (
+    BATCH_BYTES,
+    CHUNK_ROWS,
+    ReadFileFn,
+    ReadFiles,
+    ReadSource,
+    RecordChunk,
+    max_record_bytes_of,
+    parse_arguments,
+)
+
+__all__ = ["ParquetOptions", "ReadParquet", "ReadParquetFiles", "needed_columns",
+           "parquet_fields", "parse_parquet_options"]
+
+
+# -- options ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ParquetOptions:
+    """Parquet has no options of its own; ``max_record_bytes`` (from
+    ``source.max_record_bytes``) bounds the footer a reader will hold."""
+
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+
+
+def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
+    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`."""
+    _mapping(key, {} if raw is None else raw, ())
+    return ParquetOptions()
+
+
+def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -> list[str]:
+    """Top-level fields the features read (plus ``extra``, e.g. the split key's first part).
+
+    A dotted source also names its literal column (``meta.label``), which ``lookup`` accepts.
+    """
+    names: dict[str, None] = {}
+    for spec in features:
+        names[spec.source[0]] = None
+        if len(spec.source) > 1:
+            names[".".join(spec.source)] = None
+            names["/".join(spec.source)] = None
+    for name in extra:
+        names[name] = None
+    return list(names)
+
+
+
+def parquet_fields(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str]:
+    """The top-level field names a Parquet file declares, to check a config before the
+    pipeline runs; reads at most about ``max_record_bytes`` of its footer (a larger one raises
+    ValueError)."""
+    import pyarrow.parquet as pq
+
+    with storage.open_read(path) as handle:
+        _check_parquet_footer(handle, max_record_bytes)
+        return list(pq.ParquetFile(handle).schema_arrow.names)
+
+
+def _check_parquet_footer(handle: Any, limit: int) -> int:
+    """The file's size, after checking that its footer (as its last 8 bytes declare it) is
+    at most ``limit`` bytes; pyarrow would read a declared 4 GB footer whole."""
+    size = handle.seek(0, io.SEEK_END)
+    if size >= 12:
+        handle.seek(size - 8)
+        tail = handle.read(8)
+        declared = int.from_bytes(tail[:4], "little")
+        if tail[4:] == b"PAR1" and declared > limit:
+            raise ValueError(f"its footer is {declared} bytes, larger than "
+                             f"source.max_record_bytes ({limit})")
+    handle.seek(0)
+    return size
+
+
+def _group_span(group: Any) -> tuple[int, int]:
+    """(first byte, bytes) of a row group's column chunks, from the footer."""
+    starts, ends = [], []
+    for index in range(group.num_columns):
+        column = group.column(index)
+        first = column.data_page_offset
+        if column.has_dictionary_page and column.dictionary_page_offset:
+            first = min(first, column.dictionary_page_offset)
+        starts.append(first)
+        ends.append(first + column.total_compressed_size)
+    if not starts:
+        return 0, 0
+    return min(starts), max(ends) - min(starts)
+
+
+class _ReadParquetFile(ReadFileFn):
+    """Row group by row group (see the module doc); the needed columns only, when the
+    features are known."""
+
+    def events(self, path: str, handle: Any) -> Iterator[Any]:
+        import pyarrow.parquet as pq
+
+        size = 0
+        try:
+            size = _check_parquet_footer(handle, max_record_bytes_of(self._options))
+            parquet = pq.ParquetFile(handle, page_checksum_verification=True)
+            columns = None
+            if self._features:
+                present = set(parquet.schema_arrow.names)
+                columns = [c for c in needed_columns(self._features, self._extra)
+                           if c in present]
+            meta = parquet.metadata
+            groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+            sizes = [group.num_rows for group in groups]
+            spans = [_group_span(group) for group in groups]
+        except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+            yield Unread(0, size, None, None,
+                         f"not a readable Parquet file ({type(err).__name__}: {err}); the "
+                         f"whole file ({size} bytes) is unread")
+            return
+        # Row group by row group: a damaged group costs its own rows only (the footer still
+        # says where the next one starts).
+        pending = _Batches(path, self._batch_rows) if self._columnar else None
+        start = 0  # rows before this group
+        for group, rows in enumerate(sizes):
+            row = start
+            try:
+                batches = parquet.iter_batches(batch_size=CHUNK_ROWS, row_groups=[group],
+                                               columns=columns)
+            except Exception as err:  # noqa: BLE001
+                batches, failure = iter(()), err
+            else:
+                failure = None
+            while failure is None:
+                try:
+                    batch = next(batches, None)
+                    records = (None if batch is None or pending is not None
+                               else batch.to_pylist())
+                except Exception as err:  # noqa: BLE001 - corrupt or truncated data
+                    failure = err
+                    break
+                if batch is None:
+                    break
+                if pending is not None:
+                    yield from pending.add(row + 1, batch)
+                    row += batch.num_rows
+                    continue
+                for record in records:
+                    row += 1
+                    yield row, record
+            if failure is not None:
+                if pending is not None:
+                    yield from pending.flush()
+                # The group's whole byte span: exact when none of its rows were read, an
+                # upper bound when the damage came after some of them.
+                offset, length = spans[group]
+                lost = start + rows - row
+                yield Unread(offset, length, lost, row + 1,
+                             f"unreadable Parquet data in row group {group} (rows "
+                             f"{start + 1}-{start + rows}): rows {row + 1}-{start + rows} are "
+                             f"lost, reading goes on with the next group: "
+                             f"{type(failure).__name__}: {failure}")
+            start += rows
+        if pending is not None:
+            yield from pending.flush()
+
+
+class _Batches:
+    """Consecutive RecordBatches of one file gathered into RecordChunks of up to
+    ``max_rows`` rows (or ``BATCH_BYTES``), so small row groups still make large chunks."""
+
+    def __init__(self, path: str, max_rows: int) -> None:
+        self._path = path
+        self._max_rows = max_rows
+        self._batches: list = []
+        self._first = 0
+        self._rows = self._bytes = 0
+
+    def add(self, first_row: int, batch: Any) -> Iterator[RecordChunk]:
+        if self._batches and first_row != self._first + self._rows:
+            yield from self.flush()  # not contiguous: a chunk's rows always are
+        if not self._batches:
+            self._first = first_row
+        self._batches.append(batch)
+        self._rows += batch.num_rows
+        self._bytes += batch.nbytes
+        if self._rows >= self._max_rows or self._bytes >= BATCH_BYTES:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[RecordChunk]:
+        import pyarrow as pa
+
+        batches, first = self._batches, self._first
+        self._batches, self._rows, self._bytes = [], 0, 0
+        if len(batches) > 1:
+            batches = pa.Table.from_batches(batches).combine_chunks().to_batches()
+        for batch in batches:
+            if batch.num_rows:
+                yield RecordChunk(self._path, first, [], batch=batch)
+                first += batch.num_rows
+
+
+class ReadParquetFiles(ReadFiles):
+    """Parquet file paths -> RecordChunks (main ``records``), dead-letter rows (``rejected``)
+    and ``counts`` pairs, with :class:`ParquetOptions`; reads only the top-level columns the
+    features (and ``extra_fields``, e.g. the split key) name, when the features are known."""
+
+    _fn = _ReadParquetFile
+    _label = "ParseParquet"
+
+
+class ReadParquet(ReadSource):
+    """Reads Parquet files as Arrow record batches: ``p | btf.ReadParquet("gs://b/*.parquet")``.
+
+    Args:
+      file_pattern: the Parquet files: a glob (local, ``gs://`` ...) or a list of paths.
+      features: the config's ``features:`` mapping or FeatureSpecs, optional. When given, only
+        the top-level columns they read are read (plus ``extra_fields``); without, every
+        column. ``btf.WriteTFRecordDataset`` and ``btf.ToExamples`` use them if given none.
+      extra_fields: further top-level columns to read, e.g. the split key's column when no
+        feature reads it (``splits={"key": "id", ...}``).
+      max_record_bytes: the largest footer held in memory (bytes, or a size such as "64MiB").
+
+    The result: ``records`` (RecordBatch chunks), ``rejected`` (unreadable files and row
+    groups as dead-letter dicts) and ``counts``, as a :class:`ReadResult`. A bad argument is
+    refused by name.
+    """
+
+    _files = ReadParquetFiles
+
+    def __init__(self, file_pattern: str | Sequence[str], features: Any = None, *,
+                 extra_fields: Sequence[str] = (),
+                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES) -> None:
+        super().__init__(file_pattern, features, parse_arguments(
+            "ReadParquet", parse_parquet_options, {}, max_record_bytes), extra_fields)
+
+
