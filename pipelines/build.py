@@ -358,8 +358,9 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     try:  # the output is not the input, not matched by its glob, does not hold it
         output_guard.check_locations(config.source.path, root, [
             f"v/{mf.MANIFEST}", "v/dead_letter/rejected-00000-of-00001.jsonl",
-            *(f"v/{split}/{config.output.shard_name or config.name}-00000-of-00001{suffix}"
-              for split in config.splits.names)])
+            *(f"v/{folder}{split}/{config.output.shard_name or config.name}-00000-of-00001"
+              f"{suffix}{'.index' if folder else ''}"
+              for split in config.splits.names for folder in ("", "index/"))])
     except output_guard.OutputGuardError as err:
         raise BuildError(str(err)) from None
     build_id = uuid.uuid4().hex
