@@ -66,6 +66,26 @@ def plain(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
+
+
+def _is_plain(record: dict) -> bool:
+    """True when ``record`` needs no :func:`plain`: scalars, lists of scalars and dicts of
+    those only -- the common case, checked for a fraction of what converting costs."""
+    for value in record.values():
+        kind = type(value)
+        if kind in _SCALARS:
+            continue
+        if kind is list:
+            if all(type(item) in _SCALARS for item in value):
+                continue
+            return False
+        if kind is dict and _is_plain(value):
+            continue
+        return False
+    return True
+
+
 def _is_row(value: Any) -> bool:
     return isinstance(value, (Mapping, beam.Row)) or (
         isinstance(value, tuple) and hasattr(value, "_asdict")) or (
@@ -110,7 +130,8 @@ class _ToExamplesFn(_BuildExamplesFn):
                 self._source, self._seen, "", f"not a record: a {type(element).__name__} "
                 "(expected a dict, beam.Row, NamedTuple or Arrow batch)", element, element))
             return
-        self._pending.append(plain(element))
+        self._pending.append(element if type(element) is dict and _is_plain(element)
+                             else plain(element))
         if len(self._pending) >= self._batch_rows:
             yield from self._flush()
 
