@@ -31,7 +31,7 @@ from beam_tfrecords.sinks.commit import (
 from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format.layout import Layout, check_name
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
-from beam_tfrecords.sinks.format.shard_plan import ShardSize, parse_size
+from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
 from beam_tfrecords.transforms.build_examples import record_size_error
@@ -64,7 +64,7 @@ def _shard_size(value: Any) -> ShardSize:
         raise DatasetError(f"shard_size must be a mapping with target, min and max, not "
                            f"{value!r}")
     try:
-        return ShardSize(**{k: parse_size(v) for k, v in value.items()})
+        return derive_band({k: parse_size(v) for k, v in value.items()})
     except ValueError as err:
         raise DatasetError(f"shard_size {dict(value)!r}: {err}") from None
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from beam_tfrecords.sinks.format.shard_plan import ShardSize, parse_size
+from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.tfrecord_format import COMPRESSIONS, normalize_compression
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import (
@@ -204,7 +204,7 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
                 except ValueError as err:
                     raise _fail(f"output.shard_size.{field}", sraw[field], str(err)) from None
         try:
-            size = ShardSize(**fields)
+            size = derive_band(fields)
         except ValueError as err:
             raise _fail("output.shard_size", dict(sraw), str(err)) from None
     shard_name = raw.get("shard_name", name)

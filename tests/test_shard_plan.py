@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from beam_tfrecords.sinks.format.shard_plan import (
     Part,
     ShardSize,
+    derive_band,
     parse_size,
     plan_shards,
     should_roll_before,
@@ -258,3 +259,30 @@ def test_plan_of_a_split_below_min_is_one_shard(size, data):
     plan = plan_shards(given_parts, size)
     assert len(plan) == 1
     assert sorted(p.path for p in plan[0]) == [p.path for p in given_parts]
+
+
+# -- a band from part of it (issue #15: a target alone is enough) --------------------------------
+
+@pytest.mark.parametrize("given,band", [
+    ({}, (150 * MB, 100 * MB, 200 * MB)),
+    ({"target": 30 * MB}, (30 * MB, 20 * MB, 40 * MB)),
+    ({"target": 150 * MB}, (150 * MB, 100 * MB, 200 * MB)),  # the default band's proportions
+    ({"min": 10 * MB}, (15 * MB, 10 * MB, 20 * MB)),
+    ({"max": 40 * MB}, (30 * MB, 20 * MB, 40 * MB)),
+    ({"min": 10 * MB, "max": 40 * MB}, (25 * MB, 10 * MB, 40 * MB)),
+    ({"target": 30 * MB, "max": 45 * MB}, (30 * MB, 20 * MB, 45 * MB)),
+    ({"target": 30 * MB, "max": 32 * MB}, (30 * MB, 16 * MB, 32 * MB)),  # min yields to max
+    ({"target": 30 * MB, "min": 25 * MB}, (30 * MB, 25 * MB, 50 * MB)),  # max twice min
+    ({"target": 1}, (1, 1, 2)),
+])
+def test_derive_band_fills_in_what_is_missing(given, band):
+    size = derive_band(given)
+    assert (size.target, size.min, size.max) == band
+
+
+@pytest.mark.parametrize("given", [{"target": 250 * MB, "max": 200 * MB},
+                                   {"min": 100 * MB, "max": 150 * MB},
+                                   {"average": 5}])
+def test_derive_band_refuses_what_cannot_hold(given):
+    with pytest.raises(ValueError):
+        derive_band(given)

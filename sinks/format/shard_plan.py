@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-__all__ = ["Part", "ShardSize", "parse_size", "plan_shards", "should_roll_before"]
+__all__ = ["Part", "ShardSize", "derive_band", "parse_size", "plan_shards",
+           "should_roll_before"]
 
 _UNITS = {
     "": 1, "b": 1,
@@ -69,6 +70,34 @@ class ShardSize:
                 f"max ({self.max}) must be at least twice min ({self.min}): small per-bundle "
                 "tails are joined whole, and two tails just under min must fit under max"
             )
+
+
+def derive_band(given: Mapping[str, int]) -> ShardSize:
+    """The band from whichever of ``target``, ``min`` and ``max`` are given, the others
+    derived in the default band's proportions (min : target : max = 2 : 3 : 4, so max is twice
+    min): a target alone of 30 MB gives [20 MB, 40 MB]; min alone gives target 1.5x and max 2x
+    it; max alone gives target 0.75x and min 0.5x; min and max give their midpoint as target.
+    Derived values never break what was given (max stays at least twice min and at least the
+    target); a band that cannot hold from the given values is ShardSize's ValueError. Nothing
+    given: the default band."""
+    unknown = set(given) - {"target", "min", "max"}
+    if unknown:
+        raise ValueError(f"unknown shard size keys {sorted(unknown)}; use target, min, max")
+    target, low, high = given.get("target"), given.get("min"), given.get("max")
+    if target is None and low is None and high is None:
+        return ShardSize()
+    if target is None:
+        if low is not None and high is not None:
+            target = (low + high) // 2
+        elif low is not None:
+            target = low * 3 // 2
+        else:
+            target = high * 3 // 4
+    if low is None:
+        low = max(1, target * 2 // 3 if high is None else min(target * 2 // 3, high // 2))
+    if high is None:
+        high = max(target * 4 // 3, 2 * low, target)
+    return ShardSize(target=target, min=low, max=high)
 
 
 def should_roll_before(current: int, incoming: int, size: ShardSize) -> bool:
