@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from beam_tfrecords.pipelines.verify import ManifestError, check_manifest
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -30,7 +31,10 @@ def shard_paths(path: str) -> tuple[list[str], str]:
     manifest_path = stripped if stripped.endswith(".json") else storage.join(stripped,
                                                                              mf.MANIFEST)
     if storage.exists(manifest_path):
-        manifest = json.loads(storage.read_text(manifest_path))
+        try:  # the same checks as verify: shard paths stay inside the version directory
+            manifest = check_manifest(json.loads(storage.read_text(manifest_path)))
+        except ValueError as err:
+            raise ManifestError(f"{manifest_path}: unusable manifest: {err}") from None
         base = manifest_path.rsplit("/", 1)[0]
         files = [storage.join(base, shard["path"]) for _, info in sorted(
             manifest["splits"].items()) for shard in info["shards"]]

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.pipelines.verify import ManifestError, check_manifest
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -78,7 +79,11 @@ def shard_files(version_dir: str, split: str | None = None
                 ) -> tuple[list[str], str, dict[str, Any]]:
     """(shard paths in manifest order, compression, the feature spec document) of a version;
     every split's, in sorted split order, when ``split`` is None."""
-    manifest = json.loads(storage.read_text(storage.join(version_dir, lay.MANIFEST)))
+    path = storage.join(version_dir, lay.MANIFEST)
+    try:  # the same checks as verify: shard paths stay inside the version directory
+        manifest = check_manifest(json.loads(storage.read_text(path)))
+    except ValueError as err:
+        raise ManifestError(f"{path}: unusable manifest: {err}") from None
     splits = manifest.get("splits", {})
     if split is not None and split not in splits:
         raise ReadError(f"split {split!r} is not in {version_dir}; it has "

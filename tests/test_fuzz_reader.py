@@ -182,3 +182,23 @@ def test_hostile_manifest_is_a_reported_problem(tmp_path, version, edit, needle)
     (check,) = verify_path(str(copy))
     assert check.path == str(copy / "manifest.json")
     assert needle in check.problems[0] and check.problems[0].startswith("unusable manifest")
+
+
+@pytest.mark.parametrize("path", ["../../../etc/passwd", "/etc/passwd", "train/../../x"])
+def test_inspect_and_read_examples_refuse_paths_outside_the_version(tmp_path, version, path,
+                                                                   capsys):
+    """What verify refuses, every command that follows manifest paths refuses (issue #15)."""
+    import beam_tfrecords as btf
+    from beam_tfrecords.pipelines import cli
+    from beam_tfrecords.pipelines.verify import ManifestError
+
+    copy = tmp_path / "v"
+    shutil.copytree(version, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["splits"]["train"]["shards"][0]["path"] = path
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert cli.main(["inspect", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "leaves the version directory" in err
+    with pytest.raises(ManifestError, match="leaves the version directory"):
+        next(iter(btf.read_examples(str(copy), split="train")))
