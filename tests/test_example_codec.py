@@ -161,3 +161,12 @@ def test_decoder_refuses_kind_mismatch():
     data = encode([F("x", "int64")], {"x": 1})
     with pytest.raises(ValueError, match="stored as int64_list"):
         ExampleDecoder([F("x", "float")]).decode(data)
+
+
+@pytest.mark.parametrize("sequence", [False, True])
+def test_decoder_refuses_zeros_instead_of_decoding_nothing(sequence):
+    """A record of zeros is field number 0, which no Example has: an error naming byte 0,
+    never an Example whose features are all missing (issue #15)."""
+    specs = [F("x", "int64", missing="omit", sequence=sequence)]
+    with pytest.raises(wire.ExampleDecodeError, match="invalid field number 0 .* at byte 0"):
+        ExampleDecoder(specs).decode(bytes(1 << 16))

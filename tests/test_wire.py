@@ -167,13 +167,53 @@ def test_decoder_reads_unpacked_repeated_fields():
 @pytest.mark.parametrize("data,reason", [
     (b"\x0a", "truncated varint"),
     (b"\x0a\x05\x0a", "runs past its message"),
-    (b"\x0b", "unsupported wire type"),
+    (b"\x0b", "wire type 3 \\(a group\\)"),
     (b"\x0a\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", "varint longer than 10 bytes"),
 ])
 def test_corrupt_examples_raise_with_offset(data, reason):
     with pytest.raises(wire.ExampleDecodeError, match=reason) as info:
         wire.decode_example(data)
     assert isinstance(info.value.offset, int)
+
+
+EMPTY_A = wire.encode_example({"a": wire.encode_feature("int64_list", [])})
+
+
+def example_with_feature(feature: bytes) -> bytes:
+    return wire.encode_example({"a": feature})
+
+
+@pytest.mark.parametrize("data,reason,offset", [  # offset < 0: from the end
+    (bytes(64), "invalid field number 0", 0),              # all zeros: not an empty Example
+    (b"\x00\x00", "invalid field number 0", 0),
+    (b"\x0a\x02\x00\x00", "invalid field number 0", 2),    # inside Features
+    (example_with_feature(b"\x1a\x01\x00"), "invalid field number 0", -1),  # in Int64List
+    (b"\x80\x80\x80\x80\x10\x00", "invalid field number 536870912", 0),  # 2**29
+    (b"\x0b\x0c", "wire type 3 \\(a group\\) in field 1", 0),
+    (b"\x0c", "wire type 4 \\(a group\\) in field 1", 0),
+    (b"\x0e", "invalid wire type 6 in field 1", 0),
+    (EMPTY_A + b"\x0f", "invalid wire type 7 in field 1", -1),
+    (example_with_feature(b"\x1a\x03\x0a\x00\x17"), "invalid wire type 7 in field 2", -1),
+])
+def test_invalid_field_numbers_and_wire_types_are_refused(data, reason, offset):
+    """Field number 0 (protobuf's parser stops at tag 0), numbers past 2**29 - 1 and wire
+    types 3, 4, 6, 7 raise ExampleDecodeError with the tag's offset, at any depth. A record of
+    zeros used to decode as ``{}``, an empty Example (issue #15). Protobuf refuses these too,
+    except a well-formed group (``0b 0c``), which it would skip and no Example holds."""
+    with pytest.raises(wire.ExampleDecodeError, match=reason) as info:
+        wire.decode_example(data)
+    assert info.value.offset == offset % len(data)
+    with pytest.raises(wire.ExampleDecodeError, match=reason):
+        wire.decode_sequence_example(data)
+    if data != b"\x0b\x0c":
+        with pytest.raises(Exception, match="Error parsing"):
+            pb.Example.FromString(data)
+
+
+def test_field_numbers_up_to_the_maximum_are_skipped_as_unknown():
+    top = wire.varint((((1 << 29) - 1) << 3) | 0) + b"\x05"  # field 2**29 - 1, varint 5
+    assert wire.decode_example(top + EMPTY_A) == {"a": ("int64_list", [])}
+    assert pb.Example.FromString(top).features.feature == {}
 
 
 def test_tutorial_record_from_the_seed_document():

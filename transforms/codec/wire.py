@@ -206,11 +206,22 @@ def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
             raise ExampleDecodeError("varint longer than 10 bytes", start)
 
 
+_MAX_FIELD_NUMBER = (1 << 29) - 1  # protobuf's largest field number
+
+
 def _fields(buf: bytes, pos: int, end: int):
-    """Yield (field number, wire type, value or (start, stop) slice) over one message."""
+    """Yield (field number, wire type, value or (start, stop) slice) over one message.
+
+    A field number of 0 or above 2**29 - 1 and the wire types 3, 4 (groups, which no Example
+    message uses), 6 and 7 (undefined) are refused: protobuf's parser stops at tag 0, so a
+    record of zero bytes is not an empty Example, it is not an Example.
+    """
     while pos < end:
+        at = pos
         key, pos = _read_varint(buf, pos, end)
         number, wire = key >> 3, key & 7
+        if number == 0 or number > _MAX_FIELD_NUMBER:
+            raise ExampleDecodeError(f"invalid field number {number} (tag {key})", at)
         if wire == 0:
             value, pos = _read_varint(buf, pos, end)
             yield number, wire, value
@@ -230,8 +241,11 @@ def _fields(buf: bytes, pos: int, end: int):
                 raise ExampleDecodeError("truncated fixed64", pos)
             yield number, wire, buf[pos:pos + 8]
             pos += 8
+        elif wire in (3, 4):
+            raise ExampleDecodeError(f"wire type {wire} (a group) in field {number}, which "
+                                     "no Example message has", at)
         else:
-            raise ExampleDecodeError(f"unsupported wire type {wire}", pos)
+            raise ExampleDecodeError(f"invalid wire type {wire} in field {number}", at)
 
 
 def _signed(n: int) -> int:
