@@ -36,6 +36,7 @@ from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
 from beam_tfrecords.transforms.build_examples import record_size_error
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.codec.reader_files import reader_documents
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, dead_letter
 from beam_tfrecords.transforms.to_examples import (
@@ -308,6 +309,7 @@ class WriteTFRecordDataset(beam.PTransform):
         features = self.features or getattr(parts["examples"], "feature_specs", None)
         layout, build_id = self._claim()
         self.version, self.version_dir = layout.version, layout.version_dir
+        documents, tfds_note = reader_documents(features or ())
         spec = CommitSpec(
             layout=layout, build_id=build_id, name=self.name, compression=self.compression,
             feature_spec=tf_parse_spec(features) if features else {},
@@ -320,5 +322,6 @@ class WriteTFRecordDataset(beam.PTransform):
             tool_version=beam_tfrecords.__version__,
             max_bad_fraction=self.max_bad_fraction,
             max_unread_fraction=self.max_unread_fraction, keep=self.keep_versions,
+            documents=documents, tfds_note=tfds_note,
         )
         return parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)

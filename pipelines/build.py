@@ -47,6 +47,7 @@ from beam_tfrecords.sinks.format.layout import InvalidName, Layout, check_name
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.codec.reader_files import image_features, reader_documents
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers import top_level_fields
 from beam_tfrecords.transforms.readers.read_avro import ReadAvro
@@ -126,6 +127,8 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
     extra = {}
     if images is not None:  # image labels: the int label is the index into this list
         extra["label_vocabulary"] = list(images.vocabulary)
+    documents, tfds_note = reader_documents(
+        config.features, image_features(config.features, config.source.format))
     return CommitSpec(
         layout=layout, build_id=build_id, name=config.name,
         compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
@@ -134,6 +137,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         max_bad_fraction=config.errors.max_bad_fraction,
         max_unread_fraction=getattr(config.errors, "max_unread_fraction", 0.0),
         keep=keep, extra=extra, use_lease=use_lease,
+        documents=documents, tfds_note=tfds_note,
     )
 
 

@@ -13,8 +13,9 @@ A build's life on an output root, every step proven by what it reads back:
 4. **Commit** (:func:`commit_version`, the pipeline's last step): re-check the lease and the
    marker (fencing), check the counts, then either *fail* -- dead letters kept under
    ``.failed/<version>-<build>/`` with ``failure.json``, the version folder rolled back --
-   or write ``feature_spec.json`` and ``manifest.json`` (created exclusively: a committed
-   version is never rewritten), move ``LATEST`` (never back to an older version), remove
+   or write ``feature_spec.json``, the files other readers need (``schema.pbtxt``, TFDS's
+   ``features.json`` and ``dataset_info.json``) and ``manifest.json`` (created exclusively:
+   a committed version is never rewritten), move ``LATEST`` (never back to an older version), remove
    staging and apply retention.
 
 A failure between the manifest and ``LATEST`` leaves a committed version that step 2 of the
@@ -36,6 +37,7 @@ from beam_tfrecords.sinks.dead_letters import DeadLetterFile, top_reasons
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
+from beam_tfrecords.sinks.format.tfds_info import tfds_dataset_info
 
 __all__ = [
     "CommitError",
@@ -81,6 +83,12 @@ class CommitSpec:
     max_unread_fraction: float = 0.0
     keep: int = 5
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Files for other readers, written at the version root with the feature spec: name (one
+    # of layout.METADATA_FILES) -> text. With ``features.json`` the commit adds TFDS's
+    # ``dataset_info.json`` when TFDS can load the version; ``tfds_note`` says why not when
+    # the caller could not describe the features for TFDS.
+    documents: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    tfds_note: str = ""
     use_lease: bool = True  # fence on the output's lease, and release it when done
 
 
@@ -381,9 +389,36 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
               if getattr(info, "index", "")]
     storage.delete(paths)
     storage.delete_tree(layout.staging)
-    storage.delete([layout.feature_spec, layout.marker])
+    storage.delete([layout.feature_spec, layout.marker]
+                   + [storage.join(layout.version_dir, n) for n in lay.METADATA_FILES])
     if storage.is_local(layout.version_dir):
         _remove_empty_dirs(layout.version_dir)
+
+
+def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the files other readers need; returns the manifest's account of them:
+    ``metadata_files`` (what was written) and ``tfds`` (whether TFDS can load the version,
+    and if not, why)."""
+    files = dict(spec.documents)
+    tfds_note = spec.tfds_note or "no TensorFlow Datasets features were given"
+    if lay.TFDS_FEATURES in files:
+        info, tfds_note = tfds_dataset_info(
+            name=spec.name, version=spec.layout.version, compression=spec.compression,
+            splits=document["splits"], tool=f"beam-tfrecords {spec.tool_version}")
+        if info is None:
+            del files[lay.TFDS_FEATURES]
+        else:
+            files[lay.TFDS_INFO] = json.dumps(info, indent=2) + "\n"
+    unknown = sorted(set(files) - set(lay.METADATA_FILES))
+    if unknown:
+        raise ValueError(f"not a reader file of the layout: {unknown}")
+    for name in lay.METADATA_FILES:
+        if name in files:
+            storage.write_atomic(storage.join(spec.layout.version_dir, name),
+                                 files[name].encode())
+    tfds = ({"loadable": True} if lay.TFDS_INFO in files
+            else {"loadable": False, "why": tfds_note})
+    return {"metadata_files": [n for n in lay.METADATA_FILES if n in files], "tfds": tfds}
 
 
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
@@ -426,6 +461,7 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     )
     document["build_id"] = spec.build_id
     document.update(spec.extra)
+    document.update(_write_reader_files(spec, document))
     _fence(spec)  # the last moment before the commit point
     # Says "the manifest may exist but LATEST may not name it yet" until staging goes, after
     # LATEST moved: what the next build's roll-forward looks for.

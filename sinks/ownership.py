@@ -38,7 +38,8 @@ TOOL = "beam-tfrecords"
 # index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
 _SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
 _BUILD_FILES = re.compile(
-    rf"(manifest\.json|feature_spec\.json|schema\.pbtxt|[^/]+/{_SHARD}(\.index)?"
+    rf"(manifest\.json|feature_spec\.json|schema\.pbtxt|features\.json|dataset_info\.json"
+    rf"|[^/]+/{_SHARD}(\.index)?"
     rf"|{lay.INDEX}/[^/]+/{_SHARD}\.index|dead_letter/rejected-\d{{5}}-of-\d{{5}}\.jsonl)"
     r"(\.tmp-[0-9a-f]{32})?")
 
@@ -225,7 +226,7 @@ def listed_by_manifest(entry: Entry) -> list[str]:
     """The files of a committed version that it owns (relative paths), manifest first: what
     its manifest lists, the spec, the marker and staging; anything else stays."""
     doc = entry.manifest or {}
-    listed = {lay.MANIFEST, lay.FEATURE_SPEC, lay.MARKER, "schema.pbtxt"}
+    listed = {lay.MANIFEST, lay.FEATURE_SPEC, lay.MARKER}
     for split in doc.get("splits", {}).values():
         for shard in split.get("shards", []) if isinstance(split, dict) else []:
             for key in ("path", "index"):
@@ -234,9 +235,10 @@ def listed_by_manifest(entry: Entry) -> list[str]:
     for dead in doc.get("dead_letter", []):
         if isinstance(dead, dict) and isinstance(dead.get("path"), str):
             listed.add(dead["path"])
-    for extra in doc.get("index_files", []) if isinstance(doc.get("index_files"), list) else []:
-        if isinstance(extra, str):
-            listed.add(extra)
+    for key in ("index_files", "metadata_files"):
+        for extra in doc.get(key, []) if isinstance(doc.get(key), list) else []:
+            if isinstance(extra, str):
+                listed.add(extra)
     present = [f for f in entry.files
                if f in listed or f.startswith(lay.STAGING + "/")]
     rest = sorted(f for f in present if f != lay.MANIFEST)

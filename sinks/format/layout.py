@@ -9,6 +9,9 @@
     .staging/             parts, progress files, staged dead letters (removed by the commit)
     manifest.json         the commit point
     feature_spec.json
+    schema.pbtxt          tensorflow_metadata Schema (TFX, TFDV, Ray)
+    features.json         TensorFlow Datasets' features and splits, when TFDS can load it
+    dataset_info.json
     <split>/<name>-00000-of-00007.tfrecord[.gz|.deflate]   shards only, nothing else
     index/<split>/<shard file name>.index                   index sidecars, when written
     dead_letter/rejected-00000-of-00001.jsonl
@@ -34,6 +37,10 @@ __all__ = [
     "FAILED",
     "FAILURE",
     "FEATURE_SPEC",
+    "METADATA_FILES",
+    "SCHEMA",
+    "TFDS_FEATURES",
+    "TFDS_INFO",
     "INDEX",
     "INDEX_SUFFIX",
     "LATEST",
@@ -54,6 +61,11 @@ MARKER = ".beam-tfrecords-build"
 STAGING = ".staging"
 MANIFEST = "manifest.json"
 FEATURE_SPEC = "feature_spec.json"
+# What other readers need beside the shards, at the version root (listed in the manifest).
+SCHEMA = "schema.pbtxt"
+TFDS_FEATURES = "features.json"
+TFDS_INFO = "dataset_info.json"
+METADATA_FILES = (SCHEMA, TFDS_FEATURES, TFDS_INFO)
 DEAD_LETTER = "dead_letter"
 # Index sidecars live in a tree of their own, so that ``<split>/*`` matches shards only (Beam's
 # ReadFromTFRecord and tf.data users glob split folders).
@@ -66,7 +78,7 @@ FAILED = ".failed"
 # filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
                                          FEATURE_SPEC, DEAD_LETTER, FAILURE,
-                                         FAILED, INDEX))
+                                         FAILED, INDEX, *METADATA_FILES))
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _HINTS = {
     "version": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
