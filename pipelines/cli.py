@@ -98,7 +98,13 @@ def _verify(argv: Sequence[str]) -> int:
 def _inspect(argv: Sequence[str]) -> int:
     import itertools
 
-    from beam_tfrecords.pipelines.inspect_examples import iter_examples, show_value, summarize
+    from beam_tfrecords.pipelines.inspect_examples import (
+        DEFAULT_MAX_RECORD_BYTES,
+        Undecoded,
+        iter_examples,
+        show_value,
+        summarize,
+    )
 
     parser = argparse.ArgumentParser(
         prog="beam-tfrecords inspect",
@@ -107,21 +113,31 @@ def _inspect(argv: Sequence[str]) -> int:
     parser.add_argument("--limit", type=int, default=5, help="examples to print (default 5)")
     parser.add_argument("--scan", type=int, default=100_000,
                         help="examples the summary reads (default 100000)")
+    parser.add_argument("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES,
+                        help="a record larger than this many bytes is shown by its file, "
+                             f"offset and size, not decoded (default {DEFAULT_MAX_RECORD_BYTES})")
     parser.add_argument("--json", action="store_true",
                         help="one JSON document instead of readable text")
     args = parser.parse_args(argv)
+    if args.max_record_bytes < 0:
+        parser.error("--max-record-bytes must be 0 or more")
+    examples = iter_examples(args.path, args.max_record_bytes)
+    first = list(itertools.islice(examples, args.limit))  # one pass: shown, then summarized
     shown = [
+        example.show() if isinstance(example, Undecoded) else
         {name: {"kind": kind, "value": show_value(kind, values)}
          for name, (kind, values) in sorted(example.items())}
-        for example in itertools.islice(iter_examples(args.path), args.limit)
+        for example in first
     ]
-    summary = summarize(iter_examples(args.path), args.scan)
+    summary = summarize(itertools.chain(first, examples), args.scan)
     if args.json:
         print(json.dumps({"examples": shown, "summary": summary}, indent=2))
         return 0
     for index, example in enumerate(shown):
         print(f"example {index}: {json.dumps(example, ensure_ascii=False)}")
-    print(f"summary of {summary['examples_scanned']} example(s):")
+    undecoded = (f", {summary['not_decoded']} not decoded" if "not_decoded" in summary
+                 else "")
+    print(f"summary of {summary['examples_scanned']} example(s){undecoded}:")
     for name, stats in summary["features"].items():
         print(f"  {name}: {json.dumps(stats, ensure_ascii=False)}")
     return 0

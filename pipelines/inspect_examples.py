@@ -4,11 +4,17 @@ Works on a version directory (its manifest says the compression and the shards),
 ``manifest.json``, or a glob of shard files, local or ``gs://``. Records are decoded without a
 spec (raw ``tf.train.Example`` form), so any TFRecord file of Examples can be inspected. Bytes
 show as text when they are valid UTF-8, otherwise as base64 with their length.
+
+A record larger than ``max_record_bytes``, or one that is not a serialized Example, is shown as
+an :class:`Undecoded` -- its file, offset, size and why -- instead of its features: the large
+one is passed through its CRC check piece by piece and never held, so memory stays bounded
+whatever the records hold (issue #15: a 2 GiB record used to be read whole, twice).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 from collections.abc import Iterator
@@ -20,9 +26,24 @@ from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["iter_examples", "show_value", "summarize"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Undecoded", "iter_examples", "show_value", "summarize"]
 
 _DISTINCT_LIMIT = 10
+DEFAULT_MAX_RECORD_BYTES = 4 << 20  # 4 MiB: larger records are shown by their size
+
+
+@dataclasses.dataclass(frozen=True)
+class Undecoded:
+    """A record shown by where it is rather than by its features, and why."""
+
+    path: str
+    offset: int  # of the record's framing; in the decompressed stream for GZIP/ZLIB
+    length: int  # bytes of record data
+    reason: str
+
+    def show(self) -> dict[str, Any]:
+        return {"not_decoded": self.reason, "file": self.path, "offset": self.offset,
+                "bytes": self.length}
 
 
 def shard_paths(path: str) -> tuple[list[str], str]:
@@ -45,12 +66,23 @@ def shard_paths(path: str) -> tuple[list[str], str]:
     return files, "auto"
 
 
-def iter_examples(path: str) -> Iterator[dict[str, tuple[str | None, list]]]:
+def iter_examples(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+                  ) -> Iterator[dict[str, tuple[str | None, list]] | Undecoded]:
+    """Each record as ``{name: (kind, values)}``, or as an :class:`Undecoded` when it is
+    larger than ``max_record_bytes`` or not a serialized Example."""
     files, compression = shard_paths(path)
     for file in files:
         with storage.open_read(file) as handle:
-            for record in tff.iter_records(handle, compression, path=file):
-                yield wire.decode_example(record)
+            for offset, length, record in tff.iter_record_spans(
+                    handle, compression, path=file, max_bytes=max_record_bytes):
+                if record is None:
+                    yield Undecoded(file, offset, length, f"larger than the limit of "
+                                    f"{max_record_bytes} bytes (--max-record-bytes)")
+                    continue
+                try:
+                    yield wire.decode_example(record)
+                except wire.ExampleDecodeError as err:
+                    yield Undecoded(file, offset, length, str(err))
 
 
 def show_value(kind: str | None, values: list) -> Any:
@@ -117,14 +149,22 @@ class _FeatureStats:
         return out
 
 
-def summarize(examples: Iterator[dict], limit: int) -> dict[str, Any]:
+def summarize(examples: Iterator[dict | Undecoded], limit: int) -> dict[str, Any]:
+    """Per-feature statistics of the first ``limit`` records; records that were not decoded
+    are counted (``not_decoded``) and left out of the statistics."""
     stats: dict[str, _FeatureStats] = {}
-    seen = 0
+    seen = undecoded = 0
     for example in examples:
         if seen >= limit:
             break
         seen += 1
+        if isinstance(example, Undecoded):
+            undecoded += 1
+            continue
         for name, (kind, values) in example.items():
             stats.setdefault(name, _FeatureStats()).add(kind, values)
-    return {"examples_scanned": seen,
-            "features": {name: s.report(seen) for name, s in sorted(stats.items())}}
+    out: dict[str, Any] = {"examples_scanned": seen}
+    if undecoded:
+        out["not_decoded"] = undecoded
+    out["features"] = {name: s.report(seen - undecoded) for name, s in sorted(stats.items())}
+    return out

@@ -63,7 +63,8 @@ class _CrcReader:
 
 def check_file(path: str, compression: str = "auto",
                index_lines: list[str] | None = None) -> ShardCheck:
-    """Read one file in full: framing, CRCs, record count, whole-file crc32c and size.
+    """Read one file in full: framing, CRCs, record count, whole-file crc32c and size, in
+    memory bounded by a few chunks whatever the size of its records.
 
     With ``index_lines`` (a list to fill), each record's ``offset length`` line as DALI's
     tfrecord2idx writes it (length including the 16 bytes of framing) is appended.
@@ -76,12 +77,12 @@ def check_file(path: str, compression: str = "auto",
         return check
     with handle:
         reader = _CrcReader(handle)
-        try:
-            for offset, record in tff.iter_records_with_offsets(reader, compression,
-                                                                 path=path):
+        try:  # records over a chunk pass through their CRC piece by piece, never held whole
+            for offset, length, _ in tff.iter_record_spans(reader, compression, path=path,
+                                                           max_bytes=tff.CHUNK_SIZE):
                 check.records += 1
                 if index_lines is not None:
-                    index_lines.append(f"{offset} {len(record) + tff.FRAME_OVERHEAD}")
+                    index_lines.append(f"{offset} {length + tff.FRAME_OVERHEAD}")
         except tff.CorruptRecordError as err:
             check.problems.append(str(err))
         reader.drain()

@@ -58,7 +58,7 @@ def test_masked_crc32c_known_answers(data, expected):
 
 @pytest.mark.parametrize("value", [0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xA282EAD8])
 def test_unmask_inverts_mask(value):
-    assert tff.unmask_crc32c(tff._mask(value)) == value
+    assert tff.unmask_crc32c(tff.mask_crc32c(value)) == value
 
 
 def test_frame_matches_tensorflow_golden_bytes():
@@ -237,6 +237,70 @@ def test_write_framed_checks_record_count_and_callback():
         writer.write_pieces(tff.frame_pieces(*batch_of([b"x", b"y"])), 1)
     with pytest.raises(ValueError):
         tff.TFRecordWriter(io.BytesIO(), track_offsets=True)
+
+
+# --- Records too large to hold ------------------------------------------------------------------
+
+@pytest.mark.parametrize("compression", tff.COMPRESSIONS)
+@pytest.mark.parametrize("set_name", list(RECORD_SETS))
+@pytest.mark.parametrize("max_bytes", [0, 5, tff.CHUNK_SIZE])
+def test_spans_hold_only_the_records_up_to_max_bytes(compression, set_name, max_bytes):
+    records = RECORD_SETS[set_name]
+    blob = write_all(records, compression)
+    spans = list(tff.iter_record_spans(Trickle(blob, 1000), max_bytes=max_bytes))
+    assert [length for _, length, _ in spans] == [len(r) for r in records]
+    assert [data for _, _, data in spans] == [r if len(r) <= max_bytes else None
+                                              for r in records]
+    assert [offset for offset, _, _ in spans] == [
+        offset for offset, _ in tff.iter_records_with_offsets(io.BytesIO(blob))]
+
+
+def outcomes(blob: bytes, max_bytes: int | None) -> tuple[list[int], tuple | None]:
+    """(lengths of the records read, (offset, reason) of the error raised or None)."""
+    lengths = []
+    try:
+        for _, length, _ in tff.iter_record_spans(Trickle(blob, 3), "none", max_bytes=max_bytes):
+            lengths.append(length)
+    except tff.CorruptRecordError as err:
+        return lengths, (err.offset, err.reason)
+    return lengths, None
+
+
+def test_records_passed_through_are_checked_as_held_ones_are():
+    """A record read piece by piece (longer than max_bytes) fails every CRC flip and every
+    truncation at the same offset, with the same reason, as one read whole."""
+    blob = write_all(CORRUPT_RECORDS)
+    cases = [blob[:cut] for cut in range(len(blob) + 1)]
+    for at in range(len(blob)):
+        flipped = bytearray(blob)
+        flipped[at] ^= 0x40
+        cases.append(bytes(flipped))
+    for case in cases:
+        held = outcomes(case, None)
+        assert outcomes(case, 0) == held, case
+        assert outcomes(case, 4) == held, case
+
+
+def test_a_record_over_a_chunk_is_checked_alike_held_or_passed_through():
+    """Records over a chunk are read apart from their footer, held or not."""
+    big = RNG.randbytes(tff.CHUNK_SIZE + 10)
+    blob = write_all([b"x", big])
+    start, end = 17, len(blob)  # the big record's framing
+    cases = {"clean": blob}
+    for cut in (start + 5, start + 12, start + 13 + tff.CHUNK_SIZE, end - 5, end - 1):
+        cases[f"cut {cut}"] = blob[:cut]
+    for at in (start, start + 12, start + 12 + tff.CHUNK_SIZE, end - 1):
+        flipped = bytearray(blob)
+        flipped[at] ^= 1
+        cases[f"flip {at}"] = bytes(flipped)
+    for name, case in cases.items():
+        held = outcomes(case, None)
+        assert outcomes(case, 0) == outcomes(case, 2 * tff.CHUNK_SIZE) == held, name
+    assert outcomes(cases["clean"], 0) == ([1, len(big)], None)
+    assert outcomes(cases[f"cut {end - 5}"], 0)[1] == (
+        start, f"truncated record data: {len(big) - 1} of {len(big)} bytes")
+    assert outcomes(cases[f"cut {end - 1}"], 0)[1] == (start, "truncated data CRC: 3 of 4 bytes")
+    assert outcomes(cases[f"flip {end - 1}"], 0)[1][1].startswith("data CRC mismatch")
 
 
 # --- Corruption of uncompressed files ----------------------------------------------------------

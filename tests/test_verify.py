@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
+import struct
+import subprocess
+import sys
 
+import crc32c
 import pytest
 from beam_tfrecords_tests_helpers import shard_paths
 
 from beam_tfrecords.pipelines import build, cli
+from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
@@ -124,3 +129,93 @@ def test_errors_are_one_line_with_nonzero_exit(tmp_path, capsys):
     code = cli.main(["verify", str(tmp_path / "nothing-here")])
     err = capsys.readouterr().err
     assert code != 0 and err.count("\n") == 1 and err.startswith("beam-tfrecords verify:")
+
+
+# --- records of any size, in bounded memory (issue #15) ----------------------------------------
+
+def write_zeros_shard(path: pathlib.Path, size: int, compression: str = "gzip") -> None:
+    """A shard of one record of ``size`` zero bytes, written a MiB at a time so that nothing
+    holds the record; zeros compress ~250:1 at level 1, so 300 MB is a 1.3 MB file."""
+    piece, crc, left = memoryview(bytes(1 << 20)), 0, size
+    with open(path, "wb") as handle:
+        stream = tff.StreamCompressor(handle, compression, level=1)
+        length = struct.pack("<Q", size)
+        stream.write(length + struct.pack("<I", tff.masked_crc32c(length)))
+        while left:
+            part = piece[:min(left, len(piece))]
+            stream.write(part)
+            crc = crc32c.crc32c(part, crc)
+            left -= len(part)
+        stream.write(struct.pack("<I", tff.mask_crc32c(crc)))
+        stream.close()
+
+
+# Runs a command twice in a fresh interpreter: on a small file (imports, first allocations),
+# then on the large one; prints how far the peak resident size grew during the second run.
+PEAK_GROWTH = """
+import resource, sys
+from beam_tfrecords.pipelines import cli
+command, small, large = sys.argv[1:]
+cli.main([command, small])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print("LARGE")
+code = cli.main([command, large])
+print("PEAK", code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+LARGE_RECORD = 300 << 20
+MEMORY_BOUND_KIB = 64 << 10  # the 300 MB record was held three times (900 MB) before
+
+
+@pytest.fixture(scope="module")
+def one_large_record(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    folder = tmp_path_factory.mktemp("large")
+    small, large = folder / "small.tfrecord.gz", folder / "large.tfrecord.gz"
+    write_zeros_shard(small, 100)
+    write_zeros_shard(large, LARGE_RECORD)
+    return small, large
+
+
+def peak_growth(command: str, small: pathlib.Path, large: pathlib.Path) -> tuple[int, str]:
+    """(KiB the peak RSS grew by while ``command`` ran on ``large``, its stdout)."""
+    done = subprocess.run([sys.executable, "-c", PEAK_GROWTH, command, str(small), str(large)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    *output, last = done.stdout.split("\nLARGE\n")[1].splitlines()
+    _, code, grew = last.split()
+    assert code == "0", done.stdout + done.stderr
+    return int(grew), "\n".join(output)
+
+
+def test_verify_streams_a_300_mb_record_in_bounded_memory(one_large_record):
+    """Both CRCs of a record are computed piece by piece as it is decompressed: a 300 MB
+    record never sits in memory (a 2 GiB one peaked at 6.3 GB before)."""
+    grew, out = peak_growth("verify", *one_large_record)
+    assert grew < MEMORY_BOUND_KIB, f"peak RSS grew by {grew} KiB"
+    assert f"{one_large_record[1]}          1" in out and "0 with problems" in out, out
+
+
+def test_inspect_shows_a_record_over_the_limit_by_its_size(one_large_record):
+    grew, out = peak_growth("inspect", *one_large_record)
+    assert grew < MEMORY_BOUND_KIB, f"peak RSS grew by {grew} KiB"
+    shown = json.loads(out.splitlines()[0].split(": ", 1)[1])
+    assert shown == {"not_decoded": "larger than the limit of 4194304 bytes "
+                                    "(--max-record-bytes)",
+                     "file": str(one_large_record[1]), "offset": 0, "bytes": LARGE_RECORD}
+    assert out.splitlines()[1] == "summary of 1 example(s), 1 not decoded:"
+
+
+def test_inspect_never_shows_a_record_of_zeros_as_an_empty_example(tmp_path, capsys):
+    """A 64 MiB record of zeros printed as ``{}``: over the limit it is shown by its size;
+    under a larger limit, as not an Example (field number 0), and the scan goes on."""
+    path = tmp_path / "zeros.tfrecord.gz"
+    write_zeros_shard(path, 64 << 20)
+    assert cli.main(["inspect", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["examples"] == [{"not_decoded": "larger than the limit of 4194304 bytes "
+                                               "(--max-record-bytes)",
+                                "file": str(path), "offset": 0, "bytes": 64 << 20}]
+    assert doc["summary"] == {"examples_scanned": 1, "not_decoded": 1, "features": {}}
+    assert cli.main(["inspect", str(path), "--max-record-bytes", str(65 << 20)]) == 0
+    out = capsys.readouterr().out
+    assert "{}" not in out
+    assert ("not a valid serialized Example: invalid field number 0 (tag 0) at byte 0"
+            in out), out

@@ -22,9 +22,10 @@ from beam_tfrecords.errors import UserError
 __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "LEGACY_SUFFIXES", "compression_from_name",
-    "masked_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces", "StreamCompressor",
+    "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
+    "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
-    "detect_compression", "FRAME_OVERHEAD",
+    "iter_record_spans", "detect_compression", "FRAME_OVERHEAD",
 ]
 
 NONE, GZIP, ZLIB = "none", "gzip", "zlib"
@@ -77,17 +78,18 @@ def compression_from_name(path: str) -> str | None:
     return None
 
 
-def _mask(crc: int) -> int:
+def mask_crc32c(crc: int) -> int:
+    """TensorFlow's masking step applied to a plain CRC-32C (one computed piece by piece)."""
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
     """TensorFlow's masked CRC-32C, which keeps CRCs of data containing CRCs well distributed."""
-    return _mask(_crc32c.crc32c(data))
+    return mask_crc32c(_crc32c.crc32c(data))
 
 
 def unmask_crc32c(masked: int) -> int:
-    """Invert :func:`masked_crc32c`'s masking step, giving back the plain CRC-32C."""
+    """Invert :func:`mask_crc32c`, giving back the plain CRC-32C."""
     rotated = (masked - _MASK_DELTA) & 0xFFFFFFFF
     return ((rotated >> 17) | (rotated << 15)) & 0xFFFFFFFF
 
@@ -436,6 +438,19 @@ class _ChunkReader:
                 self._buf, self._pos = chunk, take
         return b"".join(parts)
 
+    def pieces(self, n: int) -> Iterator[bytes | memoryview]:
+        """The next ``n`` bytes (fewer at end of stream) in the pieces they arrive in, none
+        of them copied or kept: how a record too large to hold is passed through its CRC."""
+        while n:
+            if self._pos >= len(self._buf):
+                if (chunk := next(self._chunks, None)) is None:
+                    return
+                self._buf, self._pos = chunk, 0
+            take = min(n, len(self._buf) - self._pos)
+            yield memoryview(self._buf)[self._pos:self._pos + take]
+            self._pos += take
+            n -= take
+
 
 def _stream_size(fileobj: BinaryIO) -> int | None:
     """Bytes left in a seekable file, or None when that cannot be known without reading."""
@@ -455,12 +470,27 @@ def _check_body_size(available: int, length: int, fail: Callable) -> None:
         raise fail(f"truncated data CRC: {available - length} of {FOOTER_SIZE} bytes")
 
 
+def _pass_through(reader: _ChunkReader, length: int) -> tuple[int, int]:
+    """Read ``length`` bytes of record data without keeping them: (bytes read, their crc32c)."""
+    crc = got = 0
+    for piece in reader.pieces(length):
+        crc = _crc32c.crc32c(piece, crc)
+        got += len(piece)
+    return got, crc
+
+
 def _parse(reader: _ChunkReader, path: str, verify_crc: bool, decompressed: bool,
-           size: int | None) -> Iterator[tuple[int, bytes]]:
+           size: int | None, max_bytes: int | None) -> Iterator[tuple[int, int, bytes | None]]:
     offset = 0
+    small = CHUNK_SIZE if max_bytes is None else min(CHUNK_SIZE, max_bytes)
 
     def fail(reason: str) -> CorruptRecordError:
         return CorruptRecordError(path, offset, reason, decompressed)
+
+    def check_data_crc(stored: int, computed: int, length: int) -> None:
+        if stored != computed:
+            raise fail(f"data CRC mismatch (stored {stored:#010x}, computed {computed:#010x}) "
+                       f"for a record of {length} bytes")
 
     while header := reader.read(HEADER_SIZE):
         if len(header) < HEADER_SIZE:
@@ -472,25 +502,39 @@ def _parse(reader: _ChunkReader, path: str, verify_crc: bool, decompressed: bool
         needed = length + FOOTER_SIZE
         if size is not None and offset + HEADER_SIZE + needed > size:
             _check_body_size(size - offset - HEADER_SIZE, length, fail)  # no read of a bad length
-        body = reader.read(needed)
-        _check_body_size(len(body), length, fail)
-        data = body[:length]
-        (data_crc,) = _U32.unpack_from(body, length)
-        if verify_crc and data_crc != (want := masked_crc32c(data)):
-            raise fail(f"data CRC mismatch (stored {data_crc:#010x}, computed {want:#010x}) "
-                       f"for a record of {length} bytes")
-        yield offset, data
+        if length <= small:  # the common case: data and footer in one read, small slices
+            body = reader.read(needed)
+            _check_body_size(len(body), length, fail)
+            data: bytes | None = body[:length]
+            if verify_crc:
+                check_data_crc(_U32.unpack_from(body, length)[0], masked_crc32c(data), length)
+        else:
+            if max_bytes is None or length <= max_bytes:  # held: no slice copies it again
+                data = reader.read(length)
+                got = len(data)
+            else:  # passed through its CRC piece by piece, never held
+                data, (got, crc) = None, _pass_through(reader, length)
+            footer = reader.read(FOOTER_SIZE) if got == length else b""
+            _check_body_size(got + len(footer), length, fail)
+            if verify_crc:
+                check_data_crc(_U32.unpack(footer)[0], mask_crc32c(crc) if data is None
+                               else masked_crc32c(data), length)
+        yield offset, length, data
         offset += HEADER_SIZE + needed
 
 
-def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto",
-                              path: str = "<stream>",
-                              verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
-    """Stream ``(offset, record)`` pairs, offset being the record's framing start.
+def iter_record_spans(fileobj: BinaryIO, compression: str | None = "auto",
+                      path: str = "<stream>", verify_crc: bool = True,
+                      max_bytes: int | None = None) -> Iterator[tuple[int, int, bytes | None]]:
+    """Stream ``(offset, length, data)`` per record, offset being the record's framing start.
 
-    For compressed files offsets count decompressed bytes. Works on non-seekable streams and
-    keeps only the current record and one chunk in memory. Any malformation, including a
-    damaged compressed stream, raises CorruptRecordError.
+    ``data`` is None for a record longer than ``max_bytes``: its bytes pass through the CRC
+    check in the pieces they are read and decompressed in, and are never held, so memory stays
+    within ``max_bytes`` and a few chunks whatever a record's size (a 2 GiB record of zeros is
+    a 2 MB gzip file). ``max_bytes=None`` returns every record's data.
+
+    For compressed files offsets count decompressed bytes. Works on non-seekable streams. Any
+    malformation, including a damaged compressed stream, raises CorruptRecordError.
     """
     auto = (compression or "").lower() == "auto"
     kind = NONE if auto else normalize_compression(compression)
@@ -503,10 +547,19 @@ def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto
     chunks = _raw_chunks(fileobj, head)
     if kind != NONE:
         chunks, size = _inflate(chunks, kind, path), None
-    yield from _parse(_ChunkReader(chunks), path, verify_crc, kind != NONE, size)
+    yield from _parse(_ChunkReader(chunks), path, verify_crc, kind != NONE, size, max_bytes)
+
+
+def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto",
+                              path: str = "<stream>",
+                              verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
+    """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`. Memory holds the
+    current record and a few chunks."""
+    for offset, _, data in iter_record_spans(fileobj, compression, path, verify_crc):
+        yield offset, data  # type: ignore[misc]  # max_bytes=None: never None
 
 
 def iter_records(fileobj: BinaryIO, compression: str | None = "auto", path: str = "<stream>",
                  verify_crc: bool = True) -> Iterator[bytes]:
     """Stream the records of a TFRecord file; see :func:`iter_records_with_offsets`."""
-    yield from (r for _, r in iter_records_with_offsets(fileobj, compression, path, verify_crc))
+    yield from (r for _, _, r in iter_record_spans(fileobj, compression, path, verify_crc))
