@@ -29,7 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.pipelines import output_guard
+from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.config import Config, check_columns, load_config
 from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks import storage
@@ -373,6 +373,7 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
         lease.acquire(wait=args.wait_for_lease)
     except LeaseHeld as err:
         raise BuildError(str(err)) from None
+    signals.watch_lease(lease)  # released if the command is interrupted
     try:
         with lease.keep_alive():
             return _run_leased(args, beam_args, config, found, root, build_id)
@@ -401,6 +402,7 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
                           "written (--skip-if-unchanged)")
     if args.version is None:  # the root was cleaned: the first free name may have changed
         layout = Layout(root, default_version(root))
+    signals.watch_version(layout)  # what an interrupted command reports on
     claim_version(layout, build_id, beam_tfrecords.__version__)
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"

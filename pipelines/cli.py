@@ -4,11 +4,15 @@ Exit status 0 on success; otherwise non-zero. An error the user can act on (a
 :class:`~beam_tfrecords.errors.UserError`) is one line on stderr, because the reader is usually
 a scheduler's log; anything else is a bug and prints its traceback. ``--debug``, anywhere on the
 command line, prints the traceback of every error.
+
+``build`` ended by SIGINT or SIGTERM exits 130 or 143 with one line saying what it committed,
+after stopping its worker processes (pipelines/signals.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import re
@@ -267,6 +271,17 @@ def _quiet_beams_report_of_user_errors() -> None:
             logger.addFilter(_DropUserErrorReports())
 
 
+def _signals_handled(command: str) -> contextlib.AbstractContextManager:
+    """For ``build``: SIGINT and SIGTERM stop the build and its workers, print one line and
+    exit 130 or 143 (pipelines/signals.py). The other commands only read; Ctrl-C there is the
+    KeyboardInterrupt below."""
+    if command != "build":
+        return contextlib.nullcontext()
+    from beam_tfrecords.pipelines.signals import handle_signals
+
+    return handle_signals()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
@@ -277,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not debug:
         _quiet_beams_report_of_user_errors()
     try:
-        return COMMANDS[command](argv[1:])
+        with _signals_handled(command):
+            return COMMANDS[command](argv[1:])
     except KeyboardInterrupt:
         print("beam-tfrecords: interrupted", file=sys.stderr)
         return 130
