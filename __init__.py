@@ -25,8 +25,8 @@ and ``sinks/`` import as ``beam_tfrecords.pipelines`` and friends.
 
 __version__ = "0.1.0"
 
-__all__ = ["ReadAvro", "ReadCsv", "ReadImages", "ReadJsonl", "ReadParquet", "ToExamples",
-           "UserError", "WriteTFRecordDataset", "__version__", "read_examples"]
+__all__ = ["ExampleParser", "ReadAvro", "ReadCsv", "ReadImages", "ReadJsonl", "ReadParquet",
+           "ToExamples", "UserError", "WriteTFRecordDataset", "__version__", "read_examples"]
 
 _LAZY = {
     "ReadAvro": "beam_tfrecords.transforms.readers.read_avro",
@@ -38,6 +38,7 @@ _LAZY = {
     "WriteTFRecordDataset": "beam_tfrecords.pipelines.api",
     "UserError": "beam_tfrecords.errors",
     "read_examples": "beam_tfrecords.pipelines.read",
+    "ExampleParser": "beam_tfrecords.pipelines.read",
     "TFRecordIterableDataset": "beam_tfrecords.pipelines.read",  # only where torch is installed
 }
 

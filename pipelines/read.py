@@ -44,7 +44,7 @@ from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["ReadError", "read_examples", "resolve_version", "shard_files", "shards_for_reader"]
+__all__ = ["ExampleParser", "ReadError", "read_examples", "resolve_version", "shard_files", "shards_for_reader"]
 
 _NUMPY = {"int64": np.int64, "float32": np.float32, "string": object}
 _KIND = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
@@ -246,8 +246,17 @@ def _sequence(spec: Mapping[str, Mapping[str, Any]], lists: Mapping[str, list]
     return out
 
 
-class _Decoder:
-    """One serialized record -> a dict shaped by a feature_spec.json document."""
+class ExampleParser:
+    """One serialized record -> a dict shaped by a feature_spec.json document, as
+    :func:`read_examples` yields it (numpy arrays; what ``tf.io.parse_example`` gives).
+
+    For records read some other way -- Beam's ``ReadFromTFRecord`` above all::
+
+        spec = json.load(open(f"{version}/feature_spec.json"))
+        records | beam.Map(btf.ExampleParser(spec))
+
+    It holds only the spec, so it pickles small for Beam workers.
+    """
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         self.sequence = spec.get("example_type", "Example") == "SequenceExample"
@@ -287,7 +296,7 @@ def read_examples(path: str, split: str | None = None, *, shuffle_files: bool = 
     files, compression, spec = shard_files(version_dir, split)
     mine = shards_for_reader(files, shuffle_files=shuffle_files, seed=seed, worker=worker,
                              num_workers=num_workers, rank=rank, world_size=world_size)
-    decode = _Decoder(spec)
+    decode = ExampleParser(spec)
     for file in mine:
         with storage.open_read(file) as handle:
             for record in tff.iter_records(handle, compression, path=file):

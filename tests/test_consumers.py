@@ -10,9 +10,12 @@ process per reader for all the versions. What each check proves:
   undecoded bytes are the stored file and whose decoded shape is the header's;
 - schema.pbtxt: tensorflow_metadata parses it; it lists exactly the keys the records hold, with
   their types, a shape only where every record has that many values, and presence 1 only
-  where every record has the key; Ray's ``read_tfrecords(tf_schema=...)`` reads every record
-  with it (lists stay lists) with the values TensorFlow decodes;
-- gzip and zlib versions carry no TFDS metadata, and the manifest says why.
+  where every record has the key; with it Ray's ``read_tfrecords(tf_schema=...)`` (README's
+  snippet) reads every record, lists as lists, with the values TensorFlow decodes;
+- gzip and zlib versions carry no TFDS metadata, and the manifest says why;
+- README's consumer snippets, run unchanged with ``output/demo`` linked to each version's
+  root: tf.data and TFDS yield TensorFlow's parse, Ray the stored values, Beam every record
+  (PyTorch, DALI and TFX: tests/consumers/run_heavy.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import json
 import math
 import os
 import pathlib
+import re
 import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -69,8 +74,9 @@ def tfds_read(versions, tf_python, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ray_read(versions, tf_python, tmp_path_factory) -> dict:
-    return _consumer(tf_python, tmp_path_factory.mktemp("ray"), "ray", versions.values())
+def schema_read(versions, tf_python, tmp_path_factory) -> dict:
+    return _consumer(tf_python, tmp_path_factory.mktemp("schema"), "schema-raw",
+                     versions.values())
 
 
 def _multiset(records) -> Counter:
@@ -109,9 +115,9 @@ def test_tfds_images_are_the_stored_files_and_decode_to_the_header_shape(name, v
         assert sorted(s[image] for s in read["image_shapes"]) == headers
 
 
-def test_schema_matches_the_records_and_ray_reads_them_with_it(versions, ray_read):
+def test_schema_matches_the_records(versions, schema_read):
     for name, version in versions.items():
-        result = ray_read[str(version)]
+        result = schema_read[str(version)]
         schema = {f["name"]: f for f in result["schema"]["feature"]}
         records = [r for read in result["splits"].values() for r in read["raw"]]
         assert records, name
@@ -126,23 +132,10 @@ def test_schema_matches_the_records_and_ray_reads_them_with_it(versions, ray_rea
             if "shape" in feature:
                 size = math.prod(int(d["size"]) for d in feature["shape"].get("dim", []))
                 assert {len(s["value"]) for s in seen} == {size}, (name, key)
-        for split, read in result["splits"].items():
-            raw = [{k: {"kind": v["kind"], **({"bits": v["bits"]} if "bits" in v
-                                               else {"value": v["value"]})}
-                    for k, v in r.items()} for r in read["raw"]]
-            assert len(read["ray"]) == len(raw), (name, split)
-            assert _multiset(_drop_empty(read["ray"])) == _multiset(_drop_empty(raw)), (name,
-                                                                                      split)
 
 
-def _drop_empty(records):
-    """Records without their empty lists: Ray gives a key the schema has and a record lacks as
-    an empty list (or None), so an absent key and an empty one read alike there."""
-    return [{k: v for k, v in r.items() if v.get("value", v.get("bits"))} for r in records]
-
-
-def test_schema_has_ragged_and_dense_representations(versions, ray_read):
-    schema = ray_read[str(versions["jsonl"])]["schema"]
+def test_schema_has_ragged_and_dense_representations(versions, schema_read):
+    schema = schema_read[str(versions["jsonl"])]["schema"]
     group = schema["tensorRepresentationGroup"][""]["tensorRepresentation"]
     assert group["tokens"] == {"raggedTensor": {
         "featurePath": {"step": ["tokens/flat_values"]},
@@ -191,3 +184,70 @@ def _build_compressed(config: pathlib.Path, out: pathlib.Path, compression: str)
     path = out.parent / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     return build.run(["--config", str(path), "--version", "v1"])
+
+
+# -- README's snippets --------------------------------------------------------------------------
+
+SNIPPET = re.compile(r"<!-- consumer: ([\w.-]+) -->\n```python\n(.*?)^```", re.S | re.M)
+
+
+def readme_snippets() -> dict[str, str]:
+    """``{consumer: code}`` of README's ``<!-- consumer: NAME -->`` blocks."""
+    return dict(SNIPPET.findall((ROOT / "README.md").read_text()))
+
+
+def test_readme_has_a_snippet_for_every_consumer():
+    assert set(readme_snippets()) == {"tf.data", "tfds", "ray", "beam", "pytorch", "dali",
+                                      "tfx"}
+
+
+@pytest.fixture(scope="module")
+def snippet_runs(versions, tf_python, tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("snippets")
+    args = []
+    for name, code in readme_snippets().items():
+        if name in ("tf.data", "tfds", "ray"):
+            (tmp / f"{name}.py").write_text(code)
+            args += ["--snippet", f"{name}={tmp / f'{name}.py'}"]
+    roots = [v.parent for v in versions.values()]
+    out = tmp / "snippets.json"
+    done = subprocess.run(
+        [tf_python, str(CONSUMERS), "snippet", "--out", str(out), *args, *map(str, roots)],
+        capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("consumer", ["tf.data", "tfds", "ray"])
+def test_readme_snippet_reads_every_sample_config(consumer, versions, snippet_runs):
+    for name, version in versions.items():
+        run = snippet_runs[str(version.parent)][consumer]
+        assert run["records"], (consumer, name)
+        expected = run["raw"] if consumer == "ray" else run["tf"]
+        got = run["records"]
+        if consumer == "tfds" and name.startswith("images"):
+            # Decoded to pixels (the stored bytes: test_tfds_images_...): the header's shape.
+            for record in got:
+                pixels = record.pop("image_raw")
+                assert [len(pixels), len(pixels[0]), len(pixels[0][0])] == [
+                    record["height"], record["width"], record["channels"]]
+            expected = [{k: v for k, v in r.items() if k != "image_raw"} for r in expected]
+        if consumer == "ray":  # an absent key and an empty list read alike in Ray
+            got = [{k: v for k, v in r.items() if v} for r in got]
+            expected = [{k: v for k, v in r.items() if v} for r in expected]
+        assert _multiset(got) == _multiset(expected), (consumer, name)
+
+
+def test_readme_beam_snippet_reads_every_record(versions, tmp_path):
+    code = readme_snippets()["beam"]
+    for name, version in versions.items():
+        folder = tmp_path / name
+        (folder / "output").mkdir(parents=True)
+        (folder / "output" / "demo").symlink_to(version.parent)
+        (folder / "snippet.py").write_text(code)
+        done = subprocess.run([sys.executable, "snippet.py"], cwd=folder, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        manifest = json.loads((version / "manifest.json").read_text())
+        assert done.stdout.split() == [str(manifest["splits"]["train"]["records"])], name

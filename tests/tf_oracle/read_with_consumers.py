@@ -4,7 +4,7 @@ Run ONLY with the TensorFlow virtual environment's interpreter (tensorflow-datas
 tensorflow-metadata and ray[data] are installed there, never in the project's environment):
 
     <tf venv>/bin/python tests/tf_oracle/read_with_consumers.py tfds --out R.json VERSION_DIR...
-    <tf venv>/bin/python tests/tf_oracle/read_with_consumers.py ray --out R.json VERSION_DIR...
+    <tf venv>/bin/python tests/tf_oracle/read_with_consumers.py schema-raw --out R.json VERSION...
     <tf venv>/bin/python tests/tf_oracle/read_with_consumers.py schema --out R.json FILE...
 
 ``tfds``: for every version and split, ``tfds.builder_from_directory(version)`` and
@@ -16,10 +16,14 @@ features are read twice: with ``tfds.decode.SkipDecoding()`` (the stored file by
 decoded (their pixel array shapes). A version TFDS cannot load has no ``dataset_info.json``;
 its entry is ``{"loadable": false}``.
 
-``ray``: the version's ``schema.pbtxt`` parsed with tensorflow_metadata (also returned as a
-dict), and ``ray.data.read_tfrecords(<split>/*, tf_schema=schema)`` per split; records in the
-raw per-key form of read_with_tf.py's ``--dump-raw`` (floats as float32 bits), beside that raw
-dump of the same files.
+``schema-raw``: the version's ``schema.pbtxt`` parsed with tensorflow_metadata (as a dict),
+beside read_with_tf.py's ``--dump-raw`` of each split (floats also as float32 bits).
+
+``snippet``: ``--snippet NAME=FILE`` (repeatable) runs README snippets unchanged, each in a
+fresh folder whose ``output/demo`` links to each DATA_ROOT given (a data set root with
+``LATEST``), and returns what the snippet's ``ds`` yields for the train split: for ``tf.data``
+and ``tfds`` records in the tfds mode's form, for ``ray`` the stored keys' values (floats as
+float32 bits), beside TensorFlow's parse and raw dump of the same shards.
 
 ``schema``: each ``schema.pbtxt`` FILE parsed with tensorflow_metadata, as a dict.
 
@@ -29,7 +33,6 @@ Writes ``{version_dir or file: {...}}`` as JSON. Exit 1 when a reader fails.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
@@ -94,8 +97,9 @@ def read_tfds(tf, tfds, version: str) -> dict:
     return out
 
 
-def read_ray(tf, version: str) -> dict:
-    import ray
+def read_schema(tf, version: str) -> dict:
+    """The version's schema.pbtxt parsed with tensorflow_metadata, and TensorFlow's raw dump
+    of each split, to hold the one against the other."""
     from google.protobuf import json_format, text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -105,29 +109,79 @@ def read_ray(tf, version: str) -> dict:
     for split in _splits(version):
         files = _shards(version, split)
         raw = oracle.dump_raw(tf, files, "none", "Example") if files else []
-        rows = []
-        if files:
-            dataset = ray.data.read_tfrecords(sorted(glob.glob(os.path.join(version, split, "*"))),
-                                              tf_schema=schema)
-            for row in dataset.iter_rows():
-                rows.append({key: _ray_value(key, values, schema) for key, values in row.items()})
-        out["splits"][split] = {"ray": rows, "raw": [r["features"] for r in raw]}
+        out["splits"][split] = {"raw": [r["features"] for r in raw]}
     return out
 
 
-def _ray_value(key, values, schema) -> dict:
-    kind = {f.name: f.type for f in schema.feature}[key]
-    values = [] if values is None else list(values)
-    if kind == 1:  # BYTES
-        return {"kind": "bytes_list", "value": [oracle.b64(bytes(v)) for v in values]}
-    if kind == 3:  # FLOAT
-        return {"kind": "float_list", "bits": [oracle.float32_bits(v) for v in values]}
-    return {"kind": "int64_list", "value": [int(v) for v in values]}
+def _records_of(tf, name: str, ds, spec: dict) -> list:
+    """What a snippet's ``ds`` yields, in the comparison form of its mode."""
+    if name == "ray":
+        from tensorflow_metadata.proto.v0 import schema_pb2  # noqa: F401  (types only)
+
+        rows = ds.take_all()
+        return [{k: _ray_kind(v) for k, v in row.items()} for row in rows]
+    if name == "tf.data":
+        ds = ds.unbatch()
+    records = []
+    for example in ds:
+        record = {}
+        for key, value in example.items():
+            entry = spec["features"][key]
+            if isinstance(value, dict):
+                value = _rebuild_ragged(tf, value, entry)
+            elif isinstance(value, tf.SparseTensor):
+                value = value.values
+            record[key] = _tfds_value(tf, value)
+        records.append(record)
+    return records
+
+
+def _ray_kind(values) -> list:
+    """Ray's values without their type: bytes base64, floats as float32 bits."""
+    import numpy as np
+
+    out = []
+    for v in [] if values is None else list(values):
+        if isinstance(v, (bytes, bytearray)):
+            out.append(oracle.b64(bytes(v)))
+        elif isinstance(v, (float, np.floating)):
+            out.append(oracle.float32_bits(v))
+        else:
+            out.append(int(v))
+    return out
+
+
+def run_snippet(tf, name: str, path: str, root: str) -> dict:
+    import tempfile
+
+    with open(path, encoding="utf-8") as f:
+        code = f.read()
+    with open(os.path.join(root, "LATEST"), encoding="utf-8") as f:
+        version = os.path.join(root, f.read().strip())
+    with open(os.path.join(version, "feature_spec.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as folder:
+        os.makedirs(os.path.join(folder, "output"))
+        os.symlink(os.path.abspath(root), os.path.join(folder, "output", "demo"))
+        os.chdir(folder)
+        try:
+            namespace: dict = {"__name__": "__main__"}
+            exec(compile(code, f"README snippet {name}", "exec"), namespace)
+            records = _records_of(tf, name, namespace["ds"], spec)
+        finally:
+            os.chdir(here)
+    shards = _shards(version, "train")
+    raw = [r["features"] for r in oracle.dump_raw(tf, shards, "none", "Example")]
+    return {"records": records, "tf": oracle.parse_files(tf, shards, "none", spec),
+            "raw": [{k: v.get("bits", v["value"]) for k, v in r.items()} for r in raw]}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("reader", choices=("tfds", "ray", "schema"))
+    parser.add_argument("reader", choices=("tfds", "schema-raw", "schema", "snippet"))
+    parser.add_argument("--snippet", action="append", default=[],
+                        help="NAME=FILE: a README snippet (snippet mode)")
     parser.add_argument("--out", required=True)
     parser.add_argument("versions", nargs="+")
     args = parser.parse_args(argv)
@@ -143,6 +197,13 @@ def main(argv=None) -> int:
         oracle.write_json(result, args.out)
         return 0
     tf = oracle.import_tf()
+    if args.reader == "snippet":
+        snippets = dict(item.split("=", 1) for item in args.snippet)
+        for root in args.versions:
+            result[root] = {name: run_snippet(tf, name, path, root)
+                            for name, path in snippets.items()}
+        oracle.write_json(result, args.out)
+        return 0
     if args.reader == "tfds":
         import tensorflow_datasets as tfds
 
@@ -150,14 +211,8 @@ def main(argv=None) -> int:
         for version in args.versions:
             result[version] = read_tfds(tf, tfds, version)
     else:
-        import ray
-
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
-        ray.data.DataContext.get_current().enable_progress_bars = False
         for version in args.versions:
-            result[version] = read_ray(tf, version)
-        ray.shutdown()
+            result[version] = read_schema(tf, version)
     oracle.write_json(result, args.out)
     return 0
 
