@@ -85,7 +85,9 @@ def _verify(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="beam-tfrecords verify",
         description="Check every record's CRCs and framing, record counts, sizes and crc32c "
-                    "against the manifest, and missing or extra shards. Exit 1 on any problem.")
+                    "against the manifest, listed files that are missing and files the "
+                    "manifest does not list. Exit 1 on any problem; an unlisted file outside "
+                    "the split folders is a warning.")
     parser.add_argument("path", help="a version directory, its manifest.json, or a glob of "
                                      "shard files (local or gs://)")
     args = parser.parse_args(argv)

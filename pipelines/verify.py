@@ -3,17 +3,23 @@
 Given a version directory (or its ``manifest.json``), every shard the manifest lists is read in
 full, once: each record's two CRCs and framing are checked (a corrupt or truncated record is
 reported with its file and byte offset), the records are counted, and the crc32c and size of the
-whole file are compared with the manifest. Shards that are missing, and shard-like files that
-the manifest does not list, are problems too, and so is an index sidecar the manifest lists
-that is missing or whose ``offset length`` lines do not address the shard's records. Given a
-glob of shards instead, every file is checked for framing and counted. Exit status 1 on any
-problem, for schedulers.
+whole file are compared with the manifest. An index sidecar the manifest lists that is missing
+or whose ``offset length`` lines do not address the shard's records is a problem too.
+
+The version folder is listed once and compared with the manifest: a file it lists that is
+missing (a shard, an index, a dead letter, a metadata file) is a problem, and so is a file in a
+split folder that it does not list -- a ``<split>/*`` glob, as tf.data and Beam users write,
+would read it as data. Any other file it does not list (at the version root, under ``index/``
+or ``dead_letter/``, a leftover ``.staging/``) is a warning: no reader of a split reads it, but
+the version holds more than it says. Given a glob of shards instead, every file is checked for
+framing and counted. Exit status 1 on any problem, 0 with warnings only, for schedulers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -21,10 +27,18 @@ import crc32c
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 __all__ = ["ShardCheck", "verify_path"]
+
+# Lists of further files a manifest may hold -> what each file is, for messages: the files
+# other readers need at the version root (schema.pbtxt, ...), and a list of index sidecars
+# some manifests carry (`index_files`; index paths are in the shard entries now).
+_PATH_LISTS = {"metadata_files": "metadata file", "index_files": "index file"}
+# What a version folder holds without its manifest listing it (sinks/format/layout.py).
+_UNLISTED_OURS = frozenset((lay.MANIFEST, lay.FEATURE_SPEC, lay.MARKER))
 
 
 @dataclasses.dataclass
@@ -36,6 +50,7 @@ class ShardCheck:
     bytes: int = 0
     crc32c: str = ""
     problems: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # worth a look, not failing
 
     @property
     def ok(self) -> bool:
@@ -111,11 +126,20 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _inside(path: object) -> bool:
+    """A relative ``/``-joined path that stays inside the version directory."""
+    if not isinstance(path, str):
+        return False
+    parts = path.split("/")
+    return not path.startswith("/") and "://" not in path and ".." not in parts and (
+        "" not in parts)
+
+
 def check_manifest(manifest: object) -> dict:
     """The parts of a manifest verify relies on, checked for shape before any is used.
 
     A damaged or hand-edited manifest becomes one reported problem instead of a traceback;
-    shard paths must stay inside the version directory (no ``..``, not absolute).
+    every path it lists must stay inside the version directory (no ``..``, not absolute).
     """
     _expect(isinstance(manifest, dict), "not a JSON object")
     splits = manifest.get("splits")
@@ -131,16 +155,22 @@ def check_manifest(manifest: object) -> dict:
                     and _is_count(shard.get("records")) and _is_count(shard.get("bytes"))
                     and isinstance(shard.get("crc32c"), str),
                     f"a shard of split {split!r} needs path, records, bytes and crc32c")
-            parts = shard["path"].split("/")
-            _expect(not shard["path"].startswith("/") and "://" not in shard["path"]
-                    and ".." not in parts and "" not in parts,
+            _expect(_inside(shard["path"]),
                     f"shard path {shard['path']!r} leaves the version directory")
             index = shard.get("index")
-            _expect(index is None or (isinstance(index, str) and not index.startswith("/")
-                                      and "://" not in index
-                                      and ".." not in index.split("/")
-                                      and "" not in index.split("/")),
+            _expect(index is None or _inside(index),
                     f"index path {index!r} leaves the version directory")
+    dead = manifest.get("dead_letter", [])
+    _expect(isinstance(dead, list) and all(isinstance(d, dict) for d in dead),
+            "'dead_letter' must be a list of objects")
+    for entry in dead:
+        _expect(_inside(entry.get("path")),
+                f"dead letter path {entry.get('path')!r} leaves the version directory")
+    for key in _PATH_LISTS:
+        paths = manifest.get(key, [])
+        _expect(isinstance(paths, list), f"{key!r} must be a list of paths")
+        for path in paths:
+            _expect(_inside(path), f"{key} path {path!r} leaves the version directory")
     compression = manifest.get("compression", "auto")
     _expect(compression == "auto" or compression in tff.COMPRESSIONS,
             f"unknown compression {compression!r}")
@@ -152,10 +182,10 @@ def check_manifest(manifest: object) -> dict:
     return manifest
 
 
-def _check_index(path: str, expected: list[str], shard_ok: bool) -> list[str]:
+def _check_index(path: str, present: bool, expected: list[str], shard_ok: bool) -> list[str]:
     """Problems of an index sidecar: missing, or lines that do not address the shard's
     records (compared only when the shard itself read cleanly)."""
-    if not storage.exists(path):
+    if not present:
         return [f"index {path} is missing"]
     try:
         got = storage.read_text(path).splitlines()
@@ -170,28 +200,68 @@ def _check_index(path: str, expected: list[str], shard_ok: bool) -> list[str]:
             f"{expected[first]!r}"]
 
 
+def _relative_files(version_dir: str) -> set[str]:
+    """Every file below ``version_dir`` (one listing), as ``/``-joined relative paths."""
+    files = storage.list_files(version_dir)
+    if storage.is_local(version_dir):
+        return {os.path.relpath(f, version_dir).replace(os.sep, "/") for f in files}
+    base = version_dir.rstrip("/") + "/"
+    return {f[len(base):] for f in files if f.startswith(base)}
+
+
+def _other_listed(manifest: dict) -> Iterator[tuple[str, str]]:
+    """(relative path, what it is) of the files a manifest lists besides shards and their
+    index sidecars: dead letters, metadata files, legacy index lists."""
+    for entry in manifest.get("dead_letter", []):
+        yield entry["path"], "dead-letter file"
+    for key, what in _PATH_LISTS.items():
+        for path in manifest.get(key, []):
+            yield path, what
+
+
+def _unlisted(version_dir: str, paths: list[str], splits: dict) -> Iterator[ShardCheck]:
+    """One finding per file the manifest does not list (one for a whole ``.staging/``)."""
+    staging = [p for p in paths if p.startswith(lay.STAGING + "/")]
+    if staging:
+        yield ShardCheck(storage.join(version_dir, lay.STAGING), warnings=[
+            f"a build's staging folder ({len(staging)} file(s)): the build is still writing, "
+            "or did not finish removing it"])
+    for path in paths:
+        folder = path.split("/", 1)[0] if "/" in path else None
+        if folder == lay.STAGING:
+            continue
+        if folder in splits:
+            yield ShardCheck(storage.join(version_dir, path), problems=[
+                f"extra: a file in split folder {folder!r} the manifest does not list "
+                f"(a {folder}/* glob reads it as data)"])
+        else:
+            yield ShardCheck(storage.join(version_dir, path), warnings=[
+                "not listed in the manifest (no reader of a split reads it)"])
+
+
 def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
-    version_dir = manifest_path.rsplit("/", 1)[0]
+    version_dir = manifest_path.rsplit("/", 1)[0] if "/" in manifest_path else "."
     try:
         manifest = check_manifest(json.loads(storage.read_text(manifest_path)))
     except (ManifestError, ValueError) as err:  # JSONDecodeError, UnicodeDecodeError too
         yield ShardCheck(manifest_path, problems=[f"unusable manifest: {err}"])
         return
-    listed = set()
+    on_disk = _relative_files(version_dir)
+    listed = set(_UNLISTED_OURS)
     written = 0
     for split, info in sorted(manifest["splits"].items()):
         for shard in info["shards"]:
             path = storage.join(version_dir, shard["path"])
-            listed.add(path)
-            if not storage.exists(path):
+            index = shard.get("index")
+            listed.update((shard["path"], index) if isinstance(index, str) else (shard["path"],))
+            if shard["path"] not in on_disk:
                 yield ShardCheck(path, problems=["missing: listed in the manifest, not on disk"])
                 continue
-            index = shard.get("index")
             lines: list[str] | None = [] if isinstance(index, str) else None
             check = check_file(path, manifest.get("compression", "auto"), lines)
             if lines is not None:
-                check.problems += _check_index(storage.join(version_dir, index), lines,
-                                               check.ok)
+                check.problems += _check_index(storage.join(version_dir, index),
+                                               index in on_disk, lines, check.ok)
             if check.records != shard["records"]:
                 check.problems.append(f"{check.records} records, the manifest says "
                                       f"{shard['records']}")
@@ -202,16 +272,15 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
                                       f"{shard['crc32c']}")
             written += check.records
             yield check
-        split_dir = storage.join(version_dir, split)
-        for path in storage.list_files(split_dir):
-            if "-of-" in path.rsplit("/", 1)[-1] and not path.endswith(".index") and (
-                path not in listed
-            ):
-                yield ShardCheck(path, problems=["extra: a shard file the manifest does not "
-                                                 "list"])
         if info["records"] != sum(s["records"] for s in info["shards"]):
             yield ShardCheck(storage.join(version_dir, split),
                              problems=["the split's record total disagrees with its shards"])
+    for path, what in _other_listed(manifest):
+        listed.add(path)
+        if path not in on_disk:
+            yield ShardCheck(storage.join(version_dir, path),
+                             problems=[f"missing: a {what} listed in the manifest, not on disk"])
+    yield from _unlisted(version_dir, sorted(on_disk - listed), manifest["splits"])
     counts = manifest.get("counts", {})
     if counts and counts.get("written") != written:
         yield ShardCheck(manifest_path, problems=[
@@ -233,12 +302,16 @@ def verify_path(path: str) -> list[ShardCheck]:
 
 
 def format_table(checks: list[ShardCheck]) -> str:
+    """One line per file (records and bytes ``-`` for a file that was not read), then totals."""
     width = max([len(c.path) for c in checks] + [4])
     lines = [f"{'file':<{width}}  {'records':>9}  {'bytes':>12}  {'crc32c':<8}  status"]
     for c in checks:
-        status = "ok" if c.ok else "; ".join(c.problems)
-        lines.append(f"{c.path:<{width}}  {c.records:>9}  {c.bytes:>12}  {c.crc32c:<8}  {status}")
+        status = ("; ".join(c.problems) if c.problems else
+                  "warning: " + "; ".join(c.warnings) if c.warnings else "ok")
+        records, size = (c.records, c.bytes) if c.crc32c else ("-", "-")
+        lines.append(f"{c.path:<{width}}  {records:>9}  {size:>12}  {c.crc32c:<8}  {status}")
     bad = sum(not c.ok for c in checks)
+    warned = sum(c.ok and bool(c.warnings) for c in checks)
     lines.append(f"{len(checks)} file(s) checked, {sum(c.records for c in checks)} records, "
-                 f"{bad} with problems")
+                 f"{bad} with problems" + (f", {warned} with warnings" if warned else ""))
     return "\n".join(lines)

@@ -172,6 +172,12 @@ def test_verify_reports_every_damage_without_raising(tmp_path_factory, version, 
     (lambda m: m.update(splits=[]), "'splits' is not an object"),
     (lambda m: m.update(compression="zstd"), "unknown compression"),
     (lambda m: m["splits"].update({"..": m["splits"]["train"]}), "not a directory name"),
+    (lambda m: m.update(dead_letter=[{"path": "../../x.jsonl", "records": 1}]),
+     "dead letter path '../../x.jsonl' leaves the version directory"),
+    (lambda m: m.update(dead_letter={"path": "x"}), "'dead_letter' must be a list"),
+    (lambda m: m.update(metadata_files=["/etc/passwd"]),
+     "metadata_files path '/etc/passwd' leaves the version directory"),
+    (lambda m: m.update(metadata_files="schema.pbtxt"), "'metadata_files' must be a list"),
 ])
 def test_hostile_manifest_is_a_reported_problem(tmp_path, version, edit, needle):
     copy = tmp_path / "v"

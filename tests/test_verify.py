@@ -14,6 +14,8 @@ import pytest
 from beam_tfrecords_tests_helpers import shard_paths
 
 from beam_tfrecords.pipelines import build, cli
+from beam_tfrecords.pipelines.verify import verify_path
+from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -67,7 +69,7 @@ def flip(path: pathlib.Path, offset: int) -> None:
     ("flip_length", "corrupt TFRecord at byte offset 0"),
     ("truncate", "truncated"),
     ("missing", "missing: listed in the manifest"),
-    ("extra", "extra: a shard file the manifest does not list"),
+    ("extra", "extra: a file in split folder"),
     ("manifest_records", "records, the manifest says"),
     ("manifest_crc", "crc32c"),
 ])
@@ -98,6 +100,111 @@ def test_verify_reports_damage(copy, capsys, damage, needle):
     assert target.name in err or "demo-00099" in err
     if damage.startswith("flip") or damage == "truncate":
         assert str(target) in err and "offset" in err
+
+
+def add_dead_letters(version: pathlib.Path) -> str:
+    """A dead-letter file and its manifest entry, as a build that rejected a record writes."""
+    name = "dead_letter/rejected-00000-of-00001.jsonl"
+    (version / "dead_letter").mkdir()
+    (version / name).write_text('{"reason": "bad"}\n')
+    manifest = json.loads((version / "manifest.json").read_text())
+    manifest["dead_letter"] = [{"path": name, "records": 1}]
+    (version / "manifest.json").write_text(json.dumps(manifest))
+    return name
+
+
+def forget_metadata_files(version: pathlib.Path) -> None:
+    manifest = json.loads((version / "manifest.json").read_text())
+    del manifest["metadata_files"]  # as versions written before the list existed
+    (version / "manifest.json").write_text(json.dumps(manifest))
+
+
+# damage -> (exit status, {file: what its one line says}); files relative to the version
+LISTING_CASES = {
+    "stray shard in a split folder": (
+        lambda v: shutil.copy(shards(v)[0], v / "train" / "demo-00007-of-00009.tfrecord"),
+        1, {"train/demo-00007-of-00009.tfrecord":
+            "extra: a file in split folder 'train' the manifest does not list (a train/* glob "
+            "reads it as data)"}),
+    "any file in a split folder": (
+        lambda v: (v / "eval" / "notes.txt").write_text("x"),
+        1, {"eval/notes.txt": "extra: a file in split folder 'eval'"}),
+    "dead-letter folder gone": (
+        lambda v: shutil.rmtree(v / "dead_letter"),
+        1, {"dead_letter/rejected-00000-of-00001.jsonl":
+            "missing: a dead-letter file listed in the manifest, not on disk"}),
+    "metadata file gone": (
+        lambda v: (v / "schema.pbtxt").unlink(),
+        1, {"schema.pbtxt": "missing: a metadata file listed in the manifest, not on disk"}),
+    "unlisted file at the root": (
+        lambda v: (v / "notes.txt").write_text("x"),
+        0, {"notes.txt": "warning: not listed in the manifest (no reader of a split reads it)"}),
+    "unlisted dead letter": (
+        lambda v: (v / "dead_letter" / "old.jsonl").write_text("{}"),
+        0, {"dead_letter/old.jsonl": "warning: not listed in the manifest"}),
+    "leftover staging folder": (
+        lambda v: [(v / ".staging" / "a" / n).parent.mkdir(parents=True, exist_ok=True)
+                   or (v / ".staging" / "a" / n).write_text("x") for n in ("p1", "p2")],
+        0, {".staging": "warning: a build's staging folder (2 file(s)): the build is still "
+                        "writing, or did not finish removing it"}),
+    "metadata files of a manifest without the list": (
+        forget_metadata_files,
+        0, {"schema.pbtxt": "warning: not listed in the manifest"}),
+}
+
+
+@pytest.mark.parametrize("case", list(LISTING_CASES))
+def test_verify_compares_the_version_folder_with_the_manifest(copy, capsys, case):
+    """Listed files that are gone (dead letters and metadata too) fail; unlisted files fail in
+    a split folder, which a ``<split>/*`` glob reads, and are warnings elsewhere. One line
+    per finding (issue #15, item 7)."""
+    add_dead_letters(copy)
+    code, out, err = run_verify(copy, capsys)
+    assert code == 0 and "warning" not in out, out + err
+    damage, status, expected = LISTING_CASES[case]
+    if case == "metadata files of a manifest without the list":  # each one it held
+        listed = json.loads((copy / "manifest.json").read_text())["metadata_files"]
+        assert "schema.pbtxt" in listed
+        expected = {name: expected["schema.pbtxt"] for name in listed}
+    damage(copy)
+    code, out, err = run_verify(copy, capsys)
+    assert code == status, out + err
+    for name, says in expected.items():
+        lines = [line for line in out.splitlines() if line.startswith(f"{copy / name} ")]
+        assert len(lines) == 1 and says in lines[0], out
+    findings = [line for line in out.splitlines()[1:-1] if not line.endswith("  ok")]
+    assert len(findings) == len(expected), out
+    if status:
+        assert err.startswith(f"beam-tfrecords verify: 1 problem file(s); first: "
+                              f"{copy / next(iter(expected))}: "), err
+    else:
+        assert err == "" and "with warnings" in out.splitlines()[-1]
+
+
+def test_verify_compares_a_version_folder_on_gcs(gcs_emulator, built):
+    """The same comparison with one listing of a gs:// prefix."""
+    version = gcs_emulator.unique_prefix("verify") + "/v"
+    for path in built.rglob("*"):
+        if path.is_file():
+            gcs_emulator.upload(f"{version}/{path.relative_to(built)}", path.read_bytes())
+    assert all(c.ok and not c.warnings for c in verify_path(version))
+    manifest = json.loads((built / "manifest.json").read_text())
+    entry = next(iter(manifest["splits"].values()))["shards"][0]
+    shard, records = entry["path"], entry["records"]
+    gcs_emulator.upload(f"{version}/train/demo-00007-of-00009.tfrecord", b"stray")
+    gcs_emulator.upload(f"{version}/notes.txt", b"x")
+    storage.delete([f"{version}/{shard}", f"{version}/schema.pbtxt"])
+    found = {c.path.removeprefix(version + "/"): c.problems or ["warning"] + c.warnings
+             for c in verify_path(version) if not c.ok or c.warnings}
+    assert found == {
+        shard: ["missing: listed in the manifest, not on disk"],
+        "schema.pbtxt": ["missing: a metadata file listed in the manifest, not on disk"],
+        "train/demo-00007-of-00009.tfrecord": [
+            "extra: a file in split folder 'train' the manifest does not list (a train/* glob "
+            "reads it as data)"],
+        "notes.txt": ["warning", "not listed in the manifest (no reader of a split reads it)"],
+        "manifest.json": [f"counts.written is 10000, the shards hold {10000 - records}"],
+    }
 
 
 def test_verify_a_glob_of_shards(built, capsys):
