@@ -31,6 +31,7 @@ import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.config import Config, check_columns, load_config
+from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.commit import (
@@ -105,6 +106,13 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
         return p | "ReadImages" >> ReadImages(images,
                                               check_complete=source.images.check_complete,
                                               read_threads=source.images.read_threads)
+    reader = file_source(config, input_files)
+    return p | type(reader).__name__ >> reader  # stable step labels: ReadCsv, ReadParquet ...
+
+
+def file_source(config: Config, input_files: Sequence[str]) -> Any:
+    """The public source (``btf.ReadCsv`` ...) of a file format, with the config's options."""
+    source = config.source
     files, features = sorted(input_files), config.features
     extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
     limit = source.max_record_bytes
@@ -116,8 +124,7 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
                                        max_record_bytes=limit),
         "avro": lambda: ReadAvro(files, features, max_record_bytes=limit),
     }
-    reader = readers[source.format]()
-    return p | type(reader).__name__ >> reader  # stable step labels: ReadCsv, ReadParquet ...
+    return readers[source.format]()
 
 
 def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
@@ -181,6 +188,9 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
         columns = first_columns(config, files[0])
         if columns is not None:
             check_columns(config, columns, files[0])
+        if config.features:
+            check_sample(config.features, file_source(config, files).file_reader(), files[0],
+                         config.errors.max_bad_fraction)
         return config, Inputs(files, fingerprint)
     opts = source.images
     try:

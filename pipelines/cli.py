@@ -149,10 +149,18 @@ def _inspect(argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS = {"build": _build, "verify": _verify, "inspect": _inspect, "schema": _schema}
-USAGE = """\
-usage: beam-tfrecords [--debug] {build,verify,inspect,schema} ...  (each has --help)
+def _init(argv: list[str]) -> int:
+    from beam_tfrecords.pipelines.init_config import main as init_main
 
+    return init_main(argv)
+
+
+COMMANDS = {"init": _init, "build": _build, "verify": _verify, "inspect": _inspect,
+            "schema": _schema}
+USAGE = """\
+usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema} ...  (each has --help)
+
+  init     print a config inferred from the input data (types, shapes, missing values)
   build    build a data set version from a config
   verify   check a built version's records, sizes and checksums against its manifest
   inspect  print the first examples and a per-feature summary

@@ -44,7 +44,8 @@ from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["ExampleParser", "ReadError", "read_examples", "resolve_version", "shard_files", "shards_for_reader"]
+__all__ = ["ExampleParser", "ReadError", "read_examples", "resolve_version", "shard_files",
+           "shards_for_reader"]
 
 _NUMPY = {"int64": np.int64, "float32": np.float32, "string": object}
 _KIND = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}

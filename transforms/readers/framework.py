@@ -393,6 +393,11 @@ class ReadSource(beam.PTransform):
         self.options = options
         self._reader = self._files(options, self.features, tuple(extra_fields))
 
+    def file_reader(self) -> ReadFileFn:
+        """The DoFn that reads one file, for callers that sample a file before the pipeline
+        runs (pipelines/launch_check.py)."""
+        return self._reader.reader
+
     def expand(self, pbegin):
         files = match_files(type(self).__name__, self.file_pattern)
         read = self._reader.expand(pbegin | "ListInputs" >> beam.Create(files))  # file paths

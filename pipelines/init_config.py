@@ -1,0 +1,591 @@
+"""``beam-tfrecords init``: a complete, commented config written from the data itself.
+
+Writing ``features:`` by hand for a 19-column table is the first hour of a new data set, and
+each mistake in it costs a full pass. ``init`` reads what the input declares or shows -- a
+Parquet file's Arrow schema and its row groups' null counts, an Avro file's records, CSV cells
+as Arrow infers them (the null markers it finds included), a sample of JSON lines, an image
+folder's layout -- and prints a config that builds that input with no rejects:
+
+* every column is a feature: its type, a shape from its list nesting (``[-1]``, ragged
+  ``[-1, -1]``), ``missing: omit`` where values are missing, ``unit:`` for timestamps and
+  dates (Parquet and Avro: CSV and JSON text stays text), dotted sources for nested fields;
+* columns it cannot map (times of day, maps, lists of records) are listed as comments, why
+  included;
+* an id-like column (``id``, ``*_id``: unique and never missing in the sample) becomes the
+  split key of an 80/20 train/eval split.
+
+The inference itself (:func:`features_from_arrow`) is pure over Arrow types and sample
+statistics; reading the sample is the format's business.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from beam_tfrecords.errors import UserError
+from beam_tfrecords.sinks import storage
+
+__all__ = ["Column", "InitError", "columns_of", "features_from_arrow", "main", "render"]
+
+SAMPLE_RECORDS = 10_000
+SAMPLE_BYTES = 16 << 20
+LIST_ROWS = 5_000_000
+# Arrow's CSV null spellings that are missing values to us too; "nan" and friends are not:
+# our float parser reads them as NaN values.
+_CSV_NULLS = ("", "NA", "N/A", "NULL", "null", "#N/A", "n/a", "None", "none", "-")
+_FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
+            ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".avro": "avro"}
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNITS = {"s": "s", "ms": "ms", "us": "us", "ns": "ns"}
+
+
+class InitError(UserError):
+    """An input ``init`` cannot describe; one line."""
+
+
+@dataclasses.dataclass
+class Column:
+    """One feature to write: its name, source path, type, shape, missing policy, unit and a
+    comment; ``skip`` holds why a column became a comment instead."""
+
+    name: str
+    source: tuple[str, ...]
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+    missing: str = "error"
+    unit: str = ""
+    note: str = ""
+    skip: str = ""
+
+
+# -- Arrow types -> features (pure) ---------------------------------------------------------------
+
+def _leaf(pa: Any, t: Any, text_times: bool) -> tuple[str, str, str] | str:
+    """(dtype, unit, note) of a scalar Arrow type, or the reason it has no feature type."""
+    types = pa.types
+    if types.is_dictionary(t):
+        return _leaf(pa, t.value_type, text_times)
+    if types.is_boolean(t):
+        return "int64", "", "true/false -> 1/0"
+    if types.is_integer(t):
+        note = "values above 2**63-1 are rejected" if t == pa.uint64() else ""
+        return "int64", "", note
+    if types.is_floating(t):
+        return "float", "", ""
+    if types.is_decimal(t):
+        return "float", "", "decimal -> float32"
+    if types.is_string(t) or types.is_large_string(t):
+        return "string", "", ""
+    if types.is_binary(t) or types.is_large_binary(t) or types.is_fixed_size_binary(t):
+        return "bytes", "", ""
+    if types.is_timestamp(t):
+        if text_times:
+            return "string", "", "date-time text, kept as text"
+        zone = f", time zone {t.tz}" if t.tz else ""
+        return "int64", _UNITS[t.unit], f"timestamp{zone} -> {t.unit} since 1970-01-01 UTC"
+    if types.is_date(t):
+        if text_times:
+            return "string", "", "date text, kept as text"
+        return "int64", "days", "date -> days since 1970-01-01"
+    if types.is_time(t):
+        return "a time of day has no feature type"
+    if types.is_null(t):
+        return "always missing in the sample"
+    if types.is_map(t):
+        return "a map has no feature type (flatten it to columns first)"
+    return f"{t} has no feature type"
+
+
+def _list_shape(pa: Any, t: Any) -> tuple[tuple[int, ...], Any]:
+    """The shape of a (nested) list type and its element type."""
+    shape: list[int] = []
+    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        shape.append(-1)
+        t = t.value_type
+    return tuple(shape), t
+
+
+def features_from_arrow(pa: Any, schema: Any, nulls: Mapping[str, int], *,
+                        text_times: bool = False) -> list[Column]:
+    """Columns of an Arrow ``schema``: ``nulls`` maps a dotted field path to how many of its
+    values are missing (absent keys: none seen). ``text_times``: timestamps and dates came
+    from text (CSV), which our readers keep as text."""
+    out: list[Column] = []
+
+    def visit(field: Any, path: tuple[str, ...], parent_missing: bool) -> None:
+        dotted = ".".join(path)
+        missing = parent_missing or nulls.get(dotted, 0) > 0
+        t = field.type
+        if pa.types.is_struct(t):
+            for child in t:
+                visit(child, path + (child.name,), missing)
+            return
+        shape, element = _list_shape(pa, t)
+        name = "_".join(path)
+        if pa.types.is_struct(element):
+            out.append(Column(name, path, skip="a list of records has no feature type"))
+            return
+        leaf = _leaf(pa, element, text_times)
+        if isinstance(leaf, str):
+            out.append(Column(name, path, skip=leaf))
+            return
+        dtype, unit, note = leaf
+        out.append(Column(name, path, dtype, shape, "omit" if missing else "error", unit,
+                          note))
+
+    for field in schema:
+        visit(field, (field.name,), False)
+    return out
+
+
+# -- reading the sample -------------------------------------------------------------------------
+
+def _detect(path: str, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    lowered = path.lower()
+    for suffix in (".gz",):
+        lowered = lowered.removesuffix(suffix)
+    ext = posixpath.splitext(lowered)[1]
+    if ext in _FORMATS:
+        return _FORMATS[ext]
+    raise InitError(f"cannot tell the format of {path!r} from its name; pass --format "
+                    f"({', '.join(sorted(set(_FORMATS.values())) + ['images'])})")
+
+
+def _is_list(pa: Any, t: Any) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def _null_counts_parquet(pq_file: Any) -> dict[str, int]:
+    """Missing values per dotted path from the row groups' statistics (the whole file); a
+    column without statistics counts as having some."""
+    counts: dict[str, int] = {}
+    meta = pq_file.metadata
+    for group in range(meta.num_row_groups):
+        row_group = meta.row_group(group)
+        for index in range(row_group.num_columns):
+            column = row_group.column(index)
+            path = column.path_in_schema
+            # list<...> paths hold ".list.element" (or ".list.item") parts: drop them.
+            path = re.sub(r"\.(list|bag)\.(element|item|array)", "", path)
+            stats = column.statistics
+            missing = stats.null_count if stats is not None and stats.has_null_count else 1
+            counts[path] = counts.get(path, 0) + missing
+            for prefix in _prefixes(path):
+                counts.setdefault(prefix, 0)
+    return counts
+
+
+def _prefixes(path: str) -> Iterable[str]:
+    parts = path.split(".")
+    return (".".join(parts[:i]) for i in range(1, len(parts)))
+
+
+def _nulls_of(pa: Any, table: Any) -> dict[str, int]:
+    """Missing values per dotted path in a sample table (struct members included)."""
+    counts: dict[str, int] = {}
+
+    def visit(array: Any, path: str) -> None:
+        counts[path] = array.null_count
+        if pa.types.is_struct(array.type):
+            for index, child in enumerate(array.type):
+                visit(array.field(index), f"{path}.{child.name}")
+
+    for name, column in zip(table.column_names, table.columns):
+        visit(column.combine_chunks() if column.num_chunks else pa.array([], column.type),
+              name)
+    return counts
+
+
+def _sample_bytes(path: str, limit: int = SAMPLE_BYTES) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of ``path`` cut after the last newline, and whether that is
+    the whole file."""
+    with storage.open_read(path) as handle:
+        data = handle.read(limit + 1)
+    if len(data) <= limit:
+        return data, True
+    return data[: data.rfind(b"\n") + 1], False
+
+
+def _csv_columns(pa: Any, path: str, delimiter: str) -> tuple[list[Column], dict[str, Any]]:
+    import pyarrow.csv as pcsv
+
+    data, whole = _sample_bytes(path)
+    if not data.strip():
+        raise InitError(f"{path}: no rows to learn from")
+    markers = [m for m in _CSV_NULLS]
+    table = pcsv.read_csv(pa.py_buffer(data), parse_options=pcsv.ParseOptions(
+        delimiter=delimiter), convert_options=pcsv.ConvertOptions(
+        null_values=markers, strings_can_be_null=True, quoted_strings_can_be_null=True))
+    as_text = pcsv.read_csv(pa.py_buffer(data), parse_options=pcsv.ParseOptions(
+        delimiter=delimiter), convert_options=pcsv.ConvertOptions(
+        column_types={n: pa.string() for n in table.column_names}, null_values=[],
+        strings_can_be_null=False))
+    seen = set()
+    for column in as_text.columns:
+        seen.update(v for v in column.to_pylist() if v in markers)
+    columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table), text_times=True)
+    for column in columns:
+        cells = as_text.column(column.source[0]).to_pylist()
+        if column.dtype == "string" and not column.shape:  # JSON array cells: a list
+            _json_list_cells(column, cells, seen)
+        elif column.dtype in ("int64", "float"):
+            _check_cells(column, [c for c in cells if c not in seen and c != ""])
+    # An empty cell is a missing value (the reader's default) whether or not the sample has one.
+    options = {"delimiter": delimiter, "header": True, "null_values": sorted(seen | {""})}
+    if not whole:
+        options["_partial"] = True
+    return columns, options
+
+
+def _check_cells(column: Column, cells: Sequence[str]) -> None:
+    """Keep a number type only where our CSV reader parses every sampled cell as one (Arrow
+    reads ``0x1F`` as an integer, we do not): else a float, else text."""
+    from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+    from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
+
+    for dtype in ("int64", "float", "string")[("int64", "float").index(column.dtype):]:
+        if dtype == "string":
+            column.dtype, column.note = "string", "numbers our CSV reader does not parse"
+            return
+        spec = FeatureSpec(column.name, dtype)
+        try:
+            for cell in cells:
+                parse_cell(spec, cell)
+        except CellError:
+            continue
+        if dtype != column.dtype:
+            column.dtype, column.note = dtype, ""
+        return
+
+
+def _json_list_cells(column: Column, cells: Sequence[str], nulls: set) -> None:
+    values = [c for c in cells if c not in nulls]
+    if not values or not all(c.startswith("[") for c in values):
+        return
+    try:
+        parsed = [json.loads(c) for c in values]
+    except ValueError:
+        return
+    flat = [v for cell in parsed for v in (cell if isinstance(cell, list) else [None])]
+    if any(isinstance(v, (list, dict)) or v is None for v in flat):
+        return
+    if all(isinstance(v, bool) or isinstance(v, int) for v in flat):
+        column.dtype = "int64"
+    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat):
+        column.dtype = "float"
+    elif not all(isinstance(v, str) for v in flat):
+        return
+    column.shape, column.note = (-1,), "a JSON array cell -> a variable-length list"
+
+
+def _records_columns(pa: Any, records: list[dict], where: str) -> list[Column]:
+    """Columns of sampled records (JSON Lines, Avro): Arrow infers the types; a key absent
+    from some records counts as missing there."""
+    if not records:
+        raise InitError(f"{where}: no records to learn from")
+    try:
+        # pa.array unites the keys of every record (Table.from_pylist keeps the first's).
+        table = pa.Table.from_struct_array(pa.array(records))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
+        raise InitError(f"{where}: the sampled records do not share one type per field "
+                        f"({err}); write those features by hand") from None
+    return features_from_arrow(pa, table.schema, _nulls_of(pa, table))
+
+
+def _jsonl_records(path: str) -> tuple[list[dict], bool]:
+    data, whole = _sample_bytes(path)
+    records = []
+    for line in data.splitlines()[:SAMPLE_RECORDS]:
+        if line.strip():
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue  # the build makes it a dead letter; nothing to learn here
+            if isinstance(value, dict):
+                records.append(value)
+    return records, whole and len(records) < SAMPLE_RECORDS
+
+
+def columns_of(path: str, fmt: str, delimiter: str = ",") -> tuple[list[Column], dict, str]:
+    """(columns, the source's format options, a note on what was read) for one input file."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with storage.open_read(path) as handle:
+            pq_file = pq.ParquetFile(handle)
+            schema = pq_file.schema_arrow
+            nulls = _null_counts_parquet(pq_file)
+            rows = pq_file.metadata.num_rows
+            # A list's leaf statistics count empty lists as nulls: read the list columns
+            # that seem to have some and count at the Arrow level (a whole file up to
+            # LIST_ROWS rows; past that its first row group, the rest judged by statistics).
+            lists = [f.name for f in schema if _is_list(pa, f.type) and nulls.get(f.name)]
+            if lists:
+                read = (pq_file.read(columns=lists) if rows <= LIST_ROWS
+                        else pq_file.read_row_group(0, columns=lists))
+                for name in lists:
+                    if rows <= LIST_ROWS or read.num_rows == rows:
+                        nulls[name] = read.column(name).null_count
+        return features_from_arrow(pa, schema, nulls), {}, f"its schema ({rows} rows)"
+    if fmt == "csv":
+        columns, options = _csv_columns(pa, path, delimiter)
+        partial = options.pop("_partial", False)
+        what = "the first 16 MB" if partial else "all of it"
+        return columns, options, f"{what}, as Arrow infers CSV"
+    if fmt == "jsonl":
+        records, whole = _jsonl_records(path)
+        what = "all of it" if whole else f"the first {len(records)} records"
+        return _records_columns(pa, records, path), {}, what
+    if fmt == "avro":
+        from beam_tfrecords.pipelines.launch_check import sample_events
+        from beam_tfrecords.transforms.readers.read_avro import ReadAvro
+
+        reader = ReadAvro(path).file_reader()
+        records = [r for _, r in sample_events(reader, path, SAMPLE_RECORDS)
+                   if isinstance(r, dict)]
+        return _records_columns(pa, records, path), {}, f"the first {len(records)} records"
+    raise InitError(f"format {fmt!r}: init reads csv, jsonl, parquet, avro and images")
+
+
+# -- image folders ------------------------------------------------------------------------------
+
+def _image_layout(root: str) -> tuple[bool, list[str]]:
+    """Whether the folder holds ``<split>/<label>/<file>`` (else ``<label>/<file>``), and its
+    first level's names."""
+    from beam_tfrecords.transforms.readers.read_images import DEFAULT_EXTENSIONS
+
+    root = root.rstrip("/")
+    depths: set[int] = set()
+    first: set[str] = set()
+    for match in storage.match(root + "/**"):
+        relative = match.path[len(root) + 1:]
+        if posixpath.splitext(relative)[1].lower() not in DEFAULT_EXTENSIONS:
+            continue
+        parts = relative.split("/")
+        depths.add(len(parts))
+        first.add(parts[0])
+    if not depths:
+        raise InitError(f"{root}: no image files found")
+    if depths == {3}:
+        return True, sorted(first)
+    if depths == {2}:
+        return False, sorted(first)
+    raise InitError(f"{root}: images at mixed depths {sorted(depths)}; init knows "
+                    "<label>/<file> and <split>/<label>/<file>")
+
+
+def _images_config(root: str, name: str, output: str) -> str:
+    by_split, first = _image_layout(root)
+    lines = [
+        f"# beam-tfrecords init: {root} is an image folder laid out as "
+        + ("<split>/<label>/<file>" if by_split else "<label>/<file>") + ".",
+        f"name: {name}",
+        "source:",
+        "  format: images",
+        f"  path: {_scalar(root)}",
+        "  images: {layout: folders}",
+        "features:",
+        "  image_raw: {type: bytes, source: image}   # the file's bytes, unchanged",
+        "  label: {type: int64}                      # index into the manifest's label_vocabulary",
+        "  label_text: {type: string}                # the label folder's name",
+        "  height: {type: int64}                     # from the file header",
+        "  width: {type: int64}",
+        "  channels: {type: int64}",
+        "  format: {type: string}                    # PNG, JPEG, ...",
+    ]
+    if by_split:
+        lines.append(f"# splits: from the folders ({', '.join(first)})")
+    else:
+        lines += ["splits:", "  key: path   # hash of the file path", "  train: 80",
+                  "  eval: 20"]
+    lines += ["output:", f"  path: {_scalar(output)}"]
+    return "\n".join(lines) + "\n"
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+def _scalar(value: str) -> str:
+    """A YAML scalar: plain when safe, else a JSON string (valid YAML)."""
+    if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:":
+        return value
+    return json.dumps(value)
+
+
+def _key(name: str) -> str:
+    return name if _PLAIN_KEY.fullmatch(name) else json.dumps(name)
+
+
+def _feature_line(column: Column) -> str:
+    parts = [f"type: {column.dtype}"]
+    if column.shape:
+        parts.append(f"shape: {list(column.shape)}")
+    if column.source != (column.name,):
+        parts.append(f"source: {_scalar('.'.join(column.source))}")
+    if column.missing != "error":
+        parts.append(f"missing: {column.missing}")
+    if column.unit and column.unit != "s":
+        parts.append(f"unit: {column.unit}")
+    elif column.unit == "s":
+        parts.append("unit: s")
+    body = f"  {_key(column.name)}: {{{', '.join(parts)}}}"
+    notes = [column.note] if column.note else []
+    if column.missing == "omit":
+        notes.append("missing in some records: left out (or missing: empty / default)")
+    return f"{body:<60}# {'; '.join(notes)}" if notes else body
+
+
+def _split_key(columns: Sequence[Column], unique: Mapping[str, bool]) -> Column | None:
+    for column in columns:
+        lowered = column.name.lower()
+        if (lowered == "id" or lowered.endswith("_id")) and column.missing == "error" and (
+                column.dtype in ("int64", "string", "bytes") and not column.shape
+                and unique.get(column.name, False)):
+            return column
+    return None
+
+
+def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Column],
+           options: Mapping[str, Any], read: str, unique: Mapping[str, bool]) -> str:
+    """The config text."""
+    today = datetime.date.today().isoformat()
+    lines = [f"# beam-tfrecords init, {today}: inferred from {path} ({read}).",
+             "# Check the types, shapes and missing policies, then build it.",
+             f"name: {name}", "source:", f"  format: {fmt}", f"  path: {_scalar(path)}"]
+    if options:
+        inner = ", ".join(f"{k}: {json.dumps(v)}" for k, v in options.items())
+        lines.append(f"  {fmt}: {{{inner}}}")
+    lines.append("features:")
+    kept = [c for c in columns if not c.skip]
+    if not kept:
+        raise InitError(f"{path}: no column has a feature type")
+    lines += [_feature_line(c) for c in kept]
+    for column in columns:
+        if column.skip:
+            lines.append(f"  # {'.'.join(column.source)}: not a feature: {column.skip}")
+    key = _split_key(kept, unique)
+    if key is not None:
+        lines += ["splits:", f"  key: {_scalar(key.name)}   # id-like: unique in the sample",
+                  "  train: 80", "  eval: 20"]
+    else:
+        lines.append("# splits: none found (no id-like column); every record goes to 'train'")
+    lines += ["output:", f"  path: {_scalar(output)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _unique_ids(path: str, fmt: str, columns: Sequence[Column]) -> dict[str, bool]:
+    """Whether each id-like column's sampled values are all different."""
+    candidates = [c for c in columns if c.name.lower() == "id" or c.name.lower().endswith("_id")]
+    if not candidates:
+        return {}
+    import pyarrow.compute as pc
+
+    table = _sample_table(path, fmt, [".".join(c.source) for c in candidates])
+    result = {}
+    for column in candidates:
+        field = ".".join(column.source)
+        if table is None or field not in table.column_names:
+            continue
+        values = table.column(field)
+        result[column.name] = len(pc.unique(values)) == len(values) and values.null_count == 0
+    return result
+
+
+def _sample_table(path: str, fmt: str, fields: Sequence[str]) -> Any:
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with storage.open_read(path) as handle:
+            pq_file = pq.ParquetFile(handle)
+            if pq_file.metadata.num_row_groups == 0:
+                return None
+            top = [f for f in fields if "." not in f]
+            return pq_file.read_row_group(0, columns=top)
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        data, _ = _sample_bytes(path)
+        return pcsv.read_csv(pa.py_buffer(data), convert_options=pcsv.ConvertOptions(
+            include_columns=[f for f in fields if "." not in f]))
+    if fmt == "jsonl":
+        records, _ = _jsonl_records(path)
+        rows = [{f: r.get(f) for f in fields if "." not in f} for r in records]
+        return pa.Table.from_pylist(rows) if rows else None
+    if fmt == "avro":
+        from beam_tfrecords.pipelines.launch_check import sample_events
+        from beam_tfrecords.transforms.readers.read_avro import ReadAvro
+
+        rows = [{f: r.get(f) for f in fields if "." not in f}
+                for _, r in sample_events(ReadAvro(path).file_reader(), path, SAMPLE_RECORDS)
+                if isinstance(r, dict)]
+        return pa.Table.from_pylist(rows) if rows else None
+    return None
+
+
+def _name_of(path: str) -> str:
+    stem = posixpath.basename(path.rstrip("/").replace("*", "")) or "dataset"
+    stem = stem.split(".")[0] or "dataset"
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+    return name if re.match(r"[A-Za-z0-9_]", name) else f"d{name}"
+
+
+def _is_folder(path: str) -> bool:
+    if storage.is_local(path):
+        import os
+
+        return os.path.isdir(path)
+    return path.endswith("/")
+
+
+def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
+                name: str | None = None, delimiter: str = ",") -> str:
+    """The config text for the input ``pattern`` (a file, a glob, or an image folder)."""
+    if fmt == "images" or (fmt is None and _is_folder(pattern)):
+        name = name or _name_of(pattern)
+        return _images_config(pattern, name, output or f"output/{name}")
+    files = sorted(m.path for m in storage.match(pattern))
+    if not files:
+        raise InitError(f"no input matches {pattern!r}")
+    first = files[0]
+    fmt = _detect(first, fmt)
+    columns, options, read = columns_of(first, fmt, delimiter)
+    name = name or _name_of(pattern if "*" not in pattern else first)
+    unique = _unique_ids(first, fmt, columns)
+    return render(name=name, fmt=fmt, path=pattern, output=output or f"output/{name}",
+                  columns=columns, options=options, read=read, unique=unique)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="beam-tfrecords init",
+        description="Print a complete, commented config inferred from the input data.")
+    parser.add_argument("--input", required=True,
+                        help="a file, a glob (the first file is read) or an image folder")
+    parser.add_argument("--format", choices=("csv", "jsonl", "parquet", "avro", "images"),
+                        help="default: from the file name (a folder: images)")
+    parser.add_argument("--output", help="the data set's output path (default output/<name>)")
+    parser.add_argument("--name", help="the data set's name (default: from the input)")
+    parser.add_argument("--delimiter", default=",", help="CSV cell separator (default ,)")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        text = init_config(args.input, args.format, args.output, args.name, args.delimiter)
+    except (OSError, ValueError) as err:
+        raise InitError(f"{args.input}: {err}") from None
+    print(text, end="")
+    return 0
