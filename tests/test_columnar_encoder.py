@@ -74,6 +74,19 @@ LEAVES = {
     "binary": (pa.binary(), st.one_of(st.binary(max_size=6),
                                       st.sampled_from([b"\xff", b"\xc3\xa9", b""]))),
     "large_binary": (pa.large_binary(), st.binary(max_size=80)),
+    # Timestamps and dates (issue #18): raw values within Python's datetime range (years 1 to
+    # 9999), around the epoch and the range's ends, every unit, with and without time zone.
+    "ts_s": (pa.timestamp("s"), st.one_of(st.integers(-62_135_596_800, 253_402_300_799),
+                                          st.sampled_from([0, -1, 1, 86_399, -86_401]))),
+    "ts_ms_utc": (pa.timestamp("ms", tz="UTC"),
+                  st.one_of(st.integers(-62_135_596_800_000, 253_402_300_799_999),
+                            st.sampled_from([0, -1, 999, -1500, 1]))),
+    "ts_us_tz": (pa.timestamp("us", tz="America/New_York"),
+                 st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999)),
+    "ts_ns": (pa.timestamp("ns"), st.one_of(st.integers(-(2**63) + 1, 2**63 - 1),
+                                            st.sampled_from([0, -1, -1500, 999, 1001]))),
+    "date32": (pa.date32(), st.integers(-719_162, 2_932_896)),
+    "date64": (pa.date64(), st.integers(-62_135_596_800_000, 253_402_300_799_999)),
 }
 NAMES = ["a", "b", "ab", "a/b", "B", "é", "z/flat_values", "a.b", "k" * 130]
 
@@ -135,7 +148,9 @@ def spec(draw, name, sources):
         else:
             default = [value] * math.prod(abs(d) for d in shape)
     source = draw(st.sampled_from(sources))
-    return F(name, dtype, shape, source=source, missing=missing, default=default, nan=nan)
+    unit = draw(st.sampled_from(["s", "ms", "us", "ns", "days"]))
+    return F(name, dtype, shape, source=source, missing=missing, default=default, nan=nan,
+             unit=unit)
 
 
 @st.composite
@@ -203,8 +218,14 @@ PLAN_CASES = [
      "null"),
     ("ragged", F("x", "int64", (-1, -1), source=("c",)), pa.list_(pa.list_(pa.int64())),
      PER_ROW, "ragged"),
-    ("timestamp", F("x", "int64", source=("c",)), pa.timestamp("ms"), PER_ROW, "timestamp"),
-    ("date", F("x", "int64", source=("c",), unit="days"), pa.date32(), PER_ROW, "date32"),
+    ("timestamp", F("x", "int64", source=("c",)), pa.timestamp("ms"), COLUMNAR,
+     "timestamp[ms] -> int64"),
+    ("timestamp_tz_list", F("x", "int64", (-1,), source=("c",), unit="ns"),
+     pa.list_(pa.timestamp("us", tz="UTC")), COLUMNAR, "shape [-1]"),
+    ("date", F("x", "int64", source=("c",), unit="days"), pa.date32(), COLUMNAR,
+     "date32[day] -> int64"),
+    ("timestamp_to_float_rejects", F("x", "float", source=("c",)), pa.timestamp("s"),
+     COLUMNAR, "timestamp[s] -> float"),
     ("decimal", F("x", "float", source=("c",)), pa.decimal128(5, 2), PER_ROW, "decimal"),
     ("map", F("x", "int64", (-1,), source=("c",)), pa.map_(pa.string(), pa.int64()), PER_ROW,
      "map"),
@@ -402,3 +423,19 @@ def test_wide_rows_in_small_tiles_keep_the_row_encoders_bytes(monkeypatch):
             if not padding:
                 mp.setattr(columnar_layout, "_padding_fits", lambda *args: False)
             assert_same_as_rows(specs, batch)
+
+
+def test_nanosecond_timestamps_keep_their_nanoseconds_on_both_paths():
+    # Arrow's timestamp[ns] becomes a pandas Timestamp per row; its nanoseconds used to be
+    # dropped (-1500 ns stored as -2000). Both paths now store the exact value, and floor for
+    # coarser units (-1500 ns is microsecond -2, second -1).
+    raw = [-1500, 1, 1_700_000_000_123_456_789]
+    batch = pa.record_batch({"t": pa.array(raw, pa.timestamp("ns", tz="UTC"))})
+    for unit, expected in (("ns", raw), ("us", [-2, 0, 1_700_000_000_123_456]),
+                           ("s", [-1, 0, 1_700_000_000])):
+        specs = [F("t", "int64", unit=unit)]
+        assert_same_as_rows(specs, batch)
+        examples, rows, errors = ColumnarEncoder(specs).encode(batch)
+        assert errors == [] and list(rows) == [0, 1, 2]
+        stored = [wire.decode_example(bytes(r))["t"] for r in examples]
+        assert stored == [("int64_list", [v]) for v in expected], unit

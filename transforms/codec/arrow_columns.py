@@ -31,6 +31,7 @@ __all__ = [
     "never_coerces",
     "numbers",
     "resolve",
+    "temporal_values",
     "valid_mask",
 ]
 
@@ -40,8 +41,9 @@ class Unsupported(Exception):
 
 
 def leaf_kind(t: pa.DataType) -> str:
-    """``int``, ``uint``, ``float``, ``bool``, ``text``, ``binary``, ``null`` or ``struct``;
-    raises Unsupported for every other type (timestamps, dates, decimals, maps, ...)."""
+    """``int``, ``uint``, ``float``, ``bool``, ``text``, ``binary``, ``time`` (timestamps),
+    ``date``, ``null`` or ``struct``; raises Unsupported for every other type (decimals,
+    times of day, maps, ...)."""
     if pa.types.is_signed_integer(t):
         return "int"
     if pa.types.is_unsigned_integer(t):
@@ -54,6 +56,10 @@ def leaf_kind(t: pa.DataType) -> str:
         return "text"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return "binary"
+    if pa.types.is_timestamp(t):
+        return "time"
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        return "date"
     if pa.types.is_null(t):
         return "null"
     if pa.types.is_struct(t):
@@ -96,6 +102,47 @@ def numbers(arr: pa.Array, idx: np.ndarray | None) -> np.ndarray:
         arr = arr.fill_null(False if pa.types.is_boolean(arr.type) else 0)
     values = arr.to_numpy(zero_copy_only=False)
     return values if idx is None else values[idx]
+
+
+# What coercion.to_int64 does with the Python value to_pylist() makes of each row (a datetime,
+# a pandas Timestamp for nanoseconds, a date): its microseconds since the epoch, floored, then
+# the feature's unit -- floored again, or for "ns" the exact nanoseconds.
+_MICROS_PER = {"s": 10**6, "ms": 10**3, "us": 1, "days": 86_400 * 10**6}
+_DAY_MS = 86_400_000
+# Python's datetime range (years 1 to 9999) in microseconds from the epoch: to_pylist() of a
+# value outside it raises, so such a batch is left to the row path, which fails alike.
+_MIN_MICROS = -62_135_596_800 * 10**6
+_MAX_MICROS = 253_402_300_799 * 10**6 + 999_999
+
+
+def temporal_values(arr: pa.Array, idx: np.ndarray | None, unit: str
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(values in ``unit`` as int64, rows out of the int64 range) of the timestamp or date
+    slots ``idx`` (None: all), nulls as zeros -- what the row path gets from each value."""
+    t = arr.type
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        raw = numbers(arr.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()), idx)
+        days = raw.astype(np.int64)
+        if pa.types.is_date64(t):
+            days = np.floor_divide(days, _DAY_MS)  # to_pylist() gives the day it falls in
+        micros, rest = days * _MICROS_PER["days"], np.zeros(days.size, np.int64)
+    else:
+        raw = numbers(arr.cast(pa.int64()), idx).astype(np.int64)
+        if t.unit == "ns":
+            micros, rest = np.divmod(raw, 1000)
+        else:
+            scale = _MICROS_PER[t.unit]
+            if raw.size and (np.abs(raw).max() > _MAX_MICROS // scale):
+                raise Unsupported("a timestamp outside the years 1 to 9999")
+            micros, rest = raw * scale, np.zeros(raw.size, np.int64)
+    if micros.size and (micros.min() < _MIN_MICROS or micros.max() > _MAX_MICROS):
+        raise Unsupported("a timestamp outside the years 1 to 9999")
+    if unit == "ns":
+        limit = (2**63 - 1 - 999) // 1000
+        overflow = np.abs(micros) > limit
+        safe = np.where(overflow, 0, micros)
+        return safe * 1000 + rest, overflow
+    return np.floor_divide(micros, _MICROS_PER[unit]), np.zeros(micros.size, dtype=bool)
 
 
 def binary_layout(arr: pa.Array, idx: np.ndarray | None
@@ -182,5 +229,5 @@ def never_coerces(spec: FeatureSpec, kind: str) -> bool:
     if spec.dtype == "int64":
         return kind in ("text", "binary")
     if spec.dtype == "float":
-        return kind in ("text", "binary", "bool")
-    return kind in ("int", "uint", "float", "bool")
+        return kind in ("text", "binary", "bool", "time", "date")
+    return kind in ("int", "uint", "float", "bool", "time", "date")

@@ -145,7 +145,10 @@ def to_int64(feature: str, value: Any, unit: str = "s") -> int:
             return _fail(feature, value, "int64", "has a fractional part; refusing to truncate")
         return _check_int64(feature, value, int(value))
     if isinstance(value, datetime.date):
-        return _check_int64(feature, value, _micros_to_unit(_epoch_micros(value), unit))
+        micros = _epoch_micros(value)
+        if unit == "ns":  # a pandas Timestamp (Arrow's nanosecond values) keeps its nanoseconds
+            return _check_int64(feature, value, micros * 1000 + getattr(value, "nanosecond", 0))
+        return _check_int64(feature, value, _micros_to_unit(micros, unit))
     if isinstance(value, np.datetime64):
         return _datetime64_to_unit(value, unit)
     return _fail(feature, value, "int64", "not an integer, bool, date or datetime")

@@ -53,6 +53,7 @@ from beam_tfrecords.transforms.codec.arrow_columns import (
     never_coerces,
     numbers,
     resolve,
+    temporal_values,
     valid_mask,
 )
 from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW, FeatureValueError
@@ -353,8 +354,13 @@ class ColumnarEncoder:
             first = np.searchsorted(owner, np.arange(n))  # each row's first leaf
             return [Flat(elem_data, elem_offsets[first], body_len)], body_len, None
         nan_rows = None
-        values = numbers(leaf_arr, idx)
         checked = leaf_valid if leaf_arr.null_count else None
+        if kind in ("time", "date"):  # int64 only (never_coerces refuses the rest)
+            values, overflow = temporal_values(leaf_arr, idx, spec.unit)
+            if overflow.any():
+                self._flag(enc, owner, overflow, checked)
+        else:
+            values = numbers(leaf_arr, idx)
         if spec.dtype == "int64":
             if kind == "uint":
                 self._flag(enc, owner, values > np.uint64(2**63 - 1), checked)
