@@ -11,6 +11,7 @@ row-by-row concatenation, in tiles of every size and with each way of writing a 
 from __future__ import annotations
 
 import datetime
+import decimal
 import math
 
 import numpy as np
@@ -87,6 +88,14 @@ LEAVES = {
                                             st.sampled_from([0, -1, -1500, 999, 1001]))),
     "date32": (pa.date32(), st.integers(-719_162, 2_932_896)),
     "date64": (pa.date64(), st.integers(-62_135_596_800_000, 253_402_300_799_999)),
+    "decimal": (pa.decimal128(12, 3), st.one_of(
+        st.decimals(min_value=-10**8, max_value=10**8, places=3, allow_nan=False),
+        st.sampled_from([decimal.Decimal("0.100"), decimal.Decimal("-5.000"),
+                         decimal.Decimal("7.000"), decimal.Decimal("99999999.999")]))),
+    "decimal_whole": (pa.decimal128(20, 0), st.integers(-(2**63), 2**63 - 1).map(decimal.Decimal)),
+    "decimal256": (pa.decimal256(40, 2), st.one_of(
+        st.decimals(min_value=-10**30, max_value=10**30, places=2, allow_nan=False),
+        st.sampled_from([decimal.Decimal("1.25"), decimal.Decimal("-0.01")]))),
 }
 NAMES = ["a", "b", "ab", "a/b", "B", "é", "z/flat_values", "a.b", "k" * 130]
 
@@ -226,7 +235,8 @@ PLAN_CASES = [
      "date32[day] -> int64"),
     ("timestamp_to_float_rejects", F("x", "float", source=("c",)), pa.timestamp("s"),
      COLUMNAR, "timestamp[s] -> float"),
-    ("decimal", F("x", "float", source=("c",)), pa.decimal128(5, 2), PER_ROW, "decimal"),
+    ("decimal", F("x", "float", source=("c",)), pa.decimal128(5, 2), COLUMNAR,
+     "decimal128(5, 2) -> float"),
     ("map", F("x", "int64", (-1,), source=("c",)), pa.map_(pa.string(), pa.int64()), PER_ROW,
      "map"),
     ("three_levels_for_1d", F("x", "int64", (-1,), source=("c",)),

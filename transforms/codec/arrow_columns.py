@@ -23,6 +23,7 @@ __all__ = [
     "Unsupported",
     "binary_layout",
     "check_type",
+    "decimal_values",
     "child_layout",
     "column_type",
     "decoded",
@@ -42,8 +43,8 @@ class Unsupported(Exception):
 
 def leaf_kind(t: pa.DataType) -> str:
     """``int``, ``uint``, ``float``, ``bool``, ``text``, ``binary``, ``time`` (timestamps),
-    ``date``, ``null`` or ``struct``; raises Unsupported for every other type (decimals,
-    times of day, maps, ...)."""
+    ``date``, ``decimal``, ``null`` or ``struct``; raises Unsupported for every other type
+    (times of day, maps, ...)."""
     if pa.types.is_signed_integer(t):
         return "int"
     if pa.types.is_unsigned_integer(t):
@@ -60,6 +61,8 @@ def leaf_kind(t: pa.DataType) -> str:
         return "time"
     if pa.types.is_date32(t) or pa.types.is_date64(t):
         return "date"
+    if pa.types.is_decimal(t):
+        return "decimal"
     if pa.types.is_null(t):
         return "null"
     if pa.types.is_struct(t):
@@ -145,6 +148,39 @@ def temporal_values(arr: pa.Array, idx: np.ndarray | None, unit: str
     return np.floor_divide(micros, _MICROS_PER[unit]), np.zeros(micros.size, dtype=bool)
 
 
+def decimal_values(arr: pa.Array, idx: np.ndarray | None, dtype: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(values, rows refused) of the decimal slots ``idx`` (None: all), nulls as zeros, as the
+    row path gets them from each ``Decimal``: for ``float`` the nearest double, for ``int64``
+    the whole number (a fractional part refused).
+
+    Exact where it is cheap to be: the unscaled integer must fit 53 bits for a float (then
+    one IEEE division by an exact power of ten rounds as ``float(Decimal)`` does) and 63 bits
+    with a scale of at most 18 for an int64; anything else is left to the row path."""
+    t = arr.type
+    if t.scale < 0 or t.scale > (22 if dtype == "float" else 18):
+        raise Unsupported(f"{t}: a scale the columnar path does not convert")
+    words = 2 if pa.types.is_decimal128(t) else 4
+    buffer = arr.buffers()[1]
+    raw = (np.frombuffer(buffer, dtype="<i8").reshape(-1, words)[arr.offset:arr.offset + len(arr)]
+           if buffer is not None else np.zeros((0, words), np.int64))
+    low = raw[:, 0]
+    valid = valid_mask(arr)
+    fits = np.all(raw[:, 1:] == (low >> 63)[:, None], axis=1) | ~valid
+    if not fits.all():
+        raise Unsupported(f"{t}: a value wider than 64 bits")
+    unscaled = np.where(valid, low, 0)
+    if idx is not None:
+        unscaled = unscaled[idx]
+    if dtype == "float":
+        if unscaled.size and np.abs(unscaled).max() > 2**53:
+            raise Unsupported(f"{t}: a value wider than a double's 53 bits")
+        return unscaled.astype(np.float64) / 10.0 ** t.scale, np.zeros(unscaled.size, bool)
+    divisor = 10 ** t.scale
+    whole, rest = np.divmod(unscaled, divisor)
+    return whole, rest != 0
+
+
 def binary_layout(arr: pa.Array, idx: np.ndarray | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(data buffer, starts, lengths) of the string/binary slots ``idx`` (None: all)."""
@@ -227,7 +263,7 @@ def never_coerces(spec: FeatureSpec, kind: str) -> bool:
     if kind in ("struct", "null"):
         return True
     if spec.dtype == "int64":
-        return kind in ("text", "binary")
+        return kind in ("text", "binary")  # decimals: whole ones pass
     if spec.dtype == "float":
         return kind in ("text", "binary", "bool", "time", "date")
-    return kind in ("int", "uint", "float", "bool", "time", "date")
+    return kind in ("int", "uint", "float", "bool", "time", "date", "decimal")

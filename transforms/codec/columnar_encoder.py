@@ -17,14 +17,17 @@ row's blocks) or, when long values are involved, by scattering each block into o
 buffer at offsets from a cumulative sum.
 
 What is columnar (``plan``): top-level columns and struct fields (``source: a.b``) of integer,
-float32/64, bool, string, binary, null and dictionary type, and list / large_list /
-fixed_size_list of those nested exactly as deep as the declared shape (or one level deep,
-already flat), into scalar, fixed-shape and ``[-1, ...]`` features with every missing and NaN
-policy. A value type that can never be coerced (a string into an int64 feature) is columnar
-too: its rows are rejected. Everything else -- ragged shapes, timestamps, dates, decimals,
-maps, paths that go through non-struct values -- is encoded per row for that feature only and
-merged in key order; SequenceExamples and specs whose stored keys collide are encoded per row
-entirely. The choice and its reason are logged once per feature and schema (:meth:`plan`).
+float32/64, bool, string, binary, timestamp (every unit and time zone), date32/64, decimal,
+null and dictionary type, and list / large_list / fixed_size_list of those nested exactly as
+deep as the declared shape (or one level deep, already flat), into scalar, fixed-shape and
+``[-1, ...]`` features with every missing and NaN policy. A value type that can never be
+coerced (a string into an int64 feature) is columnar too: its rows are rejected. A batch whose
+values the vectorised conversion cannot match exactly (a decimal wider than 53 bits into a
+float, a timestamp past the year 9999) encodes that feature per row. Everything else --
+ragged shapes, times of day, maps, paths that go through non-struct values -- is encoded per
+row for that feature only and merged in key order; SequenceExamples and specs whose stored
+keys collide are encoded per row entirely. The choice and its reason are logged once per
+feature and schema (:meth:`plan`).
 
 Pure: pyarrow and numpy, no Beam, no I/O.
 """
@@ -47,6 +50,7 @@ from beam_tfrecords.transforms.codec.arrow_columns import (
     check_type,
     child_layout,
     column_type,
+    decimal_values,
     decoded,
     leaf_kind,
     list_depth,
@@ -172,7 +176,11 @@ class ColumnarEncoder:
             if choice.mode == PER_ROW:
                 row_specs.append(spec)
                 continue
-            enc = self._encode_column(spec, batch, steps, n)
+            try:
+                enc = self._encode_column(spec, batch, steps, n)
+            except Unsupported:  # a value this batch holds (a decimal past 53 bits, a year
+                row_specs.append(spec)  # past 9999): this feature goes per row, this batch
+                continue
             bad |= enc.bad
             by_key[spec.name] = enc.blocks
             body += enc.entry_lens
@@ -359,6 +367,10 @@ class ColumnarEncoder:
             values, overflow = temporal_values(leaf_arr, idx, spec.unit)
             if overflow.any():
                 self._flag(enc, owner, overflow, checked)
+        elif kind == "decimal":
+            values, fractional = decimal_values(leaf_arr, idx, spec.dtype)
+            if fractional.any():
+                self._flag(enc, owner, fractional, checked)
         else:
             values = numbers(leaf_arr, idx)
         if spec.dtype == "int64":
