@@ -204,12 +204,16 @@ class ColumnarEncoder:
             return SerializedBatch(payload.tobytes(), offsets), np.arange(batch.num_rows), []
         rejects: list[tuple[int, Exception]] = []
         rescued: dict[int, bytes] = {}
-        for index in np.flatnonzero(bad).tolist():
-            record = batch.slice(index, 1).to_pylist()[0]
+        flagged = np.flatnonzero(bad)
+        # One take for all flagged rows: a slice per row cost ~50 us of ~120 us per reject.
+        records = batch.take(pa.array(flagged)).to_pylist()
+        for index, record in zip(flagged.tolist(), records):
             try:
                 rescued[index] = self._row_encoder.encode(record)
             except (FeatureValueError, TypeError) as err:
-                rejects.append((index, err))
+                # Without its traceback: each one's frames would hold this list, a cycle
+                # per reject for the garbage collector (2.5 s for 64k of them at exit).
+                rejects.append((index, err.with_traceback(None)))
         if rescued:  # a check was stricter than the policy: the per-row bytes are the truth
             _LOG.warning("columnar checks flagged %d rows the per-row encoder accepts",
                          len(rescued))
@@ -236,7 +240,7 @@ class ColumnarEncoder:
                 records.append(self._row_encoder.encode(record))
                 good.append(index)
             except (FeatureValueError, TypeError) as err:
-                rejects.append((index, err))
+                rejects.append((index, err.with_traceback(None)))  # no cycle: see _select
         return SerializedBatch.from_records(records), np.asarray(good, dtype=np.int64), rejects
 
     def _encode_features_per_row(self, specs: list[FeatureSpec], batch: pa.RecordBatch):
