@@ -2,9 +2,14 @@
 
 On DirectRunner the work may run in other processes (``multi_processing``), so the launcher
 cannot count records itself. The sink's writers leave their running totals in small files
-(``sinks/progress_files.py``); the launcher polls them and prints one aggregated line, e.g.
+(``sinks/progress_files.py``); the launcher polls them and prints one aggregated line (here
+in two), e.g.
 
-    progress: 1,234,567 records, 456.7 MB written, 98,765 records/s, 36.5 MB/s, 0:01:40 elapsed
+    progress: 1,234,567 records, 456.7 MB written, 0 rejected, 98,765 records/s, 36.5 MB/s,
+    0:01:40 elapsed
+
+and, once records are rejected, their most frequent reason at the end
+(``; top reason: 12,000 x feature 'age': expected int64, got str …``).
 
 This module is the launcher's side and is free of Beam and of I/O: :class:`ProgressMeter`
 turns successive totals into a line (rates over the last interval), and
@@ -16,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 __all__ = ["ProgressMeter", "ProgressReporter", "format_bytes", "format_duration",
            "format_progress"]
@@ -43,14 +48,19 @@ def format_duration(seconds: float) -> str:
 
 
 def format_progress(records: int, nbytes: int, records_per_s: float, bytes_per_s: float,
-                    elapsed: float) -> str:
-    return (f"progress: {records:,} records, {format_bytes(nbytes)} written, "
-            f"{records_per_s:,.0f} records/s, {format_bytes(bytes_per_s)}/s, "
+                    elapsed: float, rejected: int = 0,
+                    top_reason: tuple[str, int] | None = None) -> str:
+    """The line; ``top_reason``: the most frequent reason of the rejects and its count."""
+    line = (f"progress: {records:,} records, {format_bytes(nbytes)} written, {rejected:,} "
+            f"rejected, {records_per_s:,.0f} records/s, {format_bytes(bytes_per_s)}/s, "
             f"{format_duration(elapsed)} elapsed")
+    if rejected and top_reason is not None:
+        line += f"; top reason: {top_reason[1]:,} x {top_reason[0]}"
+    return line
 
 
 class ProgressMeter:
-    """Successive (time, records, bytes) totals -> progress lines.
+    """Successive (time, records, bytes, rejected) totals -> progress lines.
 
     Totals never go backwards on the line: a writer's file that cannot be read at one poll
     (or staging removed by the commit) must not make the count drop. Rates are over the last
@@ -62,25 +72,32 @@ class ProgressMeter:
         self._last_time = start
         self._records = 0
         self._bytes = 0
+        self._rejected = 0
+        self._top: tuple[str, int] | None = None
 
-    def update(self, now: float, records: int, nbytes: int) -> str:
+    def update(self, now: float, records: int, nbytes: int, rejected: int = 0,
+               reasons: Sequence[tuple[str, int]] = ()) -> str:
         records, nbytes = max(records, self._records), max(nbytes, self._bytes)
         span = now - self._last_time
         rate = (records - self._records) / span if span > 0 else 0.0
         byte_rate = (nbytes - self._bytes) / span if span > 0 else 0.0
         self._last_time, self._records, self._bytes = now, records, nbytes
-        return format_progress(records, nbytes, rate, byte_rate, now - self._start)
+        if rejected >= self._rejected:  # else a file was unreadable at this poll: keep the last
+            self._rejected, self._top = rejected, (tuple(reasons[0]) if reasons else self._top)
+        return format_progress(records, nbytes, rate, byte_rate, now - self._start,
+                               self._rejected, self._top)
 
 
 class ProgressReporter:
     """A daemon thread that every ``interval`` seconds polls the totals and emits one line.
 
-    ``poll`` returns ``(records, bytes)`` across all writers; ``emit`` prints a line. A poll
-    that fails is skipped: progress must never fail a build. Use as a context manager around
-    the pipeline run; nothing is emitted after it exits.
+    ``poll`` returns ``(records, bytes)`` or ``(records, bytes, rejected, reasons)`` across all
+    writers (``progress_files.Totals``); ``emit`` prints a line. A poll that fails is skipped:
+    progress must never fail a build. Use as a context manager around the pipeline run;
+    nothing is emitted after it exits.
     """
 
-    def __init__(self, poll: Callable[[], tuple[int, int]], emit: Callable[[str], None],
+    def __init__(self, poll: Callable[[], Sequence], emit: Callable[[str], None],
                  interval: float = DEFAULT_INTERVAL,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if interval <= 0:
@@ -95,12 +112,12 @@ class ProgressReporter:
     def _loop(self, meter: ProgressMeter) -> None:
         while not self._stop.wait(self._interval):
             try:
-                records, nbytes = self._poll()
+                totals = self._poll()
             except Exception as err:  # progress is best effort, the build is what matters
                 _LOG.debug("progress poll failed: %s", err)
                 continue
             if not self._stop.is_set():
-                self._emit(meter.update(self._clock(), records, nbytes))
+                self._emit(meter.update(self._clock(), *totals))
 
     def start(self) -> ProgressReporter:
         meter = ProgressMeter(self._clock())

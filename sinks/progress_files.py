@@ -4,7 +4,8 @@ A build's work may run in other processes (DirectRunner ``multi_processing``, a 
 worker pool), so the launcher cannot count what is written. Each writer instance owns one file
 ``<directory>/<random>.json`` holding ``{"records": n, "bytes": b}`` -- its running totals --
 rewritten atomically at most every :data:`PERIOD` seconds; the caller checks the clock once
-per batch, never per record. The launcher sums the files with :func:`read_totals`.
+per batch, never per record. Dead-letter writers add ``"rejected"`` and their most frequent
+``"reasons"`` (``[[reason, n], ...]``). The launcher sums the files with :func:`read_totals`.
 
 The totals are best effort (a retried bundle counts twice); the manifest, not these files, is
 the record of what was written. A file that cannot be written or read is skipped: progress
@@ -18,13 +19,15 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_tfrecords.sinks import storage
 
-__all__ = ["PERIOD", "ProgressFile", "ProgressOptions", "read_totals"]
+__all__ = ["PERIOD", "ProgressFile", "ProgressOptions", "Totals", "read_totals"]
 
 _LOG = logging.getLogger(__name__)
 PERIOD = 2.0  # seconds between rewrites of one writer's file; the launcher polls less often
@@ -56,25 +59,44 @@ class ProgressFile:
         """Whether :meth:`write` should run now; one clock read."""
         return self._clock() >= self._next
 
-    def write(self, records: int, nbytes: int) -> None:
+    def write(self, records: int, nbytes: int, rejected: int = 0,
+              reasons: Sequence[tuple[str, int]] = ()) -> None:
         self._next = self._clock() + self._period
+        doc: dict = {"records": records, "bytes": nbytes}
+        if rejected:
+            doc.update(rejected=rejected, reasons=[list(pair) for pair in reasons])
         try:
-            storage.write_atomic(self.path, json.dumps({"records": records,
-                                                        "bytes": nbytes}).encode())
+            storage.write_atomic(self.path, json.dumps(doc).encode())
         except Exception as err:  # progress is best effort
             _LOG.debug("cannot write progress file %s: %s", self.path, err)
 
 
-def read_totals(directory: str) -> tuple[int, int]:
-    """(records, bytes) summed over every writer's file under ``directory``; (0, 0) if none."""
-    records = nbytes = 0
+class Totals(NamedTuple):
+    """Every writer's running totals, summed: records and bytes written, records rejected,
+    and the most frequent reasons of the rejects (``(reason, n)``, most frequent first; from
+    each dead-letter writer's own most frequent, so an estimate)."""
+
+    records: int = 0
+    bytes: int = 0
+    rejected: int = 0
+    reasons: tuple[tuple[str, int], ...] = ()
+
+
+def read_totals(directory: str) -> Totals:
+    """The totals of every writer's file under ``directory``; zeros if there is none."""
+    records = nbytes = rejected = 0
+    reasons: Counter = Counter()
     for path in storage.list_files(directory):
         if not path.endswith(_SUFFIX):
             continue  # a temporary file of an atomic write in flight
         try:
             doc = json.loads(storage.read_text(path))
-            records += int(doc["records"])
-            nbytes += int(doc["bytes"])
+            counts = int(doc["records"]), int(doc["bytes"]), int(doc.get("rejected", 0))
+            found = Counter({str(reason): int(n) for reason, n in doc.get("reasons", ())})
         except Exception as err:  # gone with staging, or unreadable: skip it this time
             _LOG.debug("cannot read progress file %s: %s", path, err)
-    return records, nbytes
+            continue
+        records, nbytes, rejected = records + counts[0], nbytes + counts[1], rejected + counts[2]
+        reasons.update(found)
+    top = tuple(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+    return Totals(records, nbytes, rejected, top)

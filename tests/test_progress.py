@@ -24,8 +24,9 @@ from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-LINE = re.compile(r"^progress: [\d,]+ records, [\d.]+ (B|KB|MB|GB|TB) written, [\d,]+ records/s, "
-                  r"[\d.]+ (B|KB|MB|GB|TB)/s, \S+( s)? elapsed$")
+LINE = re.compile(r"^progress: [\d,]+ records, [\d.]+ (B|KB|MB|GB|TB) written, [\d,]+ rejected, "
+                  r"[\d,]+ records/s, [\d.]+ (B|KB|MB|GB|TB)/s, \S+( s)? elapsed"
+                  r"(; top reason: [\d,]+ x .+)?$")
 
 
 @pytest.mark.parametrize("n, text", [
@@ -46,13 +47,35 @@ def test_format_duration(seconds, text):
 def test_meter_rates_are_over_the_last_interval_and_totals_never_drop():
     meter = ProgressMeter(start=100.0)
     assert meter.update(110.0, 50_000, 5_000_000) == (
-        "progress: 50,000 records, 5.0 MB written, 5,000 records/s, 500.0 KB/s, 10.0 s elapsed")
+        "progress: 50,000 records, 5.0 MB written, 0 rejected, 5,000 records/s, 500.0 KB/s, "
+        "10.0 s elapsed")
     # A stall shows as zero, not as a sinking average.
     assert meter.update(120.0, 50_000, 5_000_000).endswith(
-        "50,000 records, 5.0 MB written, 0 records/s, 0 B/s, 20.0 s elapsed")
+        "50,000 records, 5.0 MB written, 0 rejected, 0 records/s, 0 B/s, 20.0 s elapsed")
     # Files gone (staging removed by the commit) or unreadable: the line keeps the last totals.
     assert meter.update(130.0, 0, 0).startswith("progress: 50,000 records, 5.0 MB written")
     assert LINE.match(meter.update(200.0, 120_000, 12_000_000))
+
+
+def test_the_line_shows_rejects_and_their_top_reason_and_never_drops_them():
+    meter = ProgressMeter(start=0.0)
+    line = meter.update(10.0, 0, 0, 12_000, [("feature 'age': expected int64, got str …",
+                                              11_000), ("other", 1_000)])
+    assert line == ("progress: 0 records, 0 B written, 12,000 rejected, 0 records/s, 0 B/s, "
+                    "10.0 s elapsed; top reason: 11,000 x feature 'age': expected int64, "
+                    "got str …")
+    assert LINE.match(line)
+    # A dead-letter writer's file unreadable at this poll: the rejects keep their last count.
+    assert meter.update(20.0, 100, 1000, 0, []).endswith(
+        "12,000 rejected, 10 records/s, 100 B/s, 20.0 s elapsed; top reason: 11,000 x "
+        "feature 'age': expected int64, got str …")
+
+
+def test_dead_letter_writers_totals_add_up_with_their_reasons(tmp_path):
+    pf.ProgressFile(str(tmp_path)).write(10, 100)  # a shard writer's
+    pf.ProgressFile(str(tmp_path)).write(0, 0, rejected=7, reasons=[("a", 5), ("b", 2)])
+    pf.ProgressFile(str(tmp_path)).write(0, 0, rejected=4, reasons=[("b", 4)])
+    assert pf.read_totals(str(tmp_path)) == pf.Totals(10, 100, 11, (("b", 6), ("a", 5)))
 
 
 def test_reporter_emits_one_line_per_poll_and_nothing_after_stop():
@@ -100,8 +123,8 @@ def test_progress_file_is_rewritten_only_when_due(tmp_path):
     other.write(5, 50)
     (tmp_path / "x.json.tmp-123").write_text("half")  # an atomic write in flight
     (tmp_path / "broken.json").write_text("{")  # unreadable: skipped
-    assert pf.read_totals(str(tmp_path)) == (15, 150)
-    assert pf.read_totals(str(tmp_path / "missing")) == (0, 0)
+    assert pf.read_totals(str(tmp_path)) == pf.Totals(15, 150)
+    assert pf.read_totals(str(tmp_path / "missing")) == pf.Totals()
 
 
 def batches(n_batches, per_batch, size=300):
@@ -127,7 +150,7 @@ def run_sink(tmp_path, args, progress_dir=None):
 
 def test_sink_totals_add_up_to_what_it_wrote_in_process(tmp_path):
     written = run_sink(tmp_path, [], progress_dir=str(tmp_path / "progress"))
-    assert pf.read_totals(str(tmp_path / "progress")) == (12 * 500, written)
+    assert pf.read_totals(str(tmp_path / "progress"))[:2] == (12 * 500, written)
 
 
 def test_sink_totals_from_two_worker_processes_via_the_pipeline_option(tmp_path):
@@ -135,7 +158,7 @@ def test_sink_totals_from_two_worker_processes_via_the_pipeline_option(tmp_path)
     written = run_sink(tmp_path, ["--direct_running_mode=multi_processing",
                                   "--direct_num_workers=2",
                                   f"--tfrecords_progress_dir={progress}"])
-    assert pf.read_totals(str(progress)) == (12 * 500, written)
+    assert pf.read_totals(str(progress))[:2] == (12 * 500, written)
 
 
 def test_no_progress_files_unless_asked(tmp_path):

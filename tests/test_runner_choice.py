@@ -73,4 +73,4 @@ def test_two_worker_processes_see_the_progress_option(tmp_path, no_prism, monkey
     assert manifest is not None
     assert json.loads((tmp_path / "v" / "manifest.json").read_text())["counts"]["read"] == 10_000
     # Without the option the workers write no progress files and every poll reads 0.
-    assert seen and max(records for records, _ in seen) > 0
+    assert seen and max(totals.records for totals in seen) > 0
