@@ -258,20 +258,24 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
 class _DropUserErrorReports(logging.Filter):
     """Beam logs an error raised inside a step, with its traceback, before re-raising it; for
     a user error the command prints the one line that matters, so that report is dropped
-    (``--debug`` keeps it). Anything else Beam logs passes."""
+    (``--debug`` keeps it). So is a worker process's report of one, which the local job
+    service relays as text (``multi_processing``). Anything else Beam logs passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from beam_tfrecords.errors import UserError
 
         error = record.exc_info[1] if record.exc_info else None
-        return not (error is not None and any(isinstance(link, UserError)
-                                              for link in _chain(error)))
+        if error is None:  # a report relayed as text names the error's class
+            return record.levelno < logging.ERROR or user_error_line(
+                RuntimeError(record.getMessage())) is None
+        return not any(isinstance(link, UserError) for link in _chain(error))
 
 
-# Where Beam's runners report a failed step (the in-process runner; worker processes log on
-# their own and reach us as text).
+# Where Beam's runners report a failed step (the in-process runner; the local job service
+# relays what worker processes report).
 _BEAM_STEP_LOGGERS = ("apache_beam.runners.common", "apache_beam.runners.worker.bundle_processor",
-                      "apache_beam.runners.worker.sdk_worker")
+                      "apache_beam.runners.worker.sdk_worker",
+                      "apache_beam.runners.portability.local_job_service")
 
 
 def _quiet_beams_report_of_user_errors() -> None:

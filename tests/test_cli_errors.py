@@ -118,3 +118,23 @@ def test_every_user_error_class_is_known_by_name():
             "ManifestError", "CorruptRecordError", "StorageUnavailable"} <= names
     assert "UserError" not in names and "ValueError" not in names
     assert all(issubclass(cls, UserError) for cls in (CommitError, FeatureSpecError))
+
+
+def test_a_worker_processes_relayed_report_of_a_user_error_is_dropped():
+    """multi_processing: the local job service relays each worker's log as text; the report
+    of a user error goes (the command prints its one line), anything else stays."""
+    import logging
+
+    relayed = "apache_beam.runners.portability.local_job_service"
+    assert relayed in cli._BEAM_STEP_LOGGERS
+
+    def record(level, text):
+        return logging.LogRecord(relayed, level, __file__, 1, "Worker: %s", (text,), None)
+
+    drop = cli._DropUserErrorReports()
+    user = ('severity: ERROR message: "Error processing instruction bundle_3. Original '
+            'traceback is Traceback ... beam_tfrecords.sinks.early_stop.StoppedEarly: stopped '
+            'early: 8000 of the first 10000 records"')
+    assert not drop.filter(record(logging.ERROR, user))
+    assert drop.filter(record(logging.WARNING, 'severity: WARN message: "No semi_persistent"'))
+    assert drop.filter(record(logging.ERROR, 'message: "Traceback ... KeyError: \'x\'"'))
