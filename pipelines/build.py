@@ -38,6 +38,7 @@ from beam_tfrecords.sinks.commit import (
     CommitSpec,
     claim_version,
     default_version,
+    fail_stopped_early,
     prepare_output,
     read_latest,
 )
@@ -51,6 +52,7 @@ from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.reader_files import image_features, reader_documents
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers import top_level_fields
+from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED
 from beam_tfrecords.transforms.readers.read_avro import ReadAvro
 from beam_tfrecords.transforms.readers.read_csv import ReadCsv, read_csv_header
 from beam_tfrecords.transforms.readers.read_images import (
@@ -143,6 +145,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         runner=runner, tool_version=beam_tfrecords.__version__,
         max_bad_fraction=config.errors.max_bad_fraction,
         max_unread_fraction=getattr(config.errors, "max_unread_fraction", 0.0),
+        abort_window=config.errors.abort_window,
         keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note,
     )
@@ -156,11 +159,16 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
     ``spec``: the commit's (:func:`commit_spec`); ``images``: the plan :func:`plan_inputs`
     made at launch for an images source.
     """
-    # The public transforms (btf.ReadCsv ..., btf.ToExamples), then the commit.
+    # The public transforms (btf.ReadCsv ..., btf.ToExamples), then the commit. The source's
+    # rejects and counts go to WriteDataset beside ToExamples', not merged by a Flatten:
+    # Beam's local runner materializes one, and the dead letters and the early stop
+    # (sinks/early_stop.py) would wait for the whole input.
     read = read_source(p, config, input_files, images)
-    built = read | "BuildExamples" >> ToExamples(
+    built = read["records"] | "BuildExamples" >> ToExamples(
         config.features, config.splits, max_record_bytes=config.output.shard_size.max)
-    manifest = built | "WriteDataset" >> WriteDataset(
+    parts = {"examples": built.examples, "rejected": (read[REJECTED], built.rejected),
+             "counts": (read[COUNTS], built.counts)}
+    manifest = parts | "WriteDataset" >> WriteDataset(
         spec, config.splits.names, config.output.shard_size, config.output.index,
         config.output.shard_name)
     return {"examples": built.examples, "manifest": manifest}
@@ -429,8 +437,14 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
                                     args.progress_interval)
     spec = commit_spec(config, layout, build_id, found.fingerprint, runner,
                        args.keep_versions, images=found.images)
-    with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
-        build_pipeline(p, config, spec, found.files, images=found.images)
+    try:
+        with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
+            build_pipeline(p, config, spec, found.files, images=found.images)
+    except Exception as err:  # a worker that stopped the build early left a note: fail it
+        stopped = fail_stopped_early(spec)  # as a threshold failure at the commit does
+        if stopped is None:
+            raise
+        raise stopped from err
     if not storage.exists(layout.manifest):
         return None
     return json.loads(storage.read_text(layout.manifest))

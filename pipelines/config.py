@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from beam_tfrecords.sinks.early_stop import DEFAULT_WINDOW
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.tfrecord_format import COMPRESSIONS, normalize_compression
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
@@ -87,6 +88,9 @@ class OutputConfig:
 class ErrorPolicy:
     max_bad_fraction: float = 0.0  # rejected / read above this fails the build
     max_unread_fraction: float = 0.0  # unread bytes / input bytes above this fails the build
+    # Records a worker reads before it may stop a build that cannot meet max_bad_fraction
+    # (sinks/early_stop.py); 0: never stop early.
+    abort_window: int = DEFAULT_WINDOW
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,7 +223,7 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
 
 def _parse_errors(raw: Any) -> ErrorPolicy:
     raw = _mapping("errors", {} if raw is None else raw,
-                   ("max_bad_fraction", "max_unread_fraction"))
+                   ("max_bad_fraction", "max_unread_fraction", "abort_window"))
     fractions = {}
     for name in ("max_bad_fraction", "max_unread_fraction"):
         fraction = raw.get(name, 0.0)
@@ -228,7 +232,11 @@ def _parse_errors(raw: Any) -> ErrorPolicy:
         ):
             raise _fail(f"errors.{name}", fraction, "must be a number in [0, 1]")
         fractions[name] = float(fraction)
-    return ErrorPolicy(**fractions)
+    window = raw.get("abort_window", DEFAULT_WINDOW)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise _fail("errors.abort_window", window, "must be a whole number of records: 0 "
+                    f"(never stop early) or more (default {DEFAULT_WINDOW})")
+    return ErrorPolicy(**fractions, abort_window=window)
 
 
 def parse_config(raw: Any) -> Config:

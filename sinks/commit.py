@@ -16,7 +16,8 @@ A build's life on an output root, every step proven by what it reads back:
    or write ``feature_spec.json``, the files other readers need (``schema.pbtxt``, TFDS's
    ``features.json`` and ``dataset_info.json``) and ``manifest.json`` (created exclusively:
    a committed version is never rewritten), move ``LATEST`` (never back to an older version), remove
-   staging and apply retention.
+   staging and apply retention. A build a worker stopped early (sinks/early_stop.py) never
+   reaches this step: its launcher fails it the same way (:func:`fail_stopped_early`).
 
 A failure between the manifest and ``LATEST`` leaves a committed version that step 2 of the
 next build -- or a re-run of the same command -- publishes.
@@ -32,8 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import conditional, ownership, storage
-from beam_tfrecords.sinks.dead_letters import DeadLetterFile, top_reasons
+from beam_tfrecords.sinks import conditional, early_stop, ownership, storage
+from beam_tfrecords.sinks.dead_letters import DeadLetterFile, staged_dead_letters, top_reasons
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
@@ -49,6 +50,7 @@ __all__ = [
     "commit_version",
     "committed_versions",
     "default_version",
+    "fail_stopped_early",
     "judge_thresholds",
     "move_latest",
     "prepare_output",
@@ -81,6 +83,9 @@ class CommitSpec:
     tool_version: str
     max_bad_fraction: float = 0.0
     max_unread_fraction: float = 0.0
+    # Records a worker reads before it may stop the build early (sinks/early_stop.py); 0:
+    # never. Only a launcher that calls fail_stopped_early when the pipeline fails may set it.
+    abort_window: int = 0
     keep: int = 5
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # Files for other readers, written at the version root with the feature spec: name (one
@@ -362,9 +367,11 @@ def _publish_dead_letters(dead: Sequence[DeadLetterFile], folder: str) -> list[t
 
 
 def _fail(spec: CommitSpec, reason: str, shards: Mapping[str, Sequence[Any]],
-          dead: Sequence[DeadLetterFile], counts: Mapping[str, Any]) -> CommitError:
+          dead: Sequence[DeadLetterFile], counts: Mapping[str, Any],
+          extra: Mapping[str, Any] | None = None) -> CommitError:
     """Keep the dead letters where no later build removes them (retention decides), roll the
-    version folder back, and return the one-line error naming both."""
+    version folder back, and return the one-line error naming both. ``extra``: more keys
+    for ``failure.json``."""
     layout = spec.layout
     kept = layout.failed_dir(spec.build_id)
     finals = _publish_dead_letters(dead, kept)
@@ -374,12 +381,29 @@ def _fail(spec: CommitSpec, reason: str, shards: Mapping[str, Sequence[Any]],
         "failed": mf.utc_now(), "reason": reason, "counts": dict(counts),
         "top_reasons": [{"reason": r, "count": n} for r, n in top],
         "dead_letter": [{"path": mf.relative_path(p, kept), "records": n} for p, n in finals],
+        **(extra or {}),
     }
     storage.write_atomic(storage.join(kept, lay.FAILURE), mf.dumps(document))
     _rollback(layout, shards)
     where = f"; dead letters kept in {kept}/{lay.DEAD_LETTER}" if finals else ""
     reasons = ("; top reasons: " + " | ".join(f"{n} x {r}" for r, n in top)) if top else ""
     return CommitError(f"{reason}{where}{reasons}")
+
+
+def fail_stopped_early(spec: CommitSpec) -> CommitError | None:
+    """After the pipeline failed: when a worker stopped the build early (its note is under
+    staging), fail it as a threshold failure at the commit does -- dead letters so far kept
+    under ``.failed/`` with ``failure.json``, the version folder rolled back -- and return the
+    one-line error; None when no worker stopped it (the failure is another one). Call it once
+    no worker runs any more: it moves their staged files."""
+    notes = early_stop.read_notes(storage.join(spec.layout.staging, early_stop.FOLDER))
+    if not notes:
+        return None
+    _fence(spec)
+    reason, counts = early_stop.stopped_reason(notes)
+    dead = staged_dead_letters(spec.layout.staging)
+    return _fail(spec, reason, {}, dead, counts, extra={"stopped_early": {
+        "abort_window": spec.abort_window, "workers": len(notes)}})
 
 
 def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:

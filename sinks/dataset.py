@@ -11,10 +11,18 @@ produce:
 - ``counts``: ``(name, n)`` pairs the commit adds up (``read``, ``built``, ``rejected_at_*``,
   ``unread_*``), optional.
 
+``rejected`` and ``counts`` may each be a tuple of PCollections (a source's and ToExamples'):
+each is then written and counted in the stage that makes it, not after a Flatten.
+
 The version folder must be claimed, and the output's lease held, before the pipeline runs
 (:func:`sinks.commit.prepare_output`, :func:`sinks.commit.claim_version`): a pipeline step
 cannot take a lease for the launcher. The result is a PCollection of one element, the
 manifest document.
+
+With ``spec.abort_window`` the dead-letter writers and a step on the counts keep a worker's
+running counts and stop a doomed build early (sinks/early_stop.py); the launcher then calls
+:func:`sinks.commit.fail_stopped_early`. With ``--tfrecords_progress_dir`` the writers leave
+their running count of rejects for the progress line, as the shard writers do for theirs.
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_tfrecords.sinks import early_stop, storage
 from beam_tfrecords.sinks.commit import CommitSpec, commit_version
-from beam_tfrecords.sinks.dead_letters import WriteDeadLetters
+from beam_tfrecords.sinks.dead_letters import WatchCounts, WriteDeadLetters
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.sinks.progress_files import ProgressOptions
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 
 __all__ = ["WriteDataset"]
@@ -35,6 +45,30 @@ __all__ = ["WriteDataset"]
 def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list
             ) -> dict:
     return commit_version(spec, shards, dead, counts)
+
+
+def _sources(value: Any) -> tuple:
+    """A PCollection, or a tuple of them, as a tuple; None as ()."""
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+class _WriteDeadLetterFiles(beam.PTransform):
+    """Dead-letter rows from one or more PCollections -> DeadLetterFiles: a writer applied to
+    each, so each runs in the stage that rejects its rows (no Flatten first, which Beam's
+    local runner materializes: the rows would wait for the whole input, and so would the
+    counting that stops a doomed build)."""
+
+    def __init__(self, staging: str, stop: early_stop.StopPolicy | None,
+                 progress_dir: str | None) -> None:
+        super().__init__()
+        self._args = (staging, stop, progress_dir)
+
+    def expand(self, sources):
+        files = [source | f"Write[{index}]" >> beam.ParDo(WriteDeadLetters(*self._args))
+                 for index, source in enumerate(sources)]
+        return files[0] if len(files) == 1 else tuple(files) | "Files" >> beam.Flatten()
 
 
 class WriteDataset(beam.PTransform):
@@ -66,14 +100,22 @@ class WriteDataset(beam.PTransform):
             layout.version_dir, layout.staging, self._shard_name, self._splits,
             self._spec.compression, self._shard_size, self._index,
         )  # {split: [ShardInfo]}
-        rejected = parts.get("rejected")
-        if rejected is None:
-            rejected = pipeline | "NoRejects" >> beam.Create([])
-        dead = rejected | "WriteDeadLetters" >> beam.ParDo(
-            WriteDeadLetters(layout.staging))  # DeadLetterFile per staged file
-        counts = parts.get("counts")
-        if counts is None:
-            counts = pipeline | "NoCounts" >> beam.Create([])
+        rejected = _sources(parts.get("rejected")) or (
+            pipeline | "NoRejects" >> beam.Create([]),)
+        counts = _sources(parts.get("counts")) or (pipeline | "NoCounts" >> beam.Create([]),)
+        stop = None
+        if self._spec.abort_window > 0:
+            stop = early_stop.StopPolicy(self._spec.abort_window, self._spec.max_bad_fraction,
+                                         storage.join(layout.staging, early_stop.FOLDER),
+                                         self._spec.build_id)
+            for index, source in enumerate(counts):  # records built, beside the rejected
+                _ = source | f"WatchCounts[{index}]" >> beam.ParDo(WatchCounts(stop))
+        progress_dir = (pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
+                        if pipeline.options is not None else None)
+        dead = rejected | "WriteDeadLetters" >> _WriteDeadLetterFiles(
+            layout.staging, stop, progress_dir)  # DeadLetterFile per staged file
+        if len(counts) > 1:
+            counts = (counts | "MergeCounts" >> beam.Flatten(),)
         # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
         # and CombinePerKey cost ~10 transforms each to construct and translate.
         return (
@@ -83,6 +125,6 @@ class WriteDataset(beam.PTransform):
                 _commit, spec=self._spec,
                 shards=beam.pvalue.AsSingleton(shards),
                 dead=beam.pvalue.AsList(dead),
-                counts=beam.pvalue.AsList(counts),
+                counts=beam.pvalue.AsList(counts[0]),
             )
         )  # one element: the manifest document

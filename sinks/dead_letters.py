@@ -4,25 +4,34 @@ Each bundle writes its rows to one file under ``<staging>/dead_letter/`` and emi
 :class:`DeadLetterFile`: the path, the row count and the count of each reason, so the commit
 can name the most frequent reasons of a failed build without reading the files again. Rows
 are redacted first (sinks/format/redact.py): a source path may carry a token or a signature.
+
+The writer is also where a worker's rejects are counted while the build runs: for the
+progress line (its running count and most frequent reasons, in a progress file) and, with
+:class:`WatchCounts` counting the records built, to stop a doomed build early
+(sinks/early_stop.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks import early_stop, storage
 from beam_tfrecords.sinks.format.redact import redact
+from beam_tfrecords.sinks.progress_files import ProgressFile
 
-__all__ = ["DeadLetterFile", "WriteDeadLetters", "reason_key", "top_reasons"]
+__all__ = ["DeadLetterFile", "WatchCounts", "WriteDeadLetters", "reason_key",
+           "staged_dead_letters", "top_reasons"]
 
 _REASON_CHARS = 120  # a reason's key for tallies: long reasons quote values
 _REASONS_PER_FILE = 64  # distinct reasons a file keeps a count for; the rest are "(others)"
+_GOT_TYPE = re.compile(r"\bgot \S+ ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +44,14 @@ class DeadLetterFile:
 
 
 def reason_key(row: Mapping) -> str:
-    """The tally key of a dead-letter row: its feature (if any) and its reason, shortened."""
+    """The tally key of a dead-letter row: its feature (if any) and its reason, shortened,
+    without the value when the reason quotes it -- ``got str …``, not ``got str 'x17'`` --
+    so that one mistake over many values is one reason, not 64 and ``(others)``."""
     reason = str(row.get("reason", ""))
+    value = row.get("value")
+    got = _GOT_TYPE.search(reason)  # "got <type> <value>", as FeatureValueError says
+    if got and isinstance(value, str) and value and reason.startswith(value, got.end()):
+        reason = f"{reason[:got.end()]}…{reason[got.end() + len(value):]}"
     if len(reason) > _REASON_CHARS:
         reason = reason[:_REASON_CHARS - 1] + "…"
     feature = row.get("feature") or ""
@@ -51,11 +66,35 @@ def top_reasons(files: Iterable[DeadLetterFile], n: int = 3) -> list[tuple[str, 
     return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
-class WriteDeadLetters(beam.DoFn):
-    """Dead-letter rows -> one staged JSONL file per bundle; emits a DeadLetterFile each."""
+def _tally(reasons: Counter, key: str) -> None:
+    if key in reasons or len(reasons) < _REASONS_PER_FILE:
+        reasons[key] += 1
+    else:
+        reasons["(others)"] += 1
 
-    def __init__(self, staging: str) -> None:
+
+class WriteDeadLetters(beam.DoFn):
+    """Dead-letter rows -> one staged JSONL file per bundle; emits a DeadLetterFile each.
+
+    ``stop`` (an :class:`early_stop.StopPolicy`): the rejected rows count in the process's
+    :class:`early_stop.Watch`, which stops the build when its records so far cannot meet the
+    threshold (sinks/early_stop.py); apply it in the stage that rejects the rows, with no
+    Flatten before it. ``progress_dir``: it leaves its running count of rejected records and
+    their most frequent reasons there every few seconds, for the progress line
+    (sinks/progress_files.py).
+    """
+
+    def __init__(self, staging: str, stop: early_stop.StopPolicy | None = None,
+                 progress_dir: str | None = None) -> None:
         self._staging = staging
+        self._stop = stop
+        self._progress_dir = progress_dir
+
+    def setup(self) -> None:
+        self._watch = early_stop.watch(self._stop) if self._stop is not None else None
+        self._progress = ProgressFile(self._progress_dir) if self._progress_dir else None
+        self._rejected = 0  # this instance's, across bundles, for the progress file
+        self._all_reasons: Counter = Counter()
 
     def start_bundle(self) -> None:
         self._handle = None
@@ -66,19 +105,76 @@ class WriteDeadLetters(beam.DoFn):
         if self._handle is None:
             self._path = storage.join(self._staging, "dead_letter", f"{uuid.uuid4().hex}.jsonl")
             self._handle = storage.open_write(self._path)
+            if self._watch is not None:  # closed by whichever step stops the build
+                self._watch.holding(self, self._close)
         self._handle.write(json.dumps(redact(row), ensure_ascii=False, default=repr).encode()
                            + b"\n")
         self._rows += 1
         key = reason_key(row)
-        if key in self._reasons or len(self._reasons) < _REASONS_PER_FILE:
-            self._reasons[key] += 1
-        else:
-            self._reasons["(others)"] += 1
+        _tally(self._reasons, key)
+        if row.get("kind") != "rejected":  # unread input: not a record
+            return
+        self._rejected += 1
+        _tally(self._all_reasons, key)
+        if self._progress is not None and self._progress.due():
+            self._report()
+        if self._watch is not None:
+            self._watch.add(rejected=1)  # raises StoppedEarly to stop the build
 
-    def finish_bundle(self):
+    def _close(self) -> None:
         if self._handle is not None:
             self._handle.close()
+            self._handle = None
+        self._report()
+
+    def _report(self) -> None:
+        if self._progress is not None and self._rejected:
+            self._progress.write(0, 0, rejected=self._rejected,
+                                 reasons=self._all_reasons.most_common(3))
+
+    def finish_bundle(self):
+        self._report()
+        if self._handle is not None:
+            self._handle.close()
+            if self._watch is not None:
+                self._watch.holding(self, None)
             yield beam.utils.windowed_value.WindowedValue(
                 DeadLetterFile(self._path, self._rows, tuple(sorted(self._reasons.items()))),
                 -1, [beam.transforms.window.GlobalWindow()])
             self._handle = None
+
+
+class WatchCounts(beam.DoFn):
+    """``(name, n)`` counts -> nothing: ToExamples' ``("built", n)`` count in the process's
+    :class:`early_stop.Watch`, beside the rejected rows the dead-letter writers count. Apply
+    it to the counts in the stage that produces them."""
+
+    def __init__(self, stop: early_stop.StopPolicy) -> None:
+        self._stop = stop
+
+    def setup(self) -> None:
+        self._watch = early_stop.watch(self._stop)
+
+    def process(self, count: tuple[str, int]) -> None:
+        name, n = count
+        self._watch.add(built=n if name == "built" else 0)  # raises StoppedEarly to stop
+
+
+def staged_dead_letters(staging: str) -> list[DeadLetterFile]:
+    """The dead-letter files staged under ``staging`` (by bundles that never finished, when a
+    build stopped early), each with its rows and reasons counted from its complete lines."""
+    found = []
+    for path in storage.list_files(storage.join(staging, "dead_letter")):
+        if not path.endswith(".jsonl"):
+            continue
+        rows, reasons = 0, Counter()
+        with storage.open_read(path) as handle:
+            for line in handle:
+                try:
+                    row = json.loads(line)
+                except ValueError:  # cut short by a killed writer
+                    continue
+                rows += 1
+                _tally(reasons, reason_key(row))
+        found.append(DeadLetterFile(path, rows, tuple(sorted(reasons.items()))))
+    return found

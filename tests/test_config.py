@@ -142,7 +142,8 @@ def test_minimal_config_resolves_every_default():
     }
     assert resolved["source"]["csv"] == {"delimiter": ",", "quotechar": '"', "header": True,
                                          "columns": [], "null_values": [""]}
-    assert resolved["errors"] == {"max_bad_fraction": 0.0, "max_unread_fraction": 0.0}
+    assert resolved["errors"] == {"max_bad_fraction": 0.0, "max_unread_fraction": 0.0,
+                                  "abort_window": 10_000}
     assert resolved["source"]["max_record_bytes"] == 64 << 20
     assert resolved["features"] == [{
         "name": "f", "dtype": "int64", "shape": [], "source": ["f"], "missing": "error",
@@ -247,6 +248,8 @@ ACCEPTED = [
     ("csv_empty", [("source.csv", None)], "source.csv.delimiter", ","),
     ("errors_empty", [("errors", None)], "errors.max_bad_fraction", 0.0),
     ("errors_int", [("errors", {"max_bad_fraction": 1})], "errors.max_bad_fraction", 1.0),
+    ("abort_window_default", [("errors", None)], "errors.abort_window", 10_000),
+    ("abort_window_off", [("errors", {"abort_window": 0})], "errors.abort_window", 0),
     ("index_uncompressed", [("output.index", True)], "output.index", True),
     ("name_with_dots", [("name", "ds.v1-b_2")], "output.shard_name", "ds.v1-b_2"),
     ("split_name_underscore_first", [("splits", {"train": 80, "_x": 20})], "splits.names",
@@ -517,6 +520,12 @@ REFUSED = [
      "true"),
     ("fraction_nan", [("errors", {"max_bad_fraction": float("nan")})],
      "errors.max_bad_fraction", "NaN"),
+    ("abort_window_negative", [("errors", {"abort_window": -1})], "errors.abort_window", "-1"),
+    ("abort_window_float", [("errors", {"abort_window": 10.5})], "errors.abort_window",
+     "10.5"),
+    ("abort_window_text", [("errors", {"abort_window": "10k"})], "errors.abort_window",
+     '"10k"'),
+    ("abort_window_bool", [("errors", {"abort_window": True})], "errors.abort_window", "true"),
 ]
 
 

@@ -70,17 +70,19 @@ class _BuildExamplesFn(beam.DoFn):
         self._columnar = ColumnarEncoder(self._features)  # caches its plan per schema
 
     def process(self, chunk: RecordChunk) -> Iterator[Any]:
-        rows = self._process_batch(chunk) if chunk.batch is not None else self._process_rows(chunk)
-        built = 0
-        for element in rows:
-            if isinstance(element, tuple):
-                built += len(element[1])
-            else:
-                self._rejected.inc()
-            yield element
+        # The chunk's counts leave before its dead letters (the slow part: a preview of each
+        # record), so a writer judging rejected / read while rows arrive (sinks/early_stop.py)
+        # never sees more of them rejected than there were.
+        if chunk.batch is not None:
+            built, outputs = self._process_batch(chunk)
+        else:
+            outputs = list(self._process_rows(chunk))  # held to the chunk's end anyway
+            built = sum(len(e[1]) for e in outputs if isinstance(e, tuple))
         self._built.inc(built)
+        self._rejected.inc(len(chunk) - built)
         yield beam.pvalue.TaggedOutput(COUNTS, ("built", built))
         yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_build", len(chunk) - built))
+        yield from outputs
 
     def _reject(self, chunk: RecordChunk, offset: int, feature: str, reason: str, value: Any,
                 record: Any) -> Any:
@@ -114,7 +116,8 @@ class _BuildExamplesFn(beam.DoFn):
         for split, (records, sizes) in by_split.items():
             yield split, SerializedBatch.from_pieces(records, sizes)  # (split, SerializedBatch)
 
-    def _process_batch(self, chunk: RecordChunk) -> Iterator[Any]:
+    def _process_batch(self, chunk: RecordChunk) -> tuple[int, Iterator[Any]]:
+        """(records built, the outputs: dead letters, then ``(split, SerializedBatch)``)."""
         batch = chunk.batch
         out, good, rejects = self._columnar.encode(batch)
         # (row, feature, reason, value) of every rejected row, in row order at the end.
@@ -134,8 +137,14 @@ class _BuildExamplesFn(beam.DoFn):
             keep[i] = False
         names, split_of = self._split_rows(batch, out, good, keep, dead)
         dead.sort(key=lambda item: item[0])
+        return int((split_of >= 0).sum()), self._batch_outputs(chunk, out, dead, names,
+                                                               split_of)
+
+    def _batch_outputs(self, chunk: RecordChunk, out: SerializedBatch, dead: list,
+                       names: list[str], split_of: np.ndarray) -> Iterator[Any]:
         for row, feature, reason, value in dead:
-            yield self._reject(chunk, row, feature, reason, value, _record_preview(batch, row))
+            yield self._reject(chunk, row, feature, reason, value,
+                               _record_preview(chunk.batch, row))
         # split_of: index into names per encoded record (-1: rejected); splits in the order
         # their first record appears, as the row path yields them.
         for code in dict.fromkeys(split_of[split_of >= 0].tolist()):

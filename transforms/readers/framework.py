@@ -152,11 +152,24 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     ``CHUNK_ROWS`` (flushed before a columnar chunk, so rows stay in order); a Reject becomes
     a dead-letter row and counts as read and rejected; an Unread becomes a dead-letter row of
     kind ``unread`` and counts in the ``unread_*`` counts only. The counts close the file:
-    ``read``, ``rejected_at_read`` and the four of ``UNREAD_COUNTS``, always all six."""
+    ``read``, ``rejected_at_read`` and the four of ``UNREAD_COUNTS``, always all six.
+
+    A dead-letter row leaves after the good records read before it (it waits while they
+    gather, at most ``CHUNK_ROWS`` rows), so whoever counts both as they come -- the early
+    stop (sinks/early_stop.py) -- never sees a larger share rejected than there was."""
     read = rejected = 0
     unread_bytes = unread_rows = regions = 0
     chunk: list = []
     numbers: list = []
+    waiting: list = []  # dead-letter outputs read after the records in ``chunk``
+
+    def flush() -> list:  # the gathered records as a chunk, then the rows that waited
+        nonlocal chunk, numbers, waiting
+        out = [records_chunk(path, chunk, numbers)] if chunk else []
+        out += waiting
+        chunk, numbers, waiting = [], [], []
+        return out
+
     for event in events:
         kind = type(event)
         if kind is tuple:
@@ -165,30 +178,32 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
             chunk.append(record)
             numbers.append(row)
             if len(chunk) >= CHUNK_ROWS:
-                yield records_chunk(path, chunk, numbers)
-                chunk, numbers = [], []
+                yield from flush()
             continue
         if kind is Reject:
             read += 1
             rejected += 1
-            yield beam.pvalue.TaggedOutput(REJECTED, dead_letter(
+            letter = beam.pvalue.TaggedOutput(REJECTED, dead_letter(
                 path, event.row, event.feature, event.reason, event.value, event.record))
-            continue
-        if kind is Unread:
+        elif kind is Unread:
             regions += 1
             unread_bytes += event.bytes
             unread_rows += event.rows or 0
-            yield beam.pvalue.TaggedOutput(REJECTED, unread_letter(path, event))
+            letter = beam.pvalue.TaggedOutput(REJECTED, unread_letter(path, event))
+        elif isinstance(event, RecordChunk):
+            yield from flush()  # the records before the chunk leave first
+            read += len(event)
+            yield event
             continue
-        if not isinstance(event, RecordChunk):
+        else:
             raise TypeError(f"not a reader event: {event!r}")
-        if chunk:  # the records before the chunk leave first
-            yield records_chunk(path, chunk, numbers)
-            chunk, numbers = [], []
-        read += len(event)
-        yield event
-    if chunk:
-        yield records_chunk(path, chunk, numbers)
+        if not chunk:
+            yield letter
+            continue
+        waiting.append(letter)
+        if len(waiting) >= CHUNK_ROWS:
+            yield from flush()
+    yield from flush()
     read_counter.inc(read)
     rejected_counter.inc(rejected)
     yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))

@@ -312,9 +312,9 @@ class _ReadCsvFile(ReadFileFn):
                 if chunk is None:
                     yield from self._rows_from(io.BytesIO(block), start, columns, state)
                     continue
-                yield from rejects
-                if len(chunk):
+                if len(chunk):  # a block's good rows before its rejects (sinks/early_stop.py)
                     yield chunk
+                yield from rejects
                 state[0] += len(chunk) + len(rejects)
         except cc.NeedsRows:  # no row end within MAX_PENDING_BYTES
             yield from self._rows_from(blocks.rest(), blocks.offset, known, state)
@@ -341,11 +341,11 @@ class _ReadCsvFile(ReadFileFn):
                                        CellError)
         except cc.NeedsRows:
             return None, []
-        rejects = []
-        for index in sorted(bad):
-            feature, reason, value = bad[index]
-            whole = [cells.column(j)[index].as_py() for j in range(len(columns))]
-            rejects.append(Reject(before + 1 + index, feature, reason, value, whole))
+        order = sorted(bad)
+        taken = pa.array(order, pa.int64())  # the rejected rows' cells, column by column
+        wholes = zip(*(cells.column(j).take(taken).to_pylist() for j in range(len(columns))))
+        rejects = [Reject(before + 1 + index, *bad[index], list(whole))
+                   for index, whole in zip(order, wholes)]
         if not bad:
             return RecordChunk(path, before + 1, [], batch=batch), rejects
         good = np.ones(batch.num_rows, bool)
