@@ -120,6 +120,9 @@ def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
                                emulator.name_of(storage.join(version_dir, "feature_spec.json")),
                                emulator.name_of(storage.join(version_dir,
                                                              ".beam-tfrecords-build")),
+                               # schema.pbtxt, and the TFDS files of an uncompressed version
+                               *(emulator.name_of(storage.join(version_dir, name))
+                                 for name in manifest["metadata_files"]),
                                *shard_names}
     return sizes
 

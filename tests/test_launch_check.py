@@ -137,7 +137,9 @@ def test_few_refusals_are_not_evidence():
     few = {"x": FeatureTally(refused=MIN_EVIDENCE - 1, row=1, reason="r", value_type="str")}
     assert mistakes(specs, few, records=MIN_EVIDENCE + 5, where="f") == []
     small_file = {"x": FeatureTally(refused=3, row=1, reason="r", value_type="str")}
-    assert len(mistakes(specs, small_file, records=3, where="f")) == 1
+    assert mistakes(specs, small_file, records=3, where="f") == []  # built, dead-lettered
+    enough = {"x": FeatureTally(refused=MIN_EVIDENCE, row=1, reason="r", value_type="str")}
+    assert len(mistakes(specs, enough, records=MIN_EVIDENCE, where="f")) == 1
     mixed = {"x": FeatureTally(accepted=1, refused=500, row=1, reason="r", value_type="str")}
     assert mistakes(specs, mixed, records=501, where="f") == []
 
