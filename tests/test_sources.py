@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from beam_tfrecords.pipelines.config import CsvOptions
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers import read_csv as rc
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, UNREAD_COUNTS, RecordChunk
 from beam_tfrecords.transforms.readers.read_csv import (
     CellError,
@@ -25,6 +26,7 @@ from beam_tfrecords.transforms.readers.read_csv import (
     _ReadCsvFile,
     parse_cell,
 )
+from beam_tfrecords.transforms.readers.read_parquet import needed_columns
 
 FEATURES = [F("i", "int64"), F("f", "float"), F("s", "string"), F("b", "bytes", missing="omit")]
 BLOCKS = [7, 64, 300, cc.BLOCK_BYTES]  # tiny blocks cut almost every row apart
@@ -165,6 +167,160 @@ def test_a_file_of_many_blocks_yields_batches_with_row_numbers(tmp_path):
 ])
 def test_edge_files_same_on_both_paths(tmp_path, data):
     both(_write(tmp_path, data))
+
+
+# -- only the named columns (extra_fields) ---------------------------------------------------
+
+def named(path, features, extra, monkeypatch, options=DEFAULTS, blocks=BLOCKS):
+    """Reading only the columns ``features`` and ``extra`` name, per row (with and without
+    pick_cells on every row) and block size by block size: the per-row records of reading
+    every column cut down to those columns, and the same dead letters and counts."""
+    every = read(path, features, options, columnar=False)
+    names = set(needed_columns(features, extra))
+    expected = [(row, {k: v for k, v in record.items() if k in names})
+                for row, record in every[0]]
+    letters = sorted(every[1], key=lambda d: (d["row"], d["kind"]))
+    for pick in (rc._PICK_BYTES, 0):
+        monkeypatch.setattr(rc, "_PICK_BYTES", pick)
+        for kwargs in ({"columnar": False}, *({"block_bytes": size} for size in blocks)):
+            got = read(path, features, options, extra_fields=extra, **kwargs)
+            assert got[0] == expected, kwargs
+            assert sorted(got[1], key=lambda d: (d["row"], d["kind"])) == letters, kwargs
+            assert got[2] == every[2], kwargs
+    return every
+
+
+@pytest.mark.parametrize("data", [
+    TRICKY,
+    b"i,f,s,s\n1,2,a,b\n3,x,c,d\n",  # duplicate names
+    b"i,f,s,b\r1,2,3,4\r5,6,7,8\r",  # old Mac line ends
+    b"i,f,s,b\n1,2,3,4\n\n5,6\n7,8,9,10,11\n",  # an empty line, a cell short, one too many
+    b"i,f,s,b\n1,2,3\n4,5,6,7,8\n",  # as many delimiters as two good rows have
+    b'i,f,s,b\n1,"a,\nb",3,"x ""y"""\n2,3,"4",5',  # quoted cells in named and other columns
+    b"i,f,s,b\n1,\xff,3,4\n2,3,4,5\n",  # invalid UTF-8 in a column no feature reads
+])
+def test_named_columns_only_same_records_and_dead_letters(tmp_path, monkeypatch, data):
+    named(_write(tmp_path, data), [F("i", "int64"), F("s", "string")], ("b",), monkeypatch,
+          options=CsvOptions(null_values=("", "NA")))
+
+
+def _wide(rng, ncols: int, rows: int, crlf: bool, quirks: bool) -> tuple[bytes, list[str]]:
+    """A CSV of ``ncols`` columns where features read ``i``, ``f``, ``s`` (at random places),
+    its other cells quoted, multi-line, empty or not ASCII; with ``quirks``, rows that are
+    dead letters (a cell short or too many, invalid UTF-8 in an unread column, a named cell
+    that is no number, an empty line) and a quote inside an unquoted cell."""
+    names = [f"c{k}" for k in range(ncols)]
+    spots = rng.sample(range(ncols - 1), 3)
+    if crlf:  # the last column is read: its cell ends before the CR of a CRLF
+        spots[2] = ncols - 1
+    for name, at in zip("ifs", spots):
+        names[at] = name
+    end = b"\r\n" if crlf else b"\n"
+    other = [b"", b"7", b"x y", b'"a,b"', b'"two' + end + b'lines"', b'"q ""x"""', "é".encode()]
+    lines = [",".join(names).encode() + end]
+    for n in range(1, rows + 1):
+        cells = []
+        for name in names:
+            if name == "i":
+                cells.append(b"%d" % n)
+            elif name == "f":
+                cells.append(b"%d.5" % n)
+            elif name == "s":
+                cells.append(rng.choice(other))
+            else:
+                cells.append(rng.choice(other) if rng.random() < 0.2 else b"%d" % rng.randrange(9))
+        if quirks and n % 17 == 0:
+            kind = n // 17 % 5
+            if kind == 0:
+                del cells[rng.randrange(ncols)]
+            elif kind == 1:
+                cells.append(b"extra")
+            elif kind == 2:
+                cells[names.index(rng.choice([c for c in names if c[0] == "c"]))] = b"\xff\xfe"
+            elif kind == 3:
+                cells[names.index("i")] = b"oops"
+            else:
+                lines.append(end)
+        if quirks and n == rows - 3:
+            cells[names.index("c0") if "c0" in names else 0] = b'5" tall'
+        lines.append(b",".join(cells) + end)
+    return b"".join(lines), names
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_wide_rows_named_columns_only(tmp_path, monkeypatch, seed):
+    import random
+
+    rng = random.Random(seed)
+    data, names = _wide(rng, ncols=60, rows=150, crlf=seed % 2 == 1, quirks=seed < 3)
+    features = [F("i", "int64"), F("f", "float"), F("s", "string")]
+    every = named(_write(tmp_path, data), features, (), monkeypatch,
+                  blocks=[7, 64, 300, cc.BLOCK_BYTES])  # x20: blocks of ~block_bytes kept
+    if seed < 3:
+        reasons = " | ".join(d["reason"] for d in every[1])
+        assert "malformed line: 59 cells" in reasons and "malformed line: 61 cells" in reasons
+        assert "malformed line: 0 cells" in reasons and "not an integer" in reasons
+        assert "not valid UTF-8" in reasons and "column 'c" in reasons
+
+
+def test_a_wide_file_makes_values_of_its_named_cells_only(tmp_path, monkeypatch):
+    """2,000 columns of which features read 3: the cells that become values -- Arrow's, csv's
+    and pick_cells' -- are those 3 per row, and every cell of the header and of a rejected
+    row (its dead letter shows them), not 2,000 per row. Reading every column made 2,000."""
+    ncols, rows = 2000, 300
+    names = [f"c{k}" for k in range(ncols)]
+    names[0], names[ncols // 2], names[-1] = "i", "f", "s"
+    lines = [",".join(names).encode() + b"\n"]
+    for n in range(1, rows + 1):
+        cells = [b"%d" % (n % 10)] * ncols
+        cells[0], cells[ncols // 2], cells[-1] = b"%d" % n, b"0.5", b"w"
+        if n % 50 == 0:  # a quoted cell: that block goes to Arrow, not to the numpy split
+            cells[7] = b'"a,b"'
+        if n == 123:
+            cells[0] = b"oops"
+        lines.append(b",".join(cells) + b"\n")
+    path = _write(tmp_path, b"".join(lines))
+    made = []
+    parse, csv_cells, pick = cc.BlockParser.parse, rc._csv_cells, cc.pick_cells
+
+    def counted_parse(self, block):
+        batch = parse(self, block)
+        made.append(0 if batch is None else batch.num_columns * batch.num_rows)
+        return batch
+
+    def counted_csv_cells(options):
+        cells_of = csv_cells(options)
+        return lambda text: made.append(len(cells := cells_of(text))) or cells
+
+    def counted_pick(*args):
+        cells = pick(*args)
+        made.append(0 if cells is None else len(cells))
+        return cells
+
+    plain = cc.BlockParser._plain
+    split = []
+    monkeypatch.setattr(cc.BlockParser, "_plain", lambda self, b: split.append(1) or plain(self, b))
+    monkeypatch.setattr(cc.BlockParser, "parse", counted_parse)
+    monkeypatch.setattr(rc, "_csv_cells", counted_csv_cells)
+    monkeypatch.setattr(cc, "pick_cells", counted_pick)
+    features = [F("i", "int64"), F("f", "float"), F("s", "string")]
+    # 100-byte blocks grow to 66 KB (~16 rows): with and without a quote, numpy's and Arrow's
+    for kwargs in ({"columnar": False}, {"block_bytes": 100}, {}):
+        made.clear()
+        records, rejects, counts, _ = read(path, features, extra_fields=(), **kwargs)
+        assert counts == [("read", rows), ("rejected_at_read", 1)], kwargs
+        assert [d["row"] for d in rejects] == [123] and len(records) == rows - 1
+        assert records[0] == (1, {"i": 1, "f": _plain(0.5), "s": "w"})
+        assert sum(made) <= 3 * rows + 2 * ncols, kwargs  # the header, the rejected row
+    assert split  # numpy split some blocks
+
+
+def test_no_column_named_keeps_the_first_so_rows_still_count(tmp_path, monkeypatch):
+    path = _write(tmp_path, b"a,b,c\n1,2,3\n4,5,6\n")
+    records, _, counts, _ = read(path, [F("x", "int64")], extra_fields=())
+    assert records == [(1, {"a": "1"}), (2, {"a": "4"})]
+    assert counts == [("read", 2), ("rejected_at_read", 0)]
+    named(path, [F("x", "int64"), F("a", "string")], (), monkeypatch)
 
 
 def test_empty_and_header_only_files_count_zero(tmp_path):
@@ -348,3 +504,61 @@ def test_type_batch_agrees_with_parse_cell(cells, dtype):
     got = [("bad", bad[k][1]) if k in bad else ("ok", _plain(values[k]))
            for k in range(len(cells))]
     assert got == expected
+
+
+ROW_CELLS = st.one_of(
+    st.text(alphabet='ab ,"é\x00\r\n\t', max_size=8).map(lambda t: '"' + t.replace('"', '""')
+                                                          + '"'),  # quoted: anything goes
+    # unquoted: a quote inside is a character (at the start it would open a quoted field)
+    st.text(alphabet='ab "é\x00\t', max_size=8).filter(lambda t: not t.startswith('"')),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ROW_CELLS, min_size=1, max_size=12), st.sampled_from(["\n", "\r\n", "\r", ""]),
+       st.integers(0, 2), st.booleans(), st.data())
+def test_pick_cells_agrees_with_csv(cells, end, ncols_off, bad_byte, data):
+    """pick_cells gives csv's cells of the kept columns, or None -- never for a row that is
+    plainly well formed (clean quoting, valid UTF-8, the expected number of cells)."""
+    import csv
+    import io
+
+    row = (",".join(cells) + end).encode()
+    if bad_byte:
+        row = row.replace(b"b", b"\xff", 1)
+    ncols = len(cells) + ncols_off - 1
+    keep = sorted(data.draw(st.sets(st.integers(0, max(ncols, 1) - 1), max_size=3)))
+    got = cc.pick_cells(row, keep, ncols, b'"', b",")
+    text = row.decode("utf-8", "surrogateescape")
+    try:
+        want = next(csv.reader(io.StringIO(text, newline=""), strict=True), [])
+    except csv.Error:  # a quoted field closed before a character: a malformed row
+        assert got is None
+        return
+    plain = (len(want) == ncols and row.strip(b"\r\n") != b"" and b"\xff" not in row
+             and cc.quoting_is_clean(row, b'"', b","))
+    if got is None:
+        assert not plain
+    else:
+        assert [want[i] for i in keep] == got
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.text(alphabet="ab é\x00\t", max_size=4), min_size=3, max_size=3),
+                min_size=1, max_size=8),
+       st.sampled_from(["\n", "\r\n", "\r"]), st.booleans(), st.integers(0, 3))
+def test_block_parser_splits_plain_blocks_as_arrow_does(rows, end, last_end, drop):
+    """Kept columns of a block without quotes: numpy's split is Arrow's, row-count checks
+    included (a row with a cell dropped makes both refuse the block)."""
+    lines = [",".join(r) for r in rows]
+    if drop and drop <= len(lines):
+        lines[drop - 1] = lines[drop - 1].rsplit(",", 1)[0]
+    block = (end.join(lines) + (end if last_end else "")).encode()
+    keep = [0, 2]
+    fast = cc.BlockParser(3, ",", '"', keep=keep).parse(block)
+    full = cc.BlockParser(3, ",", '"').parse(block)
+    if full is None:
+        assert fast is None
+    else:
+        assert fast is not None
+        assert fast.to_pydict() == full.select(keep).to_pydict()

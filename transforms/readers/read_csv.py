@@ -16,6 +16,12 @@ Cells are typed by the feature specs: an int64 feature accepts integers and ``tr
 a float feature decimals, exponents, ``nan`` and ``inf``; a list-shaped feature a JSON array;
 null markers (``null_values``) are missing values; a column no feature reads stays text. A row
 with invalid UTF-8 is a dead letter naming its column; the rest of the file is still read.
+
+Given ``extra_fields`` (the command line's build passes the split key's column), a record holds
+only the columns the features read and those: the other cells are still split and counted -- a
+row with a cell too many or too few is still malformed, invalid UTF-8 in any cell still a dead
+letter -- but never become values, so a file of 20,000 columns of which three are read takes
+about the time of those three. Dead letters still show the whole row.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from beam_tfrecords.transforms.readers.framework import (
     parse_arguments,
     records_chunk,
 )
+from beam_tfrecords.transforms.readers.read_parquet import needed_columns
 
 __all__ = ["CsvOptions", "ReadCsv", "ReadCsvFiles", "parse_cell", "parse_csv_options",
            "read_csv_header"]
@@ -107,6 +114,9 @@ _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|inf
                     re.IGNORECASE)
 _TRUE = {"true": 1, "false": 0}
 _SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogateescape decodes them
+# A row at least this long, of which few columns are kept, is split by cc.pick_cells (numpy)
+# rather than csv, which makes a string of every cell.
+_PICK_BYTES = 2048
 
 
 class CellError(ValueError):
@@ -200,13 +210,17 @@ class _ReadCsvFile(ReadFileFn):
     at a time: a malformed row or one longer than ``max_record_bytes`` (from the options) is
     one dead letter and reading goes on; an unterminated quote makes the rest of the file one
     unread region.
+
+    ``extra_fields`` None: records hold every column; else only the features' columns and
+    those (:meth:`_keep`), and no other cell becomes a value on either path.
     """
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
-                 extra_fields: Sequence[str] = (), *, columnar: bool = True,
+                 extra_fields: Sequence[str] | None = None, *, columnar: bool = True,
                  block_bytes: int = cc.BLOCK_BYTES) -> None:
-        super().__init__(options, features, extra_fields, columnar=columnar)
+        super().__init__(options, features, extra_fields or (), columnar=columnar)
         self._block_bytes = block_bytes
+        self._every_column = extra_fields is None
 
     def events(self, path: str, raw: Any) -> Iterator[Any]:
         opts = self._options
@@ -220,6 +234,17 @@ class _ReadCsvFile(ReadFileFn):
         for spec in self._features:
             specs.setdefault(spec.source[0], spec)
         return specs
+
+    def _keep(self, columns: list[str]) -> list[int] | None:
+        """The indices of the columns records hold, in file order: those the features read
+        (a dotted source also names its literal column) and ``extra_fields`` name, or the
+        first column when none is (a batch without columns would have no rows); None for
+        every column (no ``extra_fields`` given, or every column is named)."""
+        if self._every_column:
+            return None
+        named = set(needed_columns(self._features, self._extra))
+        keep = [i for i, column in enumerate(columns) if column in named] or [0]
+        return None if len(keep) == len(columns) else keep
 
     # -- per row ----------------------------------------------------------------------------
 
@@ -249,6 +274,9 @@ class _ReadCsvFile(ReadFileFn):
                                  f"the header {problem}; the file is not read")
                     return
                 columns = header
+        keep = self._keep(columns)
+        kept = columns if keep is None else [columns[i] for i in keep]
+        quote, delimiter = opts.quotechar.encode(), opts.delimiter.encode()
         for row in rows:
             row_number += 1
             if type(row) is not bytes:
@@ -257,6 +285,14 @@ class _ReadCsvFile(ReadFileFn):
                     return
                 yield _too_large(row_number, row, limit)
                 continue
+            if keep is not None and len(row) >= _PICK_BYTES:
+                picked = cc.pick_cells(row, keep, len(columns), quote, delimiter)
+                if picked is not None:
+                    record = _record(row_number, kept, picked, specs, nulls)
+                    if type(record) is dict:
+                        yield row_number, record
+                        continue
+                    # Rejected: csv splits the row again, so the dead letter shows every cell.
             text = row.decode("utf-8", "surrogateescape")
             try:
                 cells = cells_of(text)
@@ -264,7 +300,7 @@ class _ReadCsvFile(ReadFileFn):
                 yield Reject(row_number, "", f"malformed CSV row: {err}",
                              row.decode("utf-8", "replace"), "")
                 continue
-            record = _record(row_number, columns, cells, specs, nulls)
+            record = _record(row_number, columns, cells, specs, nulls, keep)
             yield (row_number, record) if type(record) is dict else record
 
     # -- column-wise ------------------------------------------------------------------------
@@ -298,6 +334,13 @@ class _ReadCsvFile(ReadFileFn):
                 yield from self._rows_from(blocks.rest(), blocks.offset, columns, state)
                 return
             delimiter = opts.delimiter.encode()
+            keep = self._keep(columns)
+            parser = cc.BlockParser(len(columns), opts.delimiter, opts.quotechar, limit, keep)
+            if keep is not None:  # blocks of about block_bytes of the kept columns' text
+                blocks.grow(min(max(self._block_bytes, cc.WIDE_BLOCK_BYTES),
+                                self._block_bytes * len(columns) // len(keep)))
+            kept = columns if keep is None else [columns[i] for i in keep]
+            cells_of = _csv_cells(opts)
             while True:
                 start = blocks.offset
                 block = blocks.next_block()
@@ -308,7 +351,8 @@ class _ReadCsvFile(ReadFileFn):
                     stream = io.BufferedReader(cc.Prefixed(block, blocks.rest()))
                     yield from self._rows_from(stream, start, columns, state)
                     return
-                chunk, rejects = self._typed_block(path, block, columns, specs, state[0])
+                chunk, rejects = self._typed_block(path, block, parser, kept, specs,
+                                                   state[0], cells_of)
                 if chunk is None:
                     yield from self._rows_from(io.BytesIO(block), start, columns, state)
                     continue
@@ -327,13 +371,13 @@ class _ReadCsvFile(ReadFileFn):
             state[0] = max(state[0], row or 0)
             yield event
 
-    def _typed_block(self, path: str, block: bytes, columns: list[str],
-                     specs: dict[str, FeatureSpec], before: int) -> tuple[Any, list]:
-        """A clean block -> (RecordChunk of its good rows, Rejects), or (None, []) when the
-        per-row reader must read it."""
+    def _typed_block(self, path: str, block: bytes, parser: cc.BlockParser,
+                     columns: list[str], specs: dict[str, FeatureSpec], before: int,
+                     cells_of: Any) -> tuple[Any, list]:
+        """A clean block -> (RecordChunk of its good rows, in the columns ``parser`` keeps,
+        named ``columns``; Rejects), or (None, []) when the per-row reader must read it."""
         opts = self._options
-        cells = cc.parse_block(block, len(columns), opts.delimiter, opts.quotechar,
-                               max_record_bytes_of(opts))
+        cells = parser.parse(block)
         if cells is None:
             return None, []
         try:
@@ -341,11 +385,19 @@ class _ReadCsvFile(ReadFileFn):
                                        CellError)
         except cc.NeedsRows:
             return None, []
-        order = sorted(bad)
-        taken = pa.array(order, pa.int64())  # the rejected rows' cells, column by column
-        wholes = zip(*(cells.column(j).take(taken).to_pylist() for j in range(len(columns))))
-        rejects = [Reject(before + 1 + index, *bad[index], list(whole))
-                   for index, whole in zip(order, wholes)]
+        if bad and len(columns) < parser.ncols:
+            # A dead letter shows every cell of its row; the batch holds the kept columns
+            # only, so csv splits the rejected rows' text again.
+            rejects = _rejects_from_text(block, cells.num_rows, bad, before, opts.quotechar,
+                                         cells_of)
+            if rejects is None:  # pragma: no cover - clean blocks are cut alike
+                return None, []
+        else:
+            order = sorted(bad)
+            taken = pa.array(order, pa.int64())  # the rejected rows' cells, column by column
+            wholes = zip(*(cells.column(j).take(taken).to_pylist() for j in range(len(columns))))
+            rejects = [Reject(before + 1 + index, *bad[index], list(whole))
+                       for index, whole in zip(order, wholes)]
         if not bad:
             return RecordChunk(path, before + 1, [], batch=batch), rejects
         good = np.ones(batch.num_rows, bool)
@@ -355,6 +407,21 @@ class _ReadCsvFile(ReadFileFn):
         if not numbers:
             return RecordChunk(path, before + 1, [], batch=batch), rejects
         return records_chunk(path, [], numbers, batch), rejects
+
+
+def _rejects_from_text(block: bytes, rows: int, bad: dict[int, tuple[str, str, str]],
+                       before: int, quotechar: str, cells_of: Any) -> list[Reject] | None:
+    """The Rejects of the rows ``bad`` (index -> feature, reason, cell) of a clean block
+    of ``rows`` rows, each with every cell of its row as csv splits it; None when the block
+    does not cut into ``rows`` rows."""
+    ends = cc.row_ends(block, quotechar.encode())
+    if len(ends) != rows:
+        return None
+    rejects = []
+    for index in sorted(bad):
+        text = block[int(ends[index - 1]) if index else 0:int(ends[index])].decode("utf-8")
+        rejects.append(Reject(before + 1 + index, *bad[index], cells_of(text)))
+    return rejects
 
 
 def _parse_header(head: bytes | cc.RowSpan, cells_of: Any,
@@ -422,11 +489,12 @@ def _header(head: bytes, opts: Any, limit: int) -> list[str] | None:
 
 
 def _record(row: int, columns: list[str], cells: list[str], specs: dict[str, FeatureSpec],
-            nulls: set) -> dict | Reject:
-    """Row ``row``'s cells -> the record, or a Reject.
+            nulls: set, keep: list[int] | None = None) -> dict | Reject:
+    """Row ``row``'s cells -> the record of the columns ``keep`` (indices; None: all), or a
+    Reject.
 
-    Invalid UTF-8 is found first, then a wrong number of cells, then the first cell (in
-    column order) that its feature cannot type."""
+    Invalid UTF-8 (in any cell) is found first, then a wrong number of cells, then the first
+    cell (in column order) that its feature cannot type."""
     joined = "".join(cells)
     if not joined.isascii() and _SURROGATE.search(joined):
         return Reject(row, *_invalid_utf8(columns, cells, specs))
@@ -434,7 +502,8 @@ def _record(row: int, columns: list[str], cells: list[str], specs: dict[str, Fea
         return Reject(row, "", f"malformed line: {len(cells)} cells, the header has "
                              f"{len(columns)}", cells, cells)
     record: dict[str, Any] = {}
-    for column, cell in zip(columns, cells):
+    pairs = zip(columns, cells) if keep is None else ((columns[i], cells[i]) for i in keep)
+    for column, cell in pairs:
         spec = specs.get(column)
         if spec is None or cell in nulls:
             record[column] = None if cell in nulls else cell
@@ -474,7 +543,8 @@ def _invalid_utf8(columns: list[str], cells: list[str],
 
 class ReadCsvFiles(ReadFiles):
     """CSV file paths -> RecordChunks (main ``records``), dead-letter rows (``rejected``) and
-    ``counts`` pairs, with :class:`CsvOptions` and FeatureSpecs.
+    ``counts`` pairs, with :class:`CsvOptions` and FeatureSpecs; with ``extra_fields`` (even
+    empty), records hold only the columns the features read and those.
 
     ``columnar`` (default): RecordChunks carry pyarrow RecordBatches of about
     ``block_bytes`` of text each; otherwise Python dicts, row by row. The records, their row
@@ -483,6 +553,10 @@ class ReadCsvFiles(ReadFiles):
 
     _fn = _ReadCsvFile
     _label = "ParseCsv"
+
+    def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
+                 extra_fields: Sequence[str] | None = None, **knobs: Any) -> None:
+        super().__init__(options, features, extra_fields, **knobs)  # None: every column
 
 
 class ReadCsv(ReadSource):
@@ -500,6 +574,12 @@ class ReadCsv(ReadSource):
       null_values: cells spelled like this are missing values.
       max_record_bytes: the longest row held in memory (bytes, or a size such as "64MiB");
         a longer one is a dead letter.
+      extra_fields: columns to keep besides those the features read, e.g. the split key's
+        when no feature reads it (``splits={"key": "id", ...}``). Given (even empty), records
+        hold only those columns and the features'; the other cells are still split -- a row
+        with a cell too many is still malformed -- but never become values, so a wide file
+        reads in about the time of its named columns. None (the default): every column, as
+        text where no feature types it.
 
     Returns a dict of PCollections, also readable as attributes: ``records`` (chunks of
     records), ``rejected`` (dead-letter dicts) and ``counts``; apply ``btf.ToExamples`` or
@@ -511,10 +591,14 @@ class ReadCsv(ReadSource):
     def __init__(self, file_pattern: str | Sequence[str], features: Any, *,
                  delimiter: str = ",", quotechar: str = '"', header: bool = True,
                  columns: Sequence[str] = (), null_values: Sequence[str] = ("",),
-                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES,
+                 extra_fields: Sequence[str] | None = None) -> None:
         raw = {"delimiter": delimiter, "quotechar": quotechar, "header": header,
                "null_values": listed(null_values)}
         if columns:  # none: the header names them
             raw["columns"] = listed(columns)
         super().__init__(file_pattern, features, parse_arguments(
-            "ReadCsv", parse_csv_options, raw, max_record_bytes))
+            "ReadCsv", parse_csv_options, raw, max_record_bytes),
+            () if extra_fields is None else extra_fields)
+        if extra_fields is None:  # ReadSource checked the rest; None means every column
+            self._reader = self._files(self.options, self.features, None)
