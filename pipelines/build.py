@@ -117,9 +117,15 @@ def file_source(config: Config, input_files: Sequence[str]) -> Any:
     source = config.source
     files, features = sorted(input_files), config.features
     extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
+    # A CSV header may name a column "meta.label" literally (check_columns accepts it).
+    literal = tuple(sep.join(path) for path in (config.splits.key, config.splits.field)
+                    if path and len(path) > 1 for sep in "./")
     limit = source.max_record_bytes
     readers = {
-        "csv": lambda: ReadCsv(files, features, **dataclasses.asdict(source.csv)),
+        # extra_fields names the split key: the reader then types only the columns named
+        # (time grows with them, not with the file's width).
+        "csv": lambda: ReadCsv(files, features, extra_fields=extra + literal,
+                               **dataclasses.asdict(source.csv)),
         "jsonl": lambda: ReadJsonl(files, features, max_depth=source.jsonl.max_depth,
                                    max_record_bytes=source.jsonl.max_line_bytes),
         "parquet": lambda: ReadParquet(files, features, extra_fields=extra,

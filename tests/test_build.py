@@ -221,3 +221,23 @@ def test_missing_source_column_is_a_config_error_before_the_pipeline(tmp_path):
     with pytest.raises(ConfigError, match=r"features\.feature3\.source.*no field 'feature3'"):
         build.run(["--config", str(DEMO), "--input", str(data), "--output", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()
+
+
+def test_csv_split_key_column_not_a_feature_is_still_read(tmp_path):
+    # The command's CSV reader types only the named columns; the split key -- here a literal
+    # dotted column no feature reads -- must be among them, or every key reads as missing and
+    # all records land in one split.
+    import yaml
+
+    header = ["meta.label", "x"] + [f"unused{i}" for i in range(50)]
+    rows = [[f"k{i}", str(i)] + ["0"] * 50 for i in range(400)]
+    (tmp_path / "in.csv").write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
+    config = {"name": "t", "source": {"format": "csv", "path": str(tmp_path / "in.csv")},
+              "features": {"x": {"type": "int64"}},
+              "splits": {"key": "meta.label", "train": 50, "eval": 50},
+              "output": {"path": str(tmp_path / "out")}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    manifest = build.run(["--config", str(tmp_path / "c.yaml")])
+    records = {split: entry["records"] for split, entry in manifest["splits"].items()}
+    assert sum(records.values()) == 400
+    assert min(records.values()) > 120, records  # ~200 each: the key was read
