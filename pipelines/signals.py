@@ -40,6 +40,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from beam_tfrecords.sinks.lease import pid_running
+
 __all__ = ["CLEANUP_SECONDS", "EXIT_STATUS", "handle_signals", "watch_lease", "watch_version"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -261,14 +263,5 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def _running(pid: int) -> bool:
-    """Whether ``pid`` still runs: a zombie (dead, not yet reaped) does not."""
-    if os.path.isdir("/proc/self"):
-        stat = _stat(pid)
-        return stat is not None and stat[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether ``pid`` still runs (a zombie does not): the lease's own test."""
+    return pid_running(pid)

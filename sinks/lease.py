@@ -67,6 +67,7 @@ __all__ = [
     "default_ttl",
     "is_live",
     "lease_path",
+    "pid_running",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -154,8 +155,9 @@ def _machine() -> str:
     return "/".join(parts)
 
 
-def _pid_running(pid: int, pid_start: str) -> bool:
-    """Whether ``pid`` on this host is still the process that wrote ``pid_start``."""
+def pid_running(pid: int, pid_start: str = "") -> bool:
+    """Whether ``pid`` on this host is still the process that wrote ``pid_start`` (empty:
+    any process with that pid); a zombie, dead but not yet reaped, is not running."""
     if pid <= 0:
         return True  # unknown: never call a process dead without evidence
     if pid == os.getpid():
@@ -254,7 +256,7 @@ def is_live(info: LeaseInfo, now: float | None = None) -> bool:
         return False
     if not info.build_id:
         return False
-    if info.on_this_host() and not _pid_running(info.pid, info.pid_start):
+    if info.on_this_host() and not pid_running(info.pid, info.pid_start):
         return False
     return True
 
@@ -349,7 +351,7 @@ class Lease:
         one runs (a re-entrant acquire from another process), else in ours."""
         if self._is_this_process(holder) or (
                 now <= holder.expires
-                and not (holder.on_this_host() and not _pid_running(holder.pid,
+                and not (holder.on_this_host() and not pid_running(holder.pid,
                                                                     holder.pid_start))):
             return dataclasses.replace(holder, expires=max(holder.expires, now + self.ttl))
         return dataclasses.replace(self._me(now), acquired=holder.acquired)
