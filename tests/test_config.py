@@ -134,7 +134,8 @@ def test_resolved_is_strict_json_and_stable():
 def test_minimal_config_resolves_every_default():
     config = parse_config(minimal_config())
     resolved = config.resolved()
-    assert resolved["splits"] == {"shares": [["train", 100.0]], "key": [], "field": []}
+    assert resolved["splits"] == {"shares": [["train", 100.0]], "key": [], "field": [],
+                                  "null_key": "reject"}
     assert resolved["output"] == {
         "path": "out", "compression": "none",
         "shard_size": {"target": 150_000_000, "min": 100_000_000, "max": 200_000_000},

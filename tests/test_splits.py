@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 
 import numpy as np
 import pytest
@@ -209,3 +210,80 @@ def test_choose_many_agrees_with_choose(spec):
     keys = [key_bytes(i) for i in range(2000)] + [b"", memoryview(b"abc")]
     names = list(spec.names)
     assert spec.choose_many(keys).tolist() == [names.index(spec.choose(bytes(k))) for k in keys]
+
+
+# -- records whose split key is missing (issue #17, item 5) -----------------------------------
+
+def _null_key_build(tmp, fmt: str, splits: dict, rows: int = 300) -> dict:
+    """Build ``rows`` records whose key ``k`` is null in every third, absent in every fifth
+    (JSON Lines) -- through the row path (jsonl) or the columnar one (parquet, csv)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from beam_tfrecords.pipelines import build
+
+    keys = [None if i % 3 == 0 else i for i in range(rows)]
+    if fmt == "jsonl":
+        lines = [json.dumps({"x": i} if i % 5 == 0 else {"k": k, "x": i})
+                 for i, k in enumerate(keys)]
+        path = tmp / "in.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+    elif fmt == "parquet":
+        path = tmp / "in.parquet"
+        pq.write_table(pa.table({"k": pa.array(keys, pa.int64()), "x": list(range(rows))}), path)
+    else:
+        path = tmp / "in.csv"
+        path.write_text("k,x\n" + "".join(f"{'' if k is None else k},{i}\n"
+                                          for i, k in enumerate(keys)))
+    config = {"name": "t", "source": {"format": fmt, "path": str(path)},
+              "features": {"x": {"type": "int64"}}, "splits": {"key": "k", **splits},
+              "errors": {"max_bad_fraction": 0.5}, "output": {"path": str(tmp / "out")}}
+    (tmp / "c.yaml").write_text(yaml.safe_dump(config))
+    return build.run(["--config", str(tmp / "c.yaml")])
+
+
+def _missing(rows: int, fmt: str) -> int:
+    return sum(1 for i in range(rows) if i % 3 == 0 or (fmt == "jsonl" and i % 5 == 0))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_missing_split_keys_are_rejected_by_default(fmt, tmp_path):
+    manifest = _null_key_build(tmp_path, fmt, {"train": 80, "eval": 20})
+    missing = _missing(300, fmt)
+    assert manifest["counts"]["rejected"] == missing
+    assert manifest["counts"]["written"] == 300 - missing
+    letters = [json.loads(line) for entry in manifest["dead_letter"]
+               for line in (tmp_path / "out" / manifest["version"] / entry["path"])
+               .read_text().splitlines()]
+    assert len(letters) == missing
+    assert all("split key 'k' is missing" in letter["reason"] for letter in letters)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_missing_split_keys_go_to_the_named_split(fmt, tmp_path):
+    manifest = _null_key_build(tmp_path, fmt, {"train": 80, "eval": 10, "unkeyed": 10,
+                                               "null_key": "unkeyed"})
+    missing = _missing(300, fmt)
+    assert manifest["counts"]["rejected"] == 0
+    assert manifest["splits"]["unkeyed"]["records"] >= missing  # and its hashed share
+    keyed = {s: e["records"] for s, e in manifest["splits"].items() if s != "unkeyed"}
+    assert sum(keyed.values()) + manifest["splits"]["unkeyed"]["records"] == 300
+    assert keyed["train"] > 3 * keyed["eval"] > 0  # the keyed rows still spread 80/10
+
+
+def test_one_split_takes_missing_keys_too(tmp_path):
+    manifest = _null_key_build(tmp_path, "parquet", {"train": 100})
+    assert manifest["counts"]["written"] == 300
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"key": "k", "train": 50, "eval": 50, "null_key": "test"}, "must be 'reject' or one of"),
+    ({"train": 50, "eval": 50, "null_key": "eval"}, "applies only with a splits.key"),
+])
+def test_null_key_config_errors(raw, words):
+    from beam_tfrecords.transforms.codec.specs import ConfigError, parse_splits
+
+    with pytest.raises(ConfigError, match=words):
+        parse_splits(raw)
+    assert parse_splits({"key": "k", "train": 50, "eval": 50}).null_key == "reject"

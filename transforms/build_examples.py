@@ -32,7 +32,7 @@ from beam_tfrecords.transforms.codec.coercion import FeatureValueError
 from beam_tfrecords.transforms.codec.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.codec.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.codec.splits import NULL_KEY, SplitSpec, key_bytes
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
 
 __all__ = ["PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
@@ -103,8 +103,12 @@ class _BuildExamplesFn(beam.DoFn):
                     continue
                 if splits.field:
                     split = self._named_split(record)
+                elif key:
+                    value = key_bytes(lookup(record, key))
+                    split = (splits.choose(value) if value != NULL_KEY or len(splits.shares) == 1
+                             else self._null_split())
                 else:
-                    split = splits.choose(key_bytes(lookup(record, key)) if key else pieces)
+                    split = splits.choose(pieces)
             except (FeatureValueError, TypeError) as err:
                 feature = getattr(err, "feature", ".".join(key))
                 value = getattr(err, "value", None)
@@ -168,7 +172,7 @@ class _BuildExamplesFn(beam.DoFn):
         path = splits.field or splits.key
         fast = None if splits.field else _column_keys(batch, path, good[todo])
         if fast is not None:
-            split_of[todo] = splits.choose_many(fast)
+            self._assign(fast, todo, split_of, good, dead)
             return names, split_of
         values = _lookup_rows(batch, path, good[todo])
         keys, rows = [], []
@@ -185,8 +189,39 @@ class _BuildExamplesFn(beam.DoFn):
                 dead.append((int(good[i]), getattr(err, "feature", ".".join(path)), str(err),
                              getattr(err, "value", None)))
         if keys:
-            split_of[np.asarray(rows, dtype=np.int64)] = splits.choose_many(keys)
+            self._assign(keys, np.asarray(rows, dtype=np.int64), split_of, good, dead)
         return names, split_of
+
+    def _assign(self, keys: list, rows: np.ndarray, split_of: np.ndarray, good: np.ndarray,
+                dead: list) -> None:
+        """Hash ``keys`` (one per row of ``rows``) into ``split_of``; a missing key goes to
+        ``splits.null_key``'s split or becomes a dead letter."""
+        splits = self._splits
+        missing = np.fromiter((k == NULL_KEY for k in keys), dtype=bool, count=len(keys))
+        if not missing.any():
+            split_of[rows] = splits.choose_many(keys)
+            return
+        present = [k for k, m in zip(keys, missing.tolist()) if not m]
+        if present:
+            split_of[rows[~missing]] = splits.choose_many(present)
+        target = splits.null_split()
+        if target is not None:
+            split_of[rows[missing]] = list(splits.names).index(target)
+            return
+        reason = str(self._null_key_error())
+        for i in rows[missing].tolist():
+            dead.append((int(good[i]), ".".join(splits.key), reason, None))
+
+    def _null_key_error(self) -> FeatureValueError:
+        return FeatureValueError(".".join(self._splits.key), None, "a split key",
+                                 self._splits.null_reason)
+
+    def _null_split(self) -> str:
+        """The split of a record whose key is missing, or a FeatureValueError (rejected)."""
+        target = self._splits.null_split()
+        if target is None:
+            raise self._null_key_error()
+        return target
 
     def _named_split(self, record: Any) -> str:
         """The split a record names in the split field (image folders); rejects others."""

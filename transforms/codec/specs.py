@@ -155,9 +155,12 @@ def parse_splits(raw: Any) -> SplitSpec:
     key = raw.get("key")
     if key is not None and (not isinstance(key, str) or not key or not all(key.split("."))):
         raise _fail("splits.key", key, "must be a field name or a dotted path")
+    null_key = raw.get("null_key", "reject")
+    if "null_key" in raw and key is None:
+        raise _fail("splits.null_key", null_key, "applies only with a splits.key")
     shares = []
     for name, pct in raw.items():
-        if name == "key":
+        if name in ("key", "null_key"):
             continue
         _named(f"splits.{name}", "split", name, pct)
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 < pct <= 100:
@@ -169,8 +172,13 @@ def parse_splits(raw: Any) -> SplitSpec:
     if abs(total - 100.0) > 1e-9:
         raise _fail("splits", {n: p for n, p in shares},
                     f"percentages sum to {total:.12g}, not 100")
+    names = [n for n, _ in shares]
+    if null_key != "reject" and null_key not in names:
+        raise _fail("splits.null_key", null_key,
+                    f"must be 'reject' or one of the splits ({', '.join(names)})")
     try:
-        return SplitSpec(shares=tuple(shares), key=tuple(key.split(".")) if key else ())
+        return SplitSpec(shares=tuple(shares), key=tuple(key.split(".")) if key else (),
+                         null_key=null_key)
     except ValueError as err:
         raise ConfigError(f"config key 'splits': {err}") from None
 

@@ -25,6 +25,9 @@ __all__ = ["BUCKETS", "SplitSpec", "key_bytes"]
 BUCKETS = 10_000
 
 
+NULL_KEY = b"\x00none"  # key_bytes(None): what a missing key hashes as
+
+
 def key_bytes(value: Any) -> bytes:
     """A canonical byte form of a key value, equal for equal keys across types and runs.
 
@@ -32,7 +35,7 @@ def key_bytes(value: Any) -> bytes:
     here but a bool); text and bytes hash by their UTF-8 bytes; floats by ``repr``.
     """
     if value is None:
-        return b"\x00none"
+        return NULL_KEY
     if isinstance(value, (bool, np.bool_)):
         return b"\x01" + (b"1" if value else b"0")
     if isinstance(value, (int, np.integer)):
@@ -75,6 +78,10 @@ class SplitSpec:
     shares: tuple[tuple[str, float], ...] = (("train", 100.0),)
     key: tuple[str, ...] = ()
     field: tuple[str, ...] = ()
+    # What a record whose key is missing (null or absent) gets: "reject" (a dead letter) or
+    # the name of a split. Hashing one "missing" value would put every such record in one
+    # split, quietly.
+    null_key: str = "reject"
 
     def __post_init__(self) -> None:
         if not self.shares:
@@ -85,6 +92,9 @@ class SplitSpec:
         if self.field and self.key:
             raise ValueError("a split spec takes the split from a field or hashes a key, "
                              "not both")
+        if self.null_key != "reject" and self.null_key not in names:
+            raise ValueError(f"null_key {self.null_key!r} is neither 'reject' nor one of the "
+                             f"splits ({', '.join(names)})")
         # Buckets are laid out in split-name order, not in the order the config lists them, so
         # reformatting a YAML file (or a tool that sorts keys) never moves records between
         # splits. The last bound is BUCKETS exactly, so no bucket is lost.
@@ -110,6 +120,15 @@ class SplitSpec:
             if bucket < bound:
                 return name
         return self._ranges[-1][0]  # type: ignore[attr-defined]
+
+    def null_split(self) -> str | None:
+        """The split of a record whose key is missing; None: it is rejected."""
+        return None if self.null_key == "reject" else self.null_key
+
+    @property
+    def null_reason(self) -> str:
+        return (f"split key {'.'.join(self.key)!r} is missing (null or absent); "
+                "splits.null_key: reject -- name a split there to keep such records")
 
     def choose_many(self, keys: Sequence[bytes | memoryview]) -> np.ndarray:
         """For every key, the index in :attr:`names` of :meth:`choose`; one hashing pass and
