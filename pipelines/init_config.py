@@ -215,7 +215,8 @@ def _sample_bytes(path: str, limit: int = SAMPLE_BYTES) -> tuple[bytes, bool]:
     return data[: data.rfind(b"\n") + 1], False
 
 
-def _csv_columns(pa: Any, path: str, delimiter: str) -> tuple[list[Column], dict[str, Any]]:
+def _csv_columns(pa: Any, path: str, delimiter: str
+                 ) -> tuple[list[Column], dict[str, Any], Any]:
     import pyarrow.csv as pcsv
 
     data, whole = _sample_bytes(path)
@@ -243,7 +244,7 @@ def _csv_columns(pa: Any, path: str, delimiter: str) -> tuple[list[Column], dict
     options = {"delimiter": delimiter, "header": True, "null_values": sorted(seen | {""})}
     if not whole:
         options["_partial"] = True
-    return columns, options
+    return columns, options, table
 
 
 def _check_cells(column: Column, cells: Sequence[str]) -> None:
@@ -287,9 +288,9 @@ def _json_list_cells(column: Column, cells: Sequence[str], nulls: set) -> None:
     column.shape, column.note = (-1,), "a JSON array cell -> a variable-length list"
 
 
-def _records_columns(pa: Any, records: list[dict], where: str) -> list[Column]:
-    """Columns of sampled records (JSON Lines, Avro): Arrow infers the types; a key absent
-    from some records counts as missing there."""
+def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Column], Any]:
+    """Columns of sampled records (JSON Lines, Avro) and their table: Arrow infers the types;
+    a key absent from some records counts as missing there."""
     if not records:
         raise InitError(f"{where}: no records to learn from")
     try:
@@ -298,7 +299,7 @@ def _records_columns(pa: Any, records: list[dict], where: str) -> list[Column]:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
         raise InitError(f"{where}: the sampled records do not share one type per field "
                         f"({err}); write those features by hand") from None
-    return features_from_arrow(pa, table.schema, _nulls_of(pa, table))
+    return features_from_arrow(pa, table.schema, _nulls_of(pa, table)), table
 
 
 def _jsonl_records(path: str) -> tuple[list[dict], bool]:
@@ -315,8 +316,10 @@ def _jsonl_records(path: str) -> tuple[list[dict], bool]:
     return records, whole and len(records) < SAMPLE_RECORDS
 
 
-def columns_of(path: str, fmt: str, delimiter: str = ",") -> tuple[list[Column], dict, str]:
-    """(columns, the source's format options, a note on what was read) for one input file."""
+def columns_of(path: str, fmt: str, delimiter: str = ","
+               ) -> tuple[list[Column], dict, str, Any]:
+    """(columns, the source's format options, a note on what was read, the sampled rows as
+    an Arrow table -- None for Parquet, whose schema was read, not its rows) for one file."""
     import pyarrow as pa
 
     if fmt == "parquet":
@@ -337,16 +340,17 @@ def columns_of(path: str, fmt: str, delimiter: str = ",") -> tuple[list[Column],
                 for name in lists:
                     if rows <= LIST_ROWS or read.num_rows == rows:
                         nulls[name] = read.column(name).null_count
-        return features_from_arrow(pa, schema, nulls), {}, f"its schema ({rows} rows)"
+        return features_from_arrow(pa, schema, nulls), {}, f"its schema ({rows} rows)", None
     if fmt == "csv":
-        columns, options = _csv_columns(pa, path, delimiter)
+        columns, options, table = _csv_columns(pa, path, delimiter)
         partial = options.pop("_partial", False)
         what = "the first 16 MB" if partial else "all of it"
-        return columns, options, f"{what}, as Arrow infers CSV"
+        return columns, options, f"{what}, as Arrow infers CSV", table
     if fmt == "jsonl":
         records, whole = _jsonl_records(path)
         what = "all of it" if whole else f"the first {len(records)} records"
-        return _records_columns(pa, records, path), {}, what
+        columns, table = _records_columns(pa, records, path)
+        return columns, {}, what, table
     if fmt == "avro":
         from beam_tfrecords.pipelines.launch_check import sample_events
         from beam_tfrecords.transforms.readers.read_avro import ReadAvro
@@ -354,7 +358,8 @@ def columns_of(path: str, fmt: str, delimiter: str = ",") -> tuple[list[Column],
         reader = ReadAvro(path).file_reader()
         records = [r for _, r in sample_events(reader, path, SAMPLE_RECORDS)
                    if isinstance(r, dict)]
-        return _records_columns(pa, records, path), {}, f"the first {len(records)} records"
+        columns, table = _records_columns(pa, records, path)
+        return columns, {}, f"the first {len(records)} records", table
     raise InitError(f"format {fmt!r}: init reads csv, jsonl, parquet, avro and images")
 
 
@@ -483,14 +488,16 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
     return "\n".join(lines) + "\n"
 
 
-def _unique_ids(path: str, fmt: str, columns: Sequence[Column]) -> dict[str, bool]:
-    """Whether each id-like column's sampled values are all different."""
+def _unique_ids(path: str, columns: Sequence[Column], sample: Any) -> dict[str, bool]:
+    """Whether each id-like column's sampled values are all different: in the rows
+    :func:`columns_of` sampled, or for Parquet (``sample`` None) the first row group."""
     candidates = [c for c in columns if c.name.lower() == "id" or c.name.lower().endswith("_id")]
     if not candidates:
         return {}
     import pyarrow.compute as pc
 
-    table = _sample_table(path, fmt, [".".join(c.source) for c in candidates])
+    table = sample if sample is not None else _first_row_group(
+        path, [c.source[0] for c in candidates if len(c.source) == 1])
     result = {}
     for column in candidates:
         field = ".".join(column.source)
@@ -501,37 +508,14 @@ def _unique_ids(path: str, fmt: str, columns: Sequence[Column]) -> dict[str, boo
     return result
 
 
-def _sample_table(path: str, fmt: str, fields: Sequence[str]) -> Any:
-    import pyarrow as pa
+def _first_row_group(path: str, fields: Sequence[str]) -> Any:
+    import pyarrow.parquet as pq
 
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        with storage.open_read(path) as handle:
-            pq_file = pq.ParquetFile(handle)
-            if pq_file.metadata.num_row_groups == 0:
-                return None
-            top = [f for f in fields if "." not in f]
-            return pq_file.read_row_group(0, columns=top)
-    if fmt == "csv":
-        import pyarrow.csv as pcsv
-
-        data, _ = _sample_bytes(path)
-        return pcsv.read_csv(pa.py_buffer(data), convert_options=pcsv.ConvertOptions(
-            include_columns=[f for f in fields if "." not in f]))
-    if fmt == "jsonl":
-        records, _ = _jsonl_records(path)
-        rows = [{f: r.get(f) for f in fields if "." not in f} for r in records]
-        return pa.Table.from_pylist(rows) if rows else None
-    if fmt == "avro":
-        from beam_tfrecords.pipelines.launch_check import sample_events
-        from beam_tfrecords.transforms.readers.read_avro import ReadAvro
-
-        rows = [{f: r.get(f) for f in fields if "." not in f}
-                for _, r in sample_events(ReadAvro(path).file_reader(), path, SAMPLE_RECORDS)
-                if isinstance(r, dict)]
-        return pa.Table.from_pylist(rows) if rows else None
-    return None
+    with storage.open_read(path) as handle:
+        pq_file = pq.ParquetFile(handle)
+        if pq_file.metadata.num_row_groups == 0:
+            return None
+        return pq_file.read_row_group(0, columns=list(fields))
 
 
 def _name_of(path: str) -> str:
@@ -560,9 +544,9 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
         raise InitError(f"no input matches {pattern!r}")
     first = files[0]
     fmt = _detect(first, fmt)
-    columns, options, read = columns_of(first, fmt, delimiter)
+    columns, options, read, sample = columns_of(first, fmt, delimiter)
     name = name or _name_of(pattern if "*" not in pattern else first)
-    unique = _unique_ids(first, fmt, columns)
+    unique = _unique_ids(first, columns, sample)
     return render(name=name, fmt=fmt, path=pattern, output=output or f"output/{name}",
                   columns=columns, options=options, read=read, unique=unique)
 
