@@ -1,0 +1,340 @@
+"""Text -> int64, the same way in every format: whole numbers, dates and datetimes.
+
+A Parquet double ``517.0`` declared int64 is stored as 517 and a timestamp as an epoch integer
+in the feature's ``unit:``; the same values written as text (CSV cells, JSON strings) are read
+here so that they give the same integers:
+
+* **Whole numbers** (CSV cells of int64 features): decimal text with a fraction or an exponent
+  (``517.0``, ``1e3``, ``-2.0E+2``) is its *exact* decimal value when that is a whole number in
+  the int64 range -- a fractional part is refused, never truncated, and so is a value that only
+  rounds to a whole double (``1.0000000000000000001``, ``1e-400``).
+* **Dates and datetimes** (features whose config names ``unit:`` or ``format:``): ISO-8601
+  text -- ``YYYY-MM-DD``, optionally ``T`` or a space and ``hh``, ``hh:mm``, ``hh:mm:ss`` or
+  ``hh:mm:ss.f`` (1 to 9 digits), optionally ``Z`` or an offset ``±hh``, ``±hhmm``,
+  ``±hh:mm`` -- the grammar of Arrow's own ISO-8601 parser; or, with ``format:``, any layout
+  ``datetime.strptime`` reads. Text without an offset is UTC. The instant becomes an integer
+  in the unit exactly as a Parquet timestamp of that instant does
+  (:func:`arrow_columns.temporal_values`): a finer part the unit cannot hold is floored
+  (``1969-12-31T23:59:59.5`` is second -1); nanoseconds are kept for ``unit: ns``.
+
+Surrounding whitespace is ignored. Per value: :func:`parse_whole`, :func:`parse_time` (the
+reference). Over Arrow string columns: :func:`whole_values` and :func:`time_values` decide what
+``pyarrow.compute`` can prove equal to the reference -- an exact decimal cast, Arrow's ISO-8601
+cast (the same grammar), ``strptime`` checked by formatting its result back to the very same
+text -- and leave the rest to the caller; :func:`text_times` finishes those one by one.
+
+Pure: pyarrow and numpy, no Beam, no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "ISO8601",
+    "TextValueError",
+    "check_format",
+    "parse_time",
+    "parse_whole",
+    "text_times",
+    "time_values",
+    "whole_values",
+]
+
+ISO8601 = "iso8601"  # the format name of ISO-8601 text
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_RANGE = "outside the int64 range [-2**63, 2**63-1]"
+_NS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1, "days": 86_400 * 10**9}
+_MICROS_PER = {"s": 10**6, "ms": 10**3, "us": 1, "days": 86_400 * 10**6}
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
+# Python's datetime range (years 1 to 9999), in microseconds from the epoch.
+_MIN_MICROS = -62_135_596_800 * 10**6
+_MAX_MICROS = 253_402_300_799 * 10**6 + 999_999
+_ISO = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+    r"(?:[T ]([0-9]{2})(?::([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?)?"
+    r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?)?")
+_NOT_ISO = ("not an ISO-8601 date or datetime (YYYY-MM-DD, optionally with [T ]hh[:mm[:ss[.f]]] "
+            "and Z or ±hh[:mm])")
+# ASCII decimal text: what Arrow's decimal cast reads exactly as Decimal() does.
+_NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+# Python's strptime directives (3.10+); those whose strptime and strftime round trip in Arrow
+# as in Python, zero-padded numbers only, are decided over whole columns.
+_DIRECTIVES = set("aAbBcdfHIjmMpSUwWxXyYzZGuV%")
+_COLUMN_DIRECTIVES = set("YmdHMS%")
+_LEAF = 4  # a failing cast of at most this many values leaves them to the caller
+
+
+class TextValueError(ValueError):
+    """Text that is not the value its feature needs; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def check_format(fmt: str) -> str:
+    """``fmt`` if it is ``iso8601`` or a ``strptime`` layout; else a ValueError naming the
+    directive at fault."""
+    if not isinstance(fmt, str) or not fmt:
+        raise ValueError(f"format must be {ISO8601!r} or a strptime layout such as "
+                         f"'%d/%m/%Y %H:%M', got {fmt!r}")
+    if fmt == ISO8601:
+        return fmt
+    directives = re.findall(r"%(.?)", fmt)
+    if not directives:
+        raise ValueError(f"format {fmt!r} holds no strptime directive (%Y, %m, %d, ...)")
+    for directive in directives:
+        if directive not in _DIRECTIVES:
+            raise ValueError(f"format {fmt!r}: %{directive} is not a strptime directive")
+    return fmt
+
+
+# -- one value ----------------------------------------------------------------------------------
+
+def parse_whole(text: str) -> int:
+    """Decimal number text (a fraction or an exponent allowed) as its exact whole value."""
+    try:
+        number = decimal.Decimal(text.strip())
+    except decimal.InvalidOperation:
+        raise TextValueError("not a number") from None
+    if not number.is_finite():
+        raise TextValueError("not a finite number")
+    if number.adjusted() > 18:  # at least 10**19: never converted (1e999999999 is text too)
+        raise TextValueError(_RANGE)
+    if number != number.to_integral_value():
+        raise TextValueError("has a fractional part; refusing to truncate")
+    value = int(number)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise TextValueError(_RANGE)
+    return value
+
+
+def _in_unit(ns: int, unit: str) -> int:
+    value = ns // _NS_PER[unit]  # floor: 1969-12-31T23:59:59.5 is second -1
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise TextValueError(_RANGE)
+    return value
+
+
+def _iso_ns(text: str) -> int:
+    match = _ISO.fullmatch(text)
+    if match is None:
+        raise TextValueError(_NOT_ISO)
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    try:
+        days = datetime.date(int(year), int(month), int(day)).toordinal() - _EPOCH_DAY
+    except ValueError as err:
+        raise TextValueError(f"not a valid date: {err}") from None
+    hours, minutes, seconds = int(hour or 0), int(minute or 0), int(second or 0)
+    if hours > 23 or minutes > 59 or seconds > 59:
+        raise TextValueError("not a valid time of day (hours 00-23, minutes and seconds 00-59)")
+    offset = 0
+    if zone and zone != "Z":
+        zone_hours, zone_minutes = int(zone[1:3]), int(zone[-2:]) if len(zone) > 3 else 0
+        if zone_hours > 23 or zone_minutes > 59:
+            raise TextValueError("not a valid UTC offset (hours 00-23, minutes 00-59)")
+        offset = (zone_hours * 3600 + zone_minutes * 60) * (-1 if zone[0] == "-" else 1)
+    total = days * 86_400 + hours * 3600 + minutes * 60 + seconds - offset
+    return total * 10**9 + int((fraction or "").ljust(9, "0"))
+
+
+def _strptime_ns(text: str, fmt: str) -> int:
+    try:
+        stamp = datetime.datetime.strptime(text, fmt)
+    except ValueError as err:
+        why = str(err)
+        if len(why) > 100 or text in why:  # "time data '...' does not match format '...'"
+            why = "does not match it"
+        raise TextValueError(f"not a date or datetime in format {fmt!r}: {why}") from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+    delta = stamp - _EPOCH
+    return ((delta.days * 86_400 + delta.seconds) * 10**6 + delta.microseconds) * 1000
+
+
+def parse_time(text: str, unit: str, fmt: str = ISO8601) -> int:
+    """Date or datetime text as an integer since 1970-01-01 UTC in ``unit``."""
+    text = text.strip()
+    ns = _iso_ns(text) if fmt == ISO8601 else _strptime_ns(text, fmt)
+    return _in_unit(ns, unit)
+
+
+# -- whole columns ------------------------------------------------------------------------------
+
+def _parts(arr: pa.Array, convert: Callable[[pa.Array], tuple[np.ndarray, ...] | None],
+           width: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """``convert`` over ``arr``, or where it fails (an Arrow cast fails whole) over halves,
+    down to :data:`_LEAF` values: (``width`` int64 outputs, where they hold)."""
+    n = len(arr)
+    outs = [np.zeros(n, np.int64) for _ in range(width)]
+    ok = np.zeros(n, bool)
+    pending = [(0, n)]
+    while pending:
+        start, stop = pending.pop()
+        got = convert(arr.slice(start, stop - start))
+        if got is not None:
+            for out, part in zip(outs, got[:-1]):
+                out[start:stop] = part
+            ok[start:stop] = got[-1]
+        elif stop - start > _LEAF:
+            middle = (start + stop) // 2
+            pending += [(middle, stop), (start, middle)]
+    return outs, ok
+
+
+def _int64s(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(values, valid) of an integer-like Arrow array, nulls as zeros."""
+    valid = ~arr.is_null().to_numpy(zero_copy_only=False)
+    if arr.null_count:
+        arr = arr.fill_null(0)
+    return arr.cast(pa.int64()).to_numpy(zero_copy_only=False), valid
+
+
+def whole_values(cells: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(values, decided) of string ``cells``: decided where the cell is ASCII decimal text
+    whose exact value is a whole number in the int64 range, as :func:`parse_whole` gives it.
+
+    A double that is not whole (or not finite) means the text is not; one that is whole is
+    only a hint, so the candidates are cast to ``decimal128(38, 0)``, which fails rather than
+    drop a digit."""
+    n = len(cells)
+    values, decided = np.zeros(n, np.int64), np.zeros(n, bool)
+    if not n:
+        return values, decided
+    candidate = pc.match_substring_regex(cells, _NUMBER_RE).fill_null(False)
+    index = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+    if not index.size:
+        return values, decided
+    doubles = pc.cast(cells.take(pa.array(index)), pa.float64()).to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        # |double| < 2**63 keeps the exact value inside int64 (2**63-1 itself rounds to 2**63
+        # and is left to parse_whole).
+        hint = np.isfinite(doubles) & (doubles == np.floor(doubles)) & (np.abs(doubles) < 2.0**63)
+    index = index[hint]
+
+    def exact(part: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+        try:
+            return _int64s(pc.cast(pc.cast(part, pa.decimal128(38, 0)), pa.int64()))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+
+    (got,), ok = _parts(cells.take(pa.array(index)), exact, 1)
+    values[index] = got
+    decided[index] = ok
+    return values, decided
+
+
+def _zoned(cells: pa.Array) -> np.ndarray:
+    """Cells that end in an offset (``Z``, or a sign after the date)."""
+    after_date = pc.utf8_slice_codeunits(cells, 10)
+    mask = pc.or_(pc.ends_with(cells, "Z"), pc.or_(pc.match_substring(after_date, "+"),
+                                                     pc.match_substring(after_date, "-")))
+    return mask.fill_null(False).to_numpy(zero_copy_only=False)
+
+
+def _from_timestamps(stamps: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(microseconds, the nanoseconds below them, valid) of a timestamp array."""
+    raw, valid = _int64s(stamps)
+    if stamps.type.unit == "ns":
+        micros, rest = np.divmod(raw, 1000)
+    elif stamps.type.unit == "us":
+        micros, rest = raw, np.zeros(raw.size, np.int64)
+    else:  # seconds (strptime)
+        micros, rest = raw * 10**6, np.zeros(raw.size, np.int64)
+    return micros, rest, valid
+
+
+def _iso_parts(cells: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(micros, rest, decided) of ISO-8601 cells by Arrow's own parser (the grammar of
+    :func:`parse_time`): microsecond timestamps hold every year, nanosecond ones 7 to 9
+    fraction digits; text with and without an offset needs a type with and without a zone."""
+
+    def cast(to: list[pa.DataType]) -> Callable[[pa.Array], tuple | None]:
+        def attempt(part: pa.Array) -> tuple | None:
+            for target in to:
+                try:
+                    return _from_timestamps(pc.cast(part, target))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    continue
+            return None
+        return attempt
+
+    naive = [pa.timestamp("us"), pa.timestamp("ns")]
+    zoned = [pa.timestamp("us", "UTC"), pa.timestamp("ns", "UTC")]
+    for group in (naive[:1], zoned[:1]):  # the usual column: all alike
+        got = cast(group)(cells)
+        if got is not None:
+            return got
+    n = len(cells)
+    micros, rest, decided = (np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool))
+    with_zone = _zoned(cells)
+    for mask, types in ((~with_zone, naive), (with_zone, zoned)):
+        index = np.flatnonzero(mask)
+        if index.size:
+            (m, r), ok = _parts(cells.take(pa.array(index)), cast(types), 2)
+            micros[index], rest[index], decided[index] = m, r, ok
+    return micros, rest, decided
+
+
+def _strptime_parts(cells: pa.Array, fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(micros, rest, decided) of cells in a zero-padded numeric ``strptime`` layout: Arrow's
+    strptime is the C library's, so a value counts only when formatting it back gives the
+    very text -- then every field was a zero-padded number, which Python reads alike (and a
+    day the month does not have, normalised by Arrow, shows as another text)."""
+    n = len(cells)
+    if set(re.findall(r"%(.?)", fmt)) - _COLUMN_DIRECTIVES:
+        return np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+    stamps = pc.strptime(cells, format=fmt, unit="s", error_is_null=True)
+    same = pc.equal(pc.strftime(stamps, format=fmt), cells).fill_null(False)
+    micros, rest, valid = _from_timestamps(stamps)
+    return micros, rest, valid & same.to_numpy(zero_copy_only=False)
+
+
+def time_values(cells: pa.Array, unit: str, fmt: str = ISO8601
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(values in ``unit``, decided) of string ``cells``: decided where ``pyarrow.compute``
+    gives the value :func:`parse_time` gives; nulls and the rest are left undecided."""
+    n = len(cells)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    if fmt == ISO8601:
+        micros, rest, decided = _iso_parts(cells)
+        early = decided & (micros < _MIN_MICROS + 2 * 86_400 * 10**6)
+        if early.any():  # Arrow reads the year 0000; Python's dates start at 0001
+            zero = pc.starts_with(cells, "0000").fill_null(False)
+            decided &= ~(early & zero.to_numpy(zero_copy_only=False))
+    else:  # no offsets (%z is Python's): the instant is the text's date, of years 1 to 9999
+        micros, rest, decided = _strptime_parts(cells, fmt)
+        decided &= (micros >= _MIN_MICROS) & (micros <= _MAX_MICROS)
+    if unit == "ns":
+        limit = (_INT64_MAX - 999) // 1000
+        decided &= np.abs(micros) <= limit  # near the int64 ends: parse_time says
+        values = np.where(decided, micros, 0) * 1000 + rest
+    else:
+        values = np.floor_divide(micros, _MICROS_PER[unit])
+    return np.where(decided, values, 0), decided
+
+
+def text_times(arr: pa.Array, unit: str, fmt: str = ISO8601
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(values in ``unit``, refused) of every string in ``arr``: :func:`time_values`, then
+    :func:`parse_time` for what it left; nulls are zeros and not refused."""
+    values, decided = time_values(arr, unit, fmt)
+    refused = np.zeros(len(arr), bool)
+    if arr.null_count:
+        decided |= arr.is_null().to_numpy(zero_copy_only=False)
+    for index in np.flatnonzero(~decided).tolist():
+        try:
+            values[index] = parse_time(arr[index].as_py(), unit, fmt)
+        except TextValueError:
+            refused[index] = True
+    return values, refused
