@@ -30,7 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard, signals
-from beam_tfrecords.pipelines.config import Config, check_columns, load_config
+from beam_tfrecords.pipelines.config import Config, check_columns, check_seed, load_config
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks import storage
@@ -49,6 +49,7 @@ from beam_tfrecords.sinks.format.layout import InvalidName, Layout, check_name
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
+from beam_tfrecords.transforms.codec.label_order import is_class_ordered
 from beam_tfrecords.transforms.codec.reader_files import image_features, reader_documents
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers import top_level_fields
@@ -153,8 +154,23 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         max_unread_fraction=getattr(config.errors, "max_unread_fraction", 0.0),
         abort_window=config.errors.abort_window,
         keep=keep, extra=extra, use_lease=use_lease,
-        documents=documents, tfds_note=tfds_note,
+        documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
     )
+
+
+def warn_if_class_ordered(config: Config, images: ImagePlan | None) -> bool:
+    """Log one warning when an unshuffled build would write images class by class."""
+    if images is None or config.output.shuffle_seed is not None:
+        return False
+    if not is_class_ordered([e.label for e in images.entries]):
+        return False
+    _LOG.warning(
+        "%s lists its %d images class by class, and output.shuffle is off: the shards will "
+        "hold the classes in that order, and a reader that interleaves a few shards with a "
+        "shuffle buffer trains on batches of one or two classes. Add output.shuffle: "
+        "{seed: N} to the config (or --shuffle-seed N) to write them in a seeded random order.",
+        images.source, len(images.entries))
+    return True
 
 
 def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
@@ -322,6 +338,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wait-for-lease", type=float, default=0.0, metavar="SECONDS",
                         help="when another build holds the output's lease, wait up to this "
                              "many seconds for it instead of refusing at once (default 0)")
+    shuffle = parser.add_mutually_exclusive_group()
+    shuffle.add_argument("--shuffle-seed", type=int, metavar="N",
+                         help="write every shard's records in this seed's pseudo-random order, "
+                              "the same bytes on every runner (overrides output.shuffle)")
+    shuffle.add_argument("--no-shuffle", action="store_true",
+                         help="write records in the order they arrive (overrides "
+                              "output.shuffle)")
     parser.add_argument("--skip-if-unchanged", action="store_true",
                         help="exit 0 without writing anything when the inputs fingerprint and "
                              "the config hash equal those of the version LATEST names")
@@ -370,6 +393,10 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     if args.output:
         config = dataclasses.replace(config, output=dataclasses.replace(config.output,
                                                                         path=args.output))
+    if args.shuffle_seed is not None or args.no_shuffle:
+        seed = None if args.no_shuffle else check_seed("--shuffle-seed", args.shuffle_seed)
+        config = dataclasses.replace(config, output=dataclasses.replace(
+            config.output, shuffle_seed=seed))
     if args.version is not None:
         try:
             check_name("version", args.version)
@@ -443,6 +470,7 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
                                     args.progress_interval)
     spec = commit_spec(config, layout, build_id, found.fingerprint, runner,
                        args.keep_versions, images=found.images)
+    warn_if_class_ordered(config, found.images)
     try:
         with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
             build_pipeline(p, config, spec, found.files, images=found.images)

@@ -82,6 +82,9 @@ class OutputConfig:
     shard_size: ShardSize = ShardSize()
     shard_name: str = ""  # file name prefix of the shards; the data set's name by default
     index: bool = False  # write <shard>.index sidecars ("offset length" per record)
+    # output.shuffle.seed: shards hold their records in this seed's pseudo-random order,
+    # byte-identical on every runner (sinks/shuffled_shards.py); None: arrival order.
+    shuffle_seed: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,11 +112,19 @@ class Config:
         of the source's option sections only the one its format uses."""
         resolved = _finite(json.loads(json.dumps(dataclasses.asdict(self),
                                                  default=_json_default)))
+        for feature in resolved["features"]:  # a date format only where text is a date, so
+            if feature.get("format") is None:  # configs without one keep their hash
+                feature.pop("format", None)
         for section in SOURCE_FORMATS:
             if section != self.source.format:
                 resolved["source"].pop(section, None)
             else:  # the reader's copy of source.max_record_bytes, shown once
                 resolved["source"][section].pop("max_record_bytes", None)
+        # As written in a config; absent when off, so configs from before shuffling existed
+        # keep their hash (and --skip-if-unchanged its meaning).
+        seed = resolved["output"].pop("shuffle_seed", None)
+        if seed is not None:
+            resolved["output"]["shuffle"] = {"seed": seed}
         return resolved
 
     def sha256(self) -> str:
@@ -184,8 +195,8 @@ def _parse_source(raw: Any) -> SourceConfig:
 
 
 def _parse_output(raw: Any, name: str) -> OutputConfig:
-    raw = _mapping("output", raw, ("path", "compression", "shard_size", "shard_name", "index"),
-                   ("path",))
+    raw = _mapping("output", raw, ("path", "compression", "shard_size", "shard_name", "index",
+                                    "shuffle"), ("path",))
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
         raise _fail("output.path", path, "must be a non-empty local or gs:// path")
@@ -218,7 +229,29 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
         raise _fail("output.index", index, f"needs compression none: offsets into a "
                                            f"{compression} stream do not address the file")
     return OutputConfig(path=path, compression=compression, shard_size=size,
-                        shard_name=shard_name, index=index)
+                        shard_name=shard_name, index=index,
+                        shuffle_seed=_parse_shuffle(raw.get("shuffle", False)))
+
+
+MAX_SEED = 2**63 - 1
+
+
+def _parse_shuffle(raw: Any) -> int | None:
+    """``output.shuffle``: ``false`` (the default: arrival order) or ``{seed: N}``."""
+    if raw is False or raw is None:
+        return None
+    if raw is True:
+        raise _fail("output.shuffle", raw, "needs a seed, so that a rebuild writes the same "
+                                           "bytes: shuffle: {seed: 42}")
+    raw = _mapping("output.shuffle", raw, ("seed",), ("seed",))
+    return check_seed("output.shuffle.seed", raw["seed"])
+
+
+def check_seed(where: str, seed: Any) -> int:
+    """A shuffle seed: an integer in [0, 2**63)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise _fail(where, seed, f"must be an integer from 0 to {MAX_SEED}")
+    return seed
 
 
 def _parse_errors(raw: Any) -> ErrorPolicy:

@@ -94,6 +94,8 @@ class CommitSpec:
     # the caller could not describe the features for TFDS.
     documents: Mapping[str, str] = dataclasses.field(default_factory=dict)
     tfds_note: str = ""
+    # Write the shards in this seed's order (sinks/shuffled_shards.py); None: arrival order.
+    shuffle_seed: int | None = None
     use_lease: bool = True  # fence on the output's lease, and release it when done
 
 
@@ -482,6 +484,7 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
         counts=manifest_counts(totals, written, rejected), shards=shards, dead_letters=finals,
         feature_spec=spec.feature_spec, config=spec.config, config_sha256=spec.config_sha256,
         inputs=spec.inputs, tool_version=spec.tool_version, runner=spec.runner,
+        shuffle_seed=spec.shuffle_seed,
     )
     document["build_id"] = spec.build_id
     document.update(spec.extra)

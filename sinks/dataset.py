@@ -37,6 +37,7 @@ from beam_tfrecords.sinks.commit import CommitSpec, commit_version
 from beam_tfrecords.sinks.dead_letters import WatchCounts, WriteDeadLetters
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.progress_files import ProgressOptions
+from beam_tfrecords.sinks.shuffled_shards import WriteShuffledShards
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 
 __all__ = ["WriteDataset"]
@@ -81,6 +82,9 @@ class WriteDataset(beam.PTransform):
       shard_size: the band on stored bytes per shard.
       index: write ``offset length`` index sidecars (uncompressed only).
       shard_name: the shards' file name prefix (default: ``spec.name``).
+
+    With ``spec.shuffle_seed`` the shards hold their records in the seed's pseudo-random
+    order (sinks/shuffled_shards.py); without, in the order they arrive.
     """
 
     def __init__(self, spec: CommitSpec, splits: tuple[str, ...],
@@ -96,10 +100,16 @@ class WriteDataset(beam.PTransform):
     def expand(self, parts: Mapping[str, Any]):
         layout = self._spec.layout
         pipeline = parts["examples"].pipeline
-        shards = parts["examples"] | "WriteShards" >> WriteTFRecordShards(
-            layout.version_dir, layout.staging, self._shard_name, self._splits,
-            self._spec.compression, self._shard_size, self._index,
-        )  # {split: [ShardInfo]}
+        if self._spec.shuffle_seed is None:
+            shards = parts["examples"] | "WriteShards" >> WriteTFRecordShards(
+                layout.version_dir, layout.staging, self._shard_name, self._splits,
+                self._spec.compression, self._shard_size, self._index,
+            )  # {split: [ShardInfo]}
+        else:
+            shards = parts["examples"] | "WriteShuffledShards" >> WriteShuffledShards(
+                layout.version_dir, layout.staging, self._shard_name, self._splits,
+                self._spec.shuffle_seed, self._spec.compression, self._shard_size, self._index,
+            )
         rejected = _sources(parts.get("rejected")) or (
             pipeline | "NoRejects" >> beam.Create([]),)
         counts = _sources(parts.get("counts")) or (pipeline | "NoCounts" >> beam.Create([]),)

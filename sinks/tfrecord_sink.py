@@ -42,7 +42,7 @@ from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards,
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
 
-__all__ = ["ShardInfo", "WriteTFRecordShards", "shard_file_name"]
+__all__ = ["ShardInfo", "WriteTFRecordShards", "group_shards", "shard_file_name"]
 
 _LOG = logging.getLogger(__name__)
 # Mean record size from which records are written piece by piece (header, data, footer)
@@ -297,7 +297,7 @@ def _reencode_zlib(sources: list[str], destination: str) -> tuple[int, int]:
     return out.bytes, out.crc32c
 
 
-def _group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, list[ShardInfo]]:
+def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, list[ShardInfo]]:
     out: dict[str, list[ShardInfo]] = {s: [] for s in splits}
     for shard in sorted(shards, key=lambda s: s.path):
         out.setdefault(shard.split, []).append(shard)
@@ -306,7 +306,7 @@ def _group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str,
 
 def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
                ) -> dict[str, list[ShardInfo]]:
-    return _group_shards(shards, splits)
+    return group_shards(shards, splits)
 
 
 def _commit_all(_impulse: bytes, parts: list[tuple[str, Part]], splits: tuple[str, ...],
@@ -315,7 +315,7 @@ def _commit_all(_impulse: bytes, parts: list[tuple[str, Part]], splits: tuple[st
     """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
     """
     planned = _plan(parts, splits, version_dir, name, compression, size)
-    return _group_shards([_finalize_shard(entry, index) for entry in planned], splits)
+    return group_shards([_finalize_shard(entry, index) for entry in planned], splits)
 
 
 class WriteTFRecordShards(beam.PTransform):

@@ -84,7 +84,7 @@ def run_sink(out, elements, splits=("train", "eval"), compression=tff.NONE, inde
 def finalize(parts, version_dir, compression, size=BAND, splits=("train", "eval")):
     planned = list(sink._plan(parts, splits, str(version_dir), "ds", compression, size))
     infos = [sink._finalize_shard(entry) for entry in planned]
-    return sink._group_shards(infos, splits), planned
+    return sink.group_shards(infos, splits), planned
 
 
 @pytest.mark.parametrize("compression", [tff.NONE, tff.GZIP, tff.ZLIB])

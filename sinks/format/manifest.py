@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "FEATURE_SPEC",
     "crc32c_b64",
     "make_manifest",
+    "shards_digest",
     "relative_path",
 ]
 
@@ -46,12 +48,27 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def shards_digest(splits: Mapping[str, Mapping[str, Any]]) -> str:
+    """``sha256:<hex>`` over every shard's split, path, records, bytes and crc32c (a manifest's
+    ``splits`` section): two versions with the same digest hold the same shard files, byte for
+    byte, under the same names -- what a seeded, shuffled rebuild is compared by."""
+    lines = [f"{split}\t{shard['path']}\t{shard['records']}\t{shard['bytes']}\t"
+             f"{shard['crc32c']}\n"
+             for split, entry in sorted(splits.items())
+             for shard in sorted(entry["shards"], key=lambda s: s["path"])]
+    return "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
 def make_manifest(*, name: str, version: str, version_dir: str, created: str, compression: str,
                   counts: Mapping[str, int], shards: Mapping[str, Sequence[Any]],
                   dead_letters: Sequence[tuple[str, int]], feature_spec: Mapping[str, Any],
                   config: Mapping[str, Any], config_sha256: str, inputs: Mapping[str, Any],
-                  tool_version: str, runner: str) -> dict[str, Any]:
+                  tool_version: str, runner: str, shuffle_seed: int | None = None
+                  ) -> dict[str, Any]:
     """The manifest document. ``shards`` maps a split to its ShardInfo-like objects.
+
+    ``shuffle`` is ``{"seed": N}`` for a build whose shards hold their records in the seed's
+    order (the same records and seed give the same ``shards_digest``), else null.
 
     ``config`` and ``inputs`` hold user-given paths and patterns, so credentials in them
     (signed-URL parameters, tokens, ``user:password@``) are redacted (sinks/format/redact.py).
@@ -82,6 +99,8 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
         "compression": compression,
         "counts": dict(counts),
         "splits": splits,
+        "shards_digest": shards_digest(splits),
+        "shuffle": None if shuffle_seed is None else {"seed": shuffle_seed},
         "dead_letter": [
             {"path": relative_path(path, version_dir), "records": records}
             for path, records in dead_letters

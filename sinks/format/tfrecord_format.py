@@ -23,6 +23,7 @@ __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "LEGACY_SUFFIXES", "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
+    "record_crcs",
     "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
     "iter_record_spans", "detect_compression", "FRAME_OVERHEAD",
@@ -120,8 +121,23 @@ def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -
     return pieces
 
 
-def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> bytearray:
+def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
+    """The plain CRC-32C of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): one
+    call per record, the one thing framing cannot do with whole arrays."""
+    view = memoryview(payload).cast("B")
+    edges = np.asarray(offsets, dtype=np.int64).tolist()
+    crc = _crc32c.crc32c
+    return np.fromiter((crc(view[a:b]) for a, b in zip(edges, islice(edges, 1, None),
+                                                         strict=False)),
+                       dtype=np.uint32, count=len(edges) - 1)
+
+
+def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
+                crcs: np.ndarray | None = None) -> bytearray:
     """Frame N records given as one concatenated ``payload`` and N+1 ``offsets`` boundaries.
+
+    ``crcs``: the records' plain CRC-32Cs when the caller has them already (the shuffle's keys
+    are made of them), so they are not computed twice.
 
     The writer's hot path: one exact-size buffer, filled column-wise with numpy, and returned
     as that bytearray (a ``bytes`` copy would cost as much again as framing large records;
@@ -144,10 +160,11 @@ def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray) ->
     if n == 0:
         return out
     edges = bounds.tolist()
-    crc = _crc32c.crc32c
-    crcs = np.fromiter((crc(view[a:b]) for a, b in zip(edges, islice(edges, 1, None),
-                                                         strict=False)),
-                       dtype=np.uint64, count=n)
+    if crcs is None:
+        crcs = record_crcs(view, bounds)
+    crcs = np.asarray(crcs, np.uint64)
+    if crcs.shape != (n,):
+        raise ValueError(f"{crcs.size} crcs for {n} records")
     masked = (((crcs >> 15) | (crcs << 17)) + _MASK_DELTA) & 0xFFFFFFFF
     distinct, which = np.unique(lengths, return_inverse=True)
     header_rows = np.frombuffer(b"".join(_length_header(int(size)) for size in distinct),

@@ -1,0 +1,404 @@
+"""``WriteShuffledShards``: shards in a seeded pseudo-random order, byte-identical on any runner.
+
+The ``output.shuffle`` path of the sink (the unshuffled one is sinks/tfrecord_sink.py). Every
+record gets a key made of its own bytes and the seed (sinks/format/shuffle_plan.py); the
+shards are ranges of keys and each is written in key order. Nothing depends on how the input
+was split into bundles, workers or runners, so two builds of the same records with the same
+seed write the same bytes -- compressed or not.
+
+How, in bounded memory and without a GroupByKey carrying the data:
+
+1. Runs -- each writer frames the records it receives and buffers them per split; at
+   :data:`shuffle_plan.RUN_BYTES` (and when its bundle ends) it sorts the buffer by key and
+   spills it to staging as a *run*: the framed records in key order, a ``.keys`` sidecar
+   (each record's key and framed size) and, in the element it emits, how many records and
+   bytes each of the 4,096 key cells holds.
+2. Plan -- the cells' totals (content-determined) give each split's shard count and key
+   ranges. For GZIP and ZLIB the stored size is estimated from a sample that is itself
+   content-determined: the first cells' records, ordered and compressed.
+3. Finalize -- each shard reads its key range from every run in pieces of about
+   :data:`WINDOW_BYTES` (whole cells; the range's edges filtered by key), orders each piece by
+   key (ties by bytes) and appends it to the shard, compressed as one stream, under a
+   temporary name it then renames. A piece's records all sort before the next piece's, so
+   a shard of any size is written in order holding one piece at a time.
+
+As in the unshuffled sink, plan, finalize and grouping are one step on a single in-process
+worker and three (the finalize spread over workers) elsewhere. The cost: every byte is
+written twice (run, shard) and read once more than unshuffled; on Dataflow the runs and
+shards go through Cloud Storage, and each shard makes one ranged read per run
+(bench/README.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format import shuffle_plan as sp
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.layout import index_path
+from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
+from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
+from beam_tfrecords.sinks.tfrecord_sink import ShardInfo, group_shards, shard_file_name
+
+__all__ = ["RunPart", "WriteShuffledShards"]
+
+_LOG = logging.getLogger(__name__)
+KEYS_SUFFIX = ".keys"
+# Framed bytes of the first cells a compressed split's ratio is measured on.
+_RATIO_SAMPLE_BYTES = 8 * 2**20
+# Framed bytes a shard's finalize holds at a time: it reads, orders and writes its key range
+# in pieces of about this size (whole cells: a piece can be larger by one cell).
+WINDOW_BYTES = 32 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPart:
+    """One sorted run a writer spilled: framed records in key order at ``path``, their keys
+    and framed sizes at ``path + .keys``, and its census by cell."""
+
+    path: str
+    records: int
+    bytes: int
+    cells: sp.RunCells
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShardEntry:
+    """One planned shard: its key range and the runs of its split."""
+
+    split: str
+    path: str
+    lo: int
+    hi: int
+    runs: tuple[RunPart, ...]
+
+
+class _SplitBuffer:
+    """One split's framed records waiting to be sorted and spilled."""
+
+    def __init__(self) -> None:
+        self.framed = bytearray()  # one buffer, grown in place: no join copy at the spill
+        self.sizes: list[np.ndarray] = []
+        self.keys: list[np.ndarray] = []
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.framed)
+
+    def add(self, framed: bytearray, sizes: np.ndarray, keys: np.ndarray) -> None:
+        self.framed += framed
+        self.sizes.append(sizes)
+        self.keys.append(keys)
+
+
+class _WriteRuns(beam.DoFn):
+    """(split, bytes | SerializedBatch) -> (split, RunPart): sorted runs in staging."""
+
+    def __init__(self, staging: str, seed: int, progress_dir: str | None = None) -> None:
+        self._staging = staging
+        self._seed = seed
+        self._progress_dir = progress_dir
+        self._progress: ProgressFile | None = None
+        self._total_records = 0
+        self._spilled_bytes = 0
+        self._reported = 0
+        self._records = Metrics.counter("tfrecord_sink", "records_written")
+        self._runs = Metrics.counter("tfrecord_sink", "shuffle_runs_written")
+        self._bytes = Metrics.counter("tfrecord_sink", "shuffle_run_bytes")
+
+    def start_bundle(self) -> None:
+        self._buffers: dict[str, _SplitBuffer] = {}
+        self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
+        self._count = 0
+        self._done: list[tuple[str, RunPart]] = []
+
+    def process(self, element: tuple[str, Any]) -> None:
+        split, records = element
+        if isinstance(records, (bytes, bytearray, memoryview)):
+            records = SerializedBatch.from_records([bytes(records)])
+        if not len(records):
+            return
+        crcs = tff.record_crcs(records.payload, records.offsets)
+        lengths = np.diff(records.offsets)
+        framed = tff.frame_batch(records.payload, records.offsets, crcs=crcs)
+        keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
+        self._buffers.setdefault(split, _SplitBuffer()).add(
+            framed, lengths + tff.FRAME_OVERHEAD, keys)
+        self._records.inc(len(records))
+        self._total_records += len(records)
+        if sum(b.nbytes for b in self._buffers.values()) >= sp.RUN_BYTES:
+            self._spill_all()
+        if self._progress_dir:
+            self._report_progress()
+
+    def _spill_all(self) -> None:
+        for split in sorted(self._buffers):
+            self._done.append((split, self._spill(split, self._buffers.pop(split))))
+
+    def _spill(self, split: str, buffer: _SplitBuffer) -> RunPart:
+        framed = buffer.framed
+        sizes = np.concatenate(buffer.sizes)
+        keys = np.concatenate(buffer.keys)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        order = np.argsort(keys, kind="stable")  # equal keys: ordered by bytes at finalize
+        self._count += 1
+        path = storage.join(self._staging, "shuffle", split,
+                            f"{self._attempt}-{self._count:05d}.run")
+        with storage.open_write(path) as out:
+            for chunk, _ in sp.gather_framed(framed, starts, sizes, order):
+                out.write(chunk)
+        with storage.open_write(path + KEYS_SUFFIX) as out:
+            out.write(keys[order].astype("<u8").tobytes())
+            out.write(sizes[order].astype("<u4").tobytes())
+        self._runs.inc()
+        self._bytes.inc(len(framed))
+        self._spilled_bytes += len(framed)
+        return RunPart(path, len(keys), len(framed), sp.run_cells(keys[order], sizes[order]))
+
+    def _report_progress(self, force: bool = False) -> None:
+        if self._progress is None:
+            self._progress = ProgressFile(self._progress_dir)  # type: ignore[arg-type]
+        if self._total_records != self._reported and (force or self._progress.due()):
+            buffered = sum(b.nbytes for b in self._buffers.values())
+            self._progress.write(self._total_records, self._spilled_bytes + buffered)
+            self._reported = self._total_records
+
+    def finish_bundle(self) -> Iterable[beam.utils.windowed_value.WindowedValue]:
+        self._spill_all()
+        if self._progress_dir:
+            self._report_progress(force=True)
+        for split, part in self._done:
+            yield beam.utils.windowed_value.WindowedValue(
+                (split, part), -1, [beam.transforms.window.GlobalWindow()])
+        self._done = []
+
+
+# -- reading runs back -----------------------------------------------------------------------
+
+def _read_range(path: str, start: int, end: int, into: memoryview) -> None:
+    with storage.open_read(path) as handle:
+        handle.seek(start)
+        got = 0
+        while got < end - start:
+            data = handle.read(end - start - got)
+            if not data:
+                raise OSError(f"staged run {path} ended at byte {start + got}, expected "
+                              f"{end}")
+            into[got:got + len(data)] = data
+            got += len(data)
+
+
+def _ordered_records(runs: Iterable[RunPart], lo: int, hi: int
+                     ) -> tuple[bytearray, np.ndarray, np.ndarray, np.ndarray]:
+    """The framed records with keys in ``[lo, hi)`` from the runs (the whole cells holding
+    them, filtered by key): (buffer, starts, sizes, order) -- ``order`` lists the records to
+    write, by key, ties by bytes. Keys and sizes are read straight into their arrays."""
+    slices = [(run, sp.run_slice(run.cells, lo, hi)) for run in runs]
+    slices = [(run, s) for run, s in slices if s[1] > s[0]]
+    buffer = bytearray(sum(s[3] - s[2] for _, s in slices))
+    count = sum(s[1] - s[0] for _, s in slices)
+    keys = np.empty(count, "<u8")
+    sizes = np.empty(count, "<u4")
+    view, at, row = memoryview(buffer), 0, 0
+    for run, (r0, r1, b0, b1) in slices:
+        _read_range(run.path, b0, b1, view[at:at + b1 - b0])
+        _read_range(run.path + KEYS_SUFFIX, 8 * r0, 8 * r1,
+                    memoryview(keys[row:row + r1 - r0]).cast("B"))
+        _read_range(run.path + KEYS_SUFFIX, 8 * run.records + 4 * r0,
+                    8 * run.records + 4 * r1, memoryview(sizes[row:row + r1 - r0]).cast("B"))
+        if int(sizes[row:row + r1 - r0].sum(dtype=np.int64)) != b1 - b0:
+            raise OSError(f"staged run {run.path}: records {r0}-{r1} should span bytes "
+                          f"{b0}-{b1}")
+        at, row = at + b1 - b0, row + r1 - r0
+    starts = np.zeros(count, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    inside = keys >= np.uint64(lo)
+    if hi < sp.KEY_SPACE:
+        inside &= keys < np.uint64(hi)
+
+    def record_at(i: int) -> memoryview:
+        return view[starts[i]:starts[i] + sizes[i]]
+
+    if inside.all():  # a range of whole cells: no filtering, no index of the chosen
+        return buffer, starts, sizes, sp.record_order(keys, record_at)
+    chosen = np.flatnonzero(inside)
+    order = sp.record_order(keys[chosen], lambda i: record_at(int(chosen[i])))
+    return buffer, starts, sizes, chosen[order]
+
+
+def _stored_ratio(runs: list[RunPart], compression: str) -> float:
+    """Stored bytes per framed byte for a compressed split: measured on its first cells (at
+    least _RATIO_SAMPLE_BYTES, when the split has them), ordered as in a shard -- a sample
+    fixed by the records and the seed, so the plan is too."""
+    if compression == tff.NONE or not runs:
+        return 1.0
+    totals = np.zeros(sp.CELLS, np.int64)
+    for part in runs:
+        totals += part.cells.dense()[1]
+    last = min(int(np.searchsorted(np.cumsum(totals), _RATIO_SAMPLE_BYTES)), sp.CELLS - 1)
+    hi = (last + 1) * (sp.KEY_SPACE // sp.CELLS)
+    buffer, starts, sizes, order = _ordered_records(runs, 0, hi)
+    if not len(order):
+        return 1.0
+    sink = _CountingSink()
+    stream = tff.StreamCompressor(sink, compression)
+    for chunk, _ in sp.gather_framed(buffer, starts, sizes, order):
+        stream.write(chunk)
+    stream.close()
+    return max(sink.bytes, 1) / max(int(sizes[order].sum()), 1)
+
+
+class _CountingSink:
+    """A file object that keeps only the number of bytes written to it."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, data: bytes) -> None:
+        self.bytes += len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+# -- plan, finalize, group ---------------------------------------------------------------------
+
+def _plan(parts: list[tuple[str, RunPart]], splits: tuple[str, ...], version_dir: str,
+          name: str, compression: str, size: ShardSize) -> Iterable[_ShardEntry]:
+    by_split: dict[str, list[RunPart]] = {s: [] for s in splits}
+    for split, part in parts:
+        by_split.setdefault(split, []).append(part)
+    for split, runs in sorted(by_split.items()):
+        if not runs:
+            continue
+        runs.sort(key=lambda p: p.path)
+        totals = np.zeros(sp.CELLS, np.int64)
+        for run in runs:
+            totals += run.cells.dense()[1]
+        ranges = sp.plan_ranges(totals, _stored_ratio(runs, compression), size)
+        for index, (lo, hi) in enumerate(ranges):
+            path = storage.join(version_dir, split,
+                                shard_file_name(name, index, len(ranges), compression))
+            yield _ShardEntry(split, path, lo, hi, tuple(runs))
+
+
+def _plan_all(_impulse: bytes, parts: list[tuple[str, RunPart]], *args: Any
+              ) -> Iterable[_ShardEntry]:
+    return _plan(parts, *args)
+
+
+_SHARDS = Metrics.counter("tfrecord_sink", "shards_finalized")
+
+
+def _finalize(entry: _ShardEntry, compression: str, index: bool) -> ShardInfo:
+    """Write one shard: its records in key order, one compressed stream, published by a
+    rename from a temporary name. The shard is read, ordered and written in key ranges of
+    about :data:`WINDOW_BYTES`, one at a time. Safe to run again (Beam may retry): the runs
+    stay until the commit removes staging, and the same records give the same bytes."""
+    cell_bytes = np.zeros(sp.CELLS, np.int64)
+    for run in entry.runs:
+        cell_bytes += run.cells.dense()[1]
+    tmp = f"{entry.path}.tmp-{uuid.uuid4().hex}"
+    out = storage.CrcCountingWriter(storage.open_write(tmp))
+    stream = tff.StreamCompressor(out, compression)
+    framed_sizes: list[np.ndarray] = []
+    records = 0
+    try:
+        for lo, hi in sp.windows(cell_bytes, entry.lo, entry.hi, WINDOW_BYTES):
+            buffer, starts, sizes, order = _ordered_records(entry.runs, lo, hi)
+            for chunk, chunk_sizes in sp.gather_framed(buffer, starts, sizes, order):
+                stream.write(chunk)
+                if index:
+                    framed_sizes.append(chunk_sizes)
+            records += len(order)
+            del buffer
+        stream.close()
+        out.close()
+        storage.rename(tmp, entry.path)
+    except BaseException:
+        if storage.exists(tmp):
+            storage.delete([tmp])
+        raise
+    if index:
+        framed = np.concatenate(framed_sizes) if framed_sizes else np.zeros(0, np.int64)
+        offsets = np.concatenate(([0], np.cumsum(framed)[:-1]))
+        lines = "".join(f"{o} {n}\n" for o, n in zip(offsets.tolist(), framed.tolist(),
+                                                     strict=True))
+        storage.write_atomic(index_path(entry.path), lines.encode())
+    _SHARDS.inc()
+    return ShardInfo(entry.split, entry.path, records, out.bytes, out.crc32c,
+                     index_path(entry.path) if index else "")
+
+
+def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
+               ) -> dict[str, list[ShardInfo]]:
+    return group_shards(shards, splits)
+
+
+def _commit_all(_impulse: bytes, parts: list[tuple[str, RunPart]], splits: tuple[str, ...],
+                version_dir: str, name: str, compression: str, size: ShardSize,
+                index: bool) -> dict[str, list[ShardInfo]]:
+    """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
+    """
+    planned = _plan(parts, splits, version_dir, name, compression, size)
+    return group_shards([_finalize(entry, compression, index) for entry in planned], splits)
+
+
+class WriteShuffledShards(beam.PTransform):
+    """Writes ``(split, bytes | SerializedBatch)`` elements as shards in a seeded order.
+
+    Takes :class:`sinks.tfrecord_sink.WriteTFRecordShards`' arguments plus ``seed`` (any
+    integer) and returns the same: one element, ``{split: [ShardInfo, ...]}``.
+    """
+
+    def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
+                 seed: int, compression: str = tff.NONE, size: ShardSize = ShardSize(),
+                 index: bool = False, progress_dir: str | None = None) -> None:
+        super().__init__()
+        compression = tff.normalize_compression(compression)
+        if index and compression != tff.NONE:
+            raise ValueError("index sidecars need uncompressed shards: offsets into a "
+                             f"{compression} stream do not address the file")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"a shuffle seed is an integer, not {seed!r}")
+        self._args = (tuple(splits), version_dir, name, compression, size)
+        self._staging = staging_dir
+        self._seed = seed
+        self._index = index
+        self._compression = compression
+        self._progress_dir = progress_dir
+
+    def expand(self, records):
+        progress_dir = self._progress_dir
+        if progress_dir is None and records.pipeline.options is not None:
+            progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
+        runs = records | "WriteRuns" >> beam.ParDo(
+            _WriteRuns(self._staging, self._seed, progress_dir))  # (split, RunPart)
+        pipeline = records.pipeline
+        if runs_in_one_process(pipeline.runner, pipeline.options):
+            return (pipeline
+                    | "CommitTrigger" >> beam.Impulse()
+                    | "PlanFinalizeGroup" >> beam.Map(_commit_all, beam.pvalue.AsList(runs),
+                                                      *self._args, self._index))
+        planned = (pipeline
+                   | "PlanTrigger" >> beam.Impulse()
+                   | "PlanShards" >> beam.FlatMap(_plan_all, beam.pvalue.AsList(runs),
+                                                  *self._args))
+        shards = (planned
+                  | "SpreadFinalize" >> Spread()
+                  | "FinalizeShards" >> beam.Map(_finalize, self._compression, self._index))
+        return (pipeline
+                | "GatherTrigger" >> beam.Impulse()
+                | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards),
+                                             self._args[0]))
