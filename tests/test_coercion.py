@@ -88,6 +88,42 @@ def test_accepted(name, dtype, value, expected):
         assert got == expected and type(got) is type(expected)
 
 
+# Text into an int64 feature with a date format (a config's unit: or format:): dates and
+# datetimes, as transforms/codec/text_values.py parses them in every format.
+TEXT_DATES = [
+    ("iso_date", {}, "2020-01-01", 1577836800),
+    ("iso_offset_ms", {"unit": "ms"}, "2020-01-01T01:00:00.5+01:00", 1577836800500),
+    ("iso_floors_to_the_unit", {}, "1969-12-31T23:59:59.5", -1),
+    ("iso_spaces", {"unit": "days"}, " 1970-01-02 ", 1),
+    ("numpy_str", {"unit": "days"}, np.str_("1970-01-02"), 1),
+    ("strptime", {"format": "%d/%m/%Y %H:%M"}, "01/01/2020 00:01", 1577836860),
+    ("in_a_list", {"shape": (-1,)}, ["1970-01-01", "1970-01-02T00:00:01Z"], [0, 86401]),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,value,expected", TEXT_DATES,
+                         ids=[c[0] for c in TEXT_DATES])
+def test_text_dates(name, kwargs, value, expected):
+    spec = FeatureSpec("f", "int64", **{"format": "iso8601", **kwargs})
+    got = roundtrip(spec, value)
+    assert (got.tolist() if isinstance(got, np.ndarray) else got) == expected
+
+
+@pytest.mark.parametrize("kwargs,value,needle", [
+    ({}, "2020-01-01", "not an integer, bool, date or datetime"),  # no format: text is text
+    ({"format": "iso8601"}, "2020-02-30", "day is out of range for month"),
+    ({"format": "iso8601"}, "1577836800", "not an ISO-8601 date or datetime"),  # JSON numbers
+    ({"format": "iso8601"}, b"2020-01-01", "not an integer, bool, date or datetime"),
+    ({"format": "%d/%m/%Y"}, "2020-01-01", "not a date or datetime in format '%d/%m/%Y'"),
+    ({"format": "iso8601", "unit": "ns"}, "2300-01-01", "outside the int64 range"),
+])
+def test_text_date_refusals_name_the_feature_and_value(kwargs, value, needle):
+    with pytest.raises(FeatureValueError) as info:
+        roundtrip(FeatureSpec("when", "int64", **kwargs), value)
+    message = str(info.value)
+    assert needle in message and "'when'" in message and repr(value) in message
+
+
 def test_nan_allowed_by_default_and_stored():
     assert math.isnan(roundtrip(FeatureSpec("f", "float"), math.nan))
 

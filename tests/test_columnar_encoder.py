@@ -97,6 +97,23 @@ LEAVES = {
         st.decimals(min_value=-10**30, max_value=10**30, places=2, allow_nan=False),
         st.sampled_from([decimal.Decimal("1.25"), decimal.Decimal("-0.01")]))),
 }
+# Date and datetime text (issue #18, item 2), for int64 features with a date format: ISO-8601
+# with and without offsets and fractions, strptime text, and near misses.
+DATE_TEXT = st.one_of(
+    st.builds(lambda moment, sep: moment.isoformat(sep=sep),
+              st.datetimes(min_value=datetime.datetime(1, 1, 1),
+                           max_value=datetime.datetime(9999, 12, 31, 23, 59, 59, 999999),
+                           timezones=st.sampled_from([None, datetime.timezone.utc,
+                                                      datetime.timezone(-datetime.timedelta(
+                                                          hours=5, minutes=30))])),
+              st.sampled_from(["T", " "])),
+    st.dates().map(str),
+    st.sampled_from(["2024-02-30", "0000-01-01", "2024-03-01T12:34:56.123456789Z",
+                     "1969-12-31T23:59:59.5", "2300-01-01", "01/03/2024 12:34",
+                     "1/3/2024 12:34", "31/02/2024 00:00", " 2024-03-01", "2024-03-01T24:00",
+                     "x", ""]))
+LEAVES["date_text"] = (pa.string(), DATE_TEXT)
+LEAVES["date_large_text"] = (pa.large_string(), DATE_TEXT)
 NAMES = ["a", "b", "ab", "a/b", "B", "é", "z/flat_values", "a.b", "k" * 130]
 
 
@@ -158,8 +175,11 @@ def spec(draw, name, sources):
             default = [value] * math.prod(abs(d) for d in shape)
     source = draw(st.sampled_from(sources))
     unit = draw(st.sampled_from(["s", "ms", "us", "ns", "days"]))
+    fmt = None
+    if dtype == "int64":  # text is a date for these
+        fmt = draw(st.sampled_from([None, "iso8601", "%d/%m/%Y %H:%M"]))
     return F(name, dtype, shape, source=source, missing=missing, default=default, nan=nan,
-             unit=unit)
+             unit=unit, format=fmt)
 
 
 @st.composite
@@ -213,6 +233,8 @@ PLAN_CASES = [
     ("bool_to_int", F("x", "int64", source=("c",)), pa.bool_(), COLUMNAR, "bool"),
     ("int_to_float", F("x", "float", source=("c",)), pa.int32(), COLUMNAR, "int32 -> float"),
     ("text_to_int_rejects", F("x", "int64", source=("c",)), pa.string(), COLUMNAR, "string"),
+    ("date_text", F("x", "int64", source=("c",), unit="ms", format="iso8601"), pa.string(),
+     COLUMNAR, "string -> int64"),
     ("fixed_list", F("x", "float", (2,), source=("c",)), pa.list_(pa.float32(), 2), COLUMNAR,
      "shape [2]"),
     ("nested_list", F("x", "int64", (-1, 3), source=("c",)), pa.list_(pa.list_(pa.int64())),
@@ -449,3 +471,25 @@ def test_nanosecond_timestamps_keep_their_nanoseconds_on_both_paths():
         assert errors == [] and list(rows) == [0, 1, 2]
         stored = [wire.decode_example(bytes(r))["t"] for r in examples]
         assert stored == [("int64_list", [v]) for v in expected], unit
+
+
+def test_date_text_is_parsed_over_the_column(monkeypatch):
+    """ISO-8601 text into an int64 feature with a date format: Arrow decides the column, and
+    only the values around a bad one are parsed one by one (issue #18, item 2)."""
+    from beam_tfrecords.transforms.codec import text_values
+
+    calls = []
+    reference = text_values.parse_time
+    monkeypatch.setattr(text_values, "parse_time",
+                        lambda *args: calls.append(args) or reference(*args))
+    texts = [f"2024-03-{d:02d}T{h:02d}:00:00{zone}" for d in range(1, 29) for h in range(24)
+             for zone in ("", "Z", ".5+02:00")]
+    texts[100] = "2024-02-30"
+    batch = pa.record_batch({"c": pa.array(texts), "d": pa.array(texts).dictionary_encode()})
+    specs = [F("x", "int64", source=("c",), unit="ms", format="iso8601"),
+             F("y", "int64", source=("d",), unit="ns", format="iso8601")]  # dictionary
+    assert_same_as_rows(specs, batch)
+    assert 0 < len(calls) <= 2 * 2 * text_values._LEAF
+    lists = pa.record_batch({"d": pa.array([texts[:3], [], None, texts[99:102]])})
+    assert_same_as_rows([F("y", "int64", (-1,), source=("d",), format="iso8601",
+                           missing="omit")], lists)

@@ -168,6 +168,8 @@ SHA_CHANGES = [
     ("feature.default_type", ("features.label.default", True)),
     ("feature.nan", ("features.feature3.nan", "allow")),
     ("feature.unit", ("features.when.unit", "s")),
+    ("feature.format", ("features.when.format", "%d/%m/%Y")),
+    ("feature.format_added", ("features.feature0.format", "iso8601")),
     ("feature.sequence", ("features.frames.sequence", False)),
     ("feature.added", ("features.extra", {"type": "bytes"})),
     ("feature.removed", ("features.caption", DELETE)),
@@ -275,6 +277,16 @@ ACCEPTED = [
                                             "default": ""})], "features.0.default", ""),
     ("nan_missing_scalar", [("features.f", {"type": "float", "nan": "missing"})],
      "features.0.nan", "missing"),
+    # Text is a date only where the feature says so: by its unit, or its layout.
+    ("format_absent", [], "features.0.format", None),
+    ("format_from_unit", [("features.f", {"type": "int64", "unit": "ms"})],
+     "features.0.format", "iso8601"),
+    ("format_given", [("features.f", {"type": "int64", "format": "%d/%m/%Y %H:%M"})],
+     "features.0.format", "%d/%m/%Y %H:%M"),
+    ("format_with_unit", [("features.f", {"type": "int64", "unit": "days",
+                                          "format": "%Y%m%d"})], "features.0.unit", "days"),
+    ("unit_on_a_float_is_no_format", [("features.f", {"type": "float", "unit": "ms"})],
+     "features.0.format", None),
 ]
 
 
@@ -398,6 +410,11 @@ REFUSED = [
      "'mising'"),
     ("missing_bool", [feature(type="int64", missing=False)], "features.f.missing", "False"),
     ("unit_hours", [feature(type="int64", unit="h")], "features.f.unit", "'h'"),
+    ("format_not_text", [feature(type="int64", format=3)], "features.f.format", "3"),
+    ("format_bad_directive", [feature(type="int64", format="%Y-%q")], "features.f.format",
+     "%q"),
+    ("format_on_a_float", [feature(type="float", format="iso8601")], "features.f.format",
+     "int64 features only"),
     ("sequence_int", [feature(type="int64", sequence=1)], "features.f.sequence", "1"),
     ("sequence_string", [feature(type="int64", sequence="yes")], "features.f.sequence",
      '"yes"'),

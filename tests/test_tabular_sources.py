@@ -29,6 +29,7 @@ from beam_tfrecords.transforms.readers.read_avro import (
 from beam_tfrecords.transforms.readers.read_jsonl import (
     JsonlOptions,
     ReadJsonlFiles,
+    _ReadJsonlFile,
     parse_jsonl_options,
 )
 from beam_tfrecords.transforms.readers.read_parquet import (
@@ -548,3 +549,74 @@ def test_parquet_columnar_rows_equal_per_row_rows_bit_for_bit(tmp_path):
     fn = _ReadParquetFile
     assert _run_fn(fn(ParquetOptions(), []), path)[1:] == \
         _run_fn(fn(ParquetOptions(), [], columnar=False), path)[1:]
+
+
+# -- date and datetime text (issue #18, item 2) ------------------------------------------------
+
+def _built(features, chunks):
+    """Every chunk through BuildExamples' DoFn: ({id: decoded values}, {row: reason})."""
+    from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
+    from beam_tfrecords.transforms.codec.splits import SplitSpec
+
+    fn = _BuildExamplesFn(features, SplitSpec())
+    fn.setup()
+    decoder = ExampleDecoder(features)
+    values, reasons = {}, {}
+    for chunk in chunks:
+        for out in fn.process(chunk):
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                if out.tag == REJECTED:
+                    reasons[out.value["row"]] = (out.value["feature"], out.value["reason"])
+                continue
+            for data in out[1]:
+                decoded = decoder.decode(data)
+                values[decoded["id"]] = decoded["when"]
+    return values, reasons
+
+
+def test_jsonl_date_text_becomes_epoch_integers_on_both_paths(tmp_path):
+    """JSON strings into a feature with ``unit:`` are ISO-8601 dates and datetimes -- the same
+    integers on the columnar and the per-row path, and the per-row refusals."""
+    lines = [
+        '{"id": 1, "when": "2024-03-01"}',
+        '{"id": 2, "when": "2024-03-01T12:34:56.5+02:00"}',
+        '{"id": 3, "when": "2024-03-01 12:34:56.123456789Z"}',
+        '{"id": 4, "when": "1969-12-31T23:59:59.9995"}',  # floors to the millisecond
+        '{"id": 6, "when": "2024-02-30"}',
+        '{"id": 7, "when": "1709251200000"}',  # text is a date, never a number
+        '{"id": 8, "when": "2024-03-01T12:34:56+02:00"}',
+    ]
+    clean = [f'{{"id": {100 + n}, "when": "2024-01-01T00:00:{n:02d}Z"}}' for n in range(40)]
+    path = tmp_path / "dates.jsonl"
+    path.write_text("\n".join(clean + lines) + "\n")
+    features = [F("id", "int64"), F("when", "int64", unit="ms", format="iso8601")]
+    results = []
+    for columnar in (True, False):
+        chunks = _run_fn(_ReadJsonlFile(JsonlOptions(), features, columnar=columnar), path)[0]
+        assert any(c.batch is not None for c in chunks) == columnar
+        results.append(_built(features, chunks))
+    assert results[0] == results[1]
+    values, reasons = results[0]
+    assert values[1] == 1709251200000 and values[2] == 1709289296500
+    assert values[3] == 1709296496123 and values[4] == -1
+    assert values[8] == 1709289296000 and values[100] == 1704067200000
+    assert sorted(reasons) == [45, 46]
+    assert reasons[45][0] == "when" and "day is out of range for month" in reasons[45][1]
+    assert "'2024-02-30'" in reasons[45][1]
+    assert "not an ISO-8601 date or datetime" in reasons[46][1]
+
+
+def test_jsonl_text_is_no_number_without_a_date_format(tmp_path):
+    """Whole-number text is a CSV matter: a JSON string into a plain int64 feature stays
+    refused, as before (JSON numbers carry numbers)."""
+    path = tmp_path / "n.jsonl"
+    path.write_text('{"id": 1, "when": "517.0"}\n{"id": 2, "when": 517.0}\n'
+                    '{"id": 3, "when": "2024-03-01"}\n')
+    features = [F("id", "int64"), F("when", "int64")]
+    values, reasons = _built(features, _run_fn(_ReadJsonlFile(JsonlOptions(), features,
+                                                              columnar=False), path)[0])
+    assert values == {2: 517} and sorted(reasons) == [1, 3]
+    dated = [F("id", "int64"), F("when", "int64", unit="days", format="iso8601")]
+    values, reasons = _built(dated, _run_fn(_ReadJsonlFile(JsonlOptions(), dated,
+                                                           columnar=False), path)[0])
+    assert values == {2: 517, 3: 19783} and sorted(reasons) == [1]

@@ -262,8 +262,8 @@ def never_coerces(spec: FeatureSpec, kind: str) -> bool:
     """True when no value of this leaf kind passes the coercion policy for ``spec``."""
     if kind in ("struct", "null"):
         return True
-    if spec.dtype == "int64":
-        return kind in ("text", "binary")  # decimals: whole ones pass
+    if spec.dtype == "int64":  # decimals: whole ones pass; text: dates, with a format
+        return kind == "binary" or (kind == "text" and spec.format is None)
     if spec.dtype == "float":
         return kind in ("text", "binary", "bool", "time", "date")
     return kind in ("int", "uint", "float", "bool", "time", "date", "decimal")

@@ -7,7 +7,9 @@ per target type, and never depends on the installed protobuf:
 
 * int64  <- int, bool, numpy integers and bools, uint64 up to 2**63-1, floats that are whole
   numbers (a fractional part is an error, never truncated), Decimal whole numbers, dates and
-  datetimes (integers since 1970-01-01 UTC in the feature's unit; naive datetimes are UTC).
+  datetimes (integers since 1970-01-01 UTC in the feature's unit; naive datetimes are UTC),
+  and -- for features with a date ``format`` (a config's ``unit:`` or ``format:``) -- date and
+  datetime text, parsed as :mod:`text_values` does in every format.
 * float  <- float, int, numpy floats and ints, Decimal. A finite value outside the float32
   range is an error, not a silent inf; an explicit inf or NaN is a value (NaN policy aside).
   bool is refused: store flags as int64.
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.transforms.codec.text_values import TextValueError, parse_time
 
 __all__ = [
     "INT64_MAX",
@@ -125,8 +128,9 @@ def _datetime64_to_unit(value: np.datetime64, unit: str) -> int:
     return int(value.astype(f"datetime64[{numpy_unit}]").astype(np.int64))
 
 
-def to_int64(feature: str, value: Any, unit: str = "s") -> int:
-    """One value as an int64, by the ladder in the module docstring."""
+def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None) -> int:
+    """One value as an int64, by the ladder in the module docstring; ``fmt`` (``iso8601`` or a
+    strptime layout) lets text be a date or datetime."""
     cls = type(value)
     if cls is int:
         return _check_int64(feature, value, value)
@@ -151,6 +155,11 @@ def to_int64(feature: str, value: Any, unit: str = "s") -> int:
         return _check_int64(feature, value, _micros_to_unit(micros, unit))
     if isinstance(value, np.datetime64):
         return _datetime64_to_unit(value, unit)
+    if fmt is not None and isinstance(value, str):
+        try:
+            return parse_time(value, unit, fmt)
+        except TextValueError as err:
+            return _fail(feature, value, "int64", err.reason)
     return _fail(feature, value, "int64", "not an integer, bool, date or datetime")
 
 
@@ -208,10 +217,10 @@ def to_utf8(feature: str, value: Any) -> bytes:
 
 
 def element_coercer(dtype: str, feature: str, unit: str = "s",
-                    nan: str = "allow") -> Callable[[Any], Any]:
+                    nan: str = "allow", fmt: str | None = None) -> Callable[[Any], Any]:
     """A one-argument function coercing one scalar element for a feature of ``dtype``."""
     if dtype == "int64":
-        return lambda value: to_int64(feature, value, unit)
+        return lambda value: to_int64(feature, value, unit, fmt)
     if dtype == "float":
         return lambda value: to_float(feature, value, nan)
     if dtype == "bytes":

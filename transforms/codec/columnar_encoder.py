@@ -21,7 +21,9 @@ float32/64, bool, string, binary, timestamp (every unit and time zone), date32/6
 null and dictionary type, and list / large_list / fixed_size_list of those nested exactly as
 deep as the declared shape (or one level deep, already flat), into scalar, fixed-shape and
 ``[-1, ...]`` features with every missing and NaN policy. A value type that can never be
-coerced (a string into an int64 feature) is columnar too: its rows are rejected. A batch whose
+coerced (a string into an int64 feature) is columnar too: its rows are rejected -- unless
+the feature has a date ``format``: then the strings are dates and datetimes, parsed over the
+whole column by :mod:`text_values`. A batch whose
 values the vectorised conversion cannot match exactly (a decimal wider than 53 bits into a
 float, a timestamp past the year 9999) encodes that feature per row. Everything else --
 ragged shapes, times of day, maps, paths that go through non-struct values -- is encoded per
@@ -73,6 +75,7 @@ from beam_tfrecords.transforms.codec.columnar_layout import (
 )
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, _FeaturePlan
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, stored_keys
+from beam_tfrecords.transforms.codec.text_values import text_times
 
 __all__ = ["COLUMNAR", "PER_ROW", "ColumnarEncoder", "FeatureChoice"]
 
@@ -375,6 +378,12 @@ class ColumnarEncoder:
             values, fractional = decimal_values(leaf_arr, idx, spec.dtype)
             if fractional.any():
                 self._flag(enc, owner, fractional, checked)
+        elif kind == "text":  # int64 with a date format (never_coerces refuses the rest)
+            values, refused = text_times(leaf_arr, spec.unit, spec.format)
+            if idx is not None:
+                values, refused = values[idx], refused[idx]
+            if refused.any():
+                self._flag(enc, owner, refused, checked)
         else:
             values = numbers(leaf_arr, idx)
         if spec.dtype == "int64":

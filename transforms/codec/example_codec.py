@@ -76,7 +76,8 @@ class _FeaturePlan:
     def __init__(self, spec: FeatureSpec) -> None:
         self.spec = spec
         self.expected = describe(spec)
-        self._coerce = element_coercer(spec.dtype, spec.name, spec.unit, spec.nan)
+        self._coerce = element_coercer(spec.dtype, spec.name, spec.unit, spec.nan,
+                                        spec.format)
         self._default: list[tuple[str, Any]] | None = None
         if spec.missing == "default":
             # Encoding the default now validates it: a bad default is a config error.

@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.transforms.codec.text_values import check_format
 
 __all__ = [
     "DTYPES",
@@ -78,6 +79,9 @@ class FeatureSpec:
       unit: how dates and datetimes become int64.
       sequence: a per-step feature list of a SequenceExample; the value is a list of steps,
         each of ``shape``.
+      format: for int64 features, how text becomes a date or datetime (in ``unit``):
+        ``iso8601`` or a ``strptime`` layout (``%d/%m/%Y %H:%M``); None: text is never a date.
+        A config's ``unit:`` alone means ``iso8601`` (:mod:`text_values`).
     """
 
     name: str
@@ -89,6 +93,7 @@ class FeatureSpec:
     nan: str = "allow"
     unit: str = "s"
     sequence: bool = False
+    format: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -147,6 +152,17 @@ class FeatureSpec:
                 "unit",
                 f"feature {self.name!r}: unit {self.unit!r} is not one of {list(TIME_UNITS)}",
             )
+        if self.format is not None:
+            if self.dtype != "int64":
+                raise FeatureSpecError(
+                    "format",
+                    f"feature {self.name!r}: format applies to int64 features only (dates "
+                    f"and datetimes as integers; type is {self.dtype})",
+                )
+            try:
+                check_format(self.format)
+            except ValueError as err:
+                raise FeatureSpecError("format", f"feature {self.name!r}: {err}") from None
         if self.sequence and self.is_ragged:
             raise FeatureSpecError(
                 "shape",

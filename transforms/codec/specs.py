@@ -16,6 +16,7 @@ from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, FeatureSpecError
 from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.codec.text_values import ISO8601
 
 __all__ = ["ConfigError", "as_feature_specs", "parse_features", "parse_splits"]
 
@@ -71,7 +72,8 @@ def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
     return value
 
 
-_FEATURE_KEYS = ("type", "shape", "source", "missing", "default", "nan", "unit", "sequence")
+_FEATURE_KEYS = ("type", "shape", "source", "missing", "default", "nan", "unit", "format",
+                 "sequence")
 
 
 def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
@@ -87,6 +89,11 @@ def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
     if not isinstance(source, str) or (source and not all(source.split("."))):
         raise _fail(f"{key}.source", source, "must be a field name or a dotted path (a.b.c)")
     sequence = _typed(f"{key}.sequence", raw.get("sequence", False), bool, "true or false")
+    # Text is a date or datetime for an int64 feature that names its unit or its layout.
+    fmt = raw.get("format", ISO8601 if "unit" in raw and raw.get("type") == "int64" else None)
+    if "format" in raw and not isinstance(fmt, str):
+        raise _fail(f"{key}.format", fmt, f"must be {ISO8601!r} or a strptime layout such "
+                                          "as '%d/%m/%Y %H:%M'")
     if "default" in raw and raw.get("missing", "error") != "default":
         raise _fail(f"{key}.default", raw["default"], "is set but would never be used; add "
                                                      "'missing: default' or remove it")
@@ -101,6 +108,7 @@ def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
             nan=raw.get("nan", "allow"),
             unit=raw.get("unit", "s"),
             sequence=sequence,
+            format=fmt,
         )
     except FeatureSpecError as err:  # FeatureSpec's own checks name the field at fault
         field = "type" if err.field == "dtype" else err.field
