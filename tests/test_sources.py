@@ -4,6 +4,7 @@ tricky files, block size by block size; and both give the values we expect."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import struct
 
@@ -397,6 +398,49 @@ def test_rows_over_max_record_bytes_are_rejected_and_reading_goes_on(tmp_path, q
     assert counts == [("read", 3), ("rejected_at_read", 1)]
 
 
+DATED = [F("id", "int64"), F("n", "int64"), F("when", "int64", unit="ms", format="iso8601"),
+         F("day", "int64", unit="days", format="%d/%m/%Y")]
+
+
+def test_whole_numbers_and_dates_same_on_both_paths(tmp_path):
+    """Whole numbers in decimal text and date text become the int64 a Parquet double or
+    timestamp of the same value gives -- on the per-row and the columnar path alike, and with
+    the same dead letters naming the column and the value (issue #18, item 2)."""
+    rows = [b"id,n,when,day\n"]
+    for k in range(60):  # clean rows, so that most blocks are typed column-wise
+        rows.append(b"%d,%d.0,2024-01-01T00:00:%02dZ,%02d/01/2024\n" % (k, k, k, k % 28 + 1))
+    rows += [
+        b"100,517.0,2024-03-01,01/03/2024\n",
+        b"101,1e3,2024-03-01T12:34:56.5+02:00,1/3/2024\n",  # unpadded: strptime reads it
+        b"102,-2.0E+2,2024-03-01 12:34:56.123456789Z,20240301\n",  # a number, not a date
+        b"103, 12 ,1969-12-31T23:59:59.9995,31/12/1969\n",  # floors to the millisecond
+        b"104,517.5,2024-03-01,01/03/2024\n",  # not a whole number
+        b"105,1,2024-02-30,01/03/2024\n",  # no such day
+        b"106,1,1709251200000,01/03/2024\n",  # a number is a number here
+        b"107,1,2024-03-01,30/02/2024\n",
+        b"108,9223372036854775808.0,2024-03-01,01/03/2024\n",
+        b"109,1,soon,01/03/2024\n",
+    ]
+    records, rejects, counts, _ = both(_write(tmp_path, b"".join(rows)), features=DATED)
+    got = {record["id"]: record for _, record in records}
+    assert got[0] == {"id": 0, "n": 0, "when": 1704067200000, "day": 19723}
+    assert got[100] == {"id": 100, "n": 517, "when": 1709251200000, "day": 19783}
+    assert got[101] == {"id": 101, "n": 1000, "when": 1709289296500, "day": 19783}
+    assert got[102] == {"id": 102, "n": -200, "when": 1709296496123, "day": 20240301}
+    assert got[103] == {"id": 103, "n": 12, "when": -1, "day": -1}
+    assert got[106]["when"] == 1709251200000
+    reasons = {d["row"] + 39: (d["feature"], d["reason"], d["value"]) for d in rejects}  # ids
+    assert sorted(reasons) == [104, 105, 107, 108, 109]
+    assert reasons[104] == ("n", "column 'n': has a fractional part; refusing to truncate",
+                            "'517.5'")
+    assert reasons[105][:2] == ("when", "column 'when': not an integer or true/false, and not "
+                                        "a valid date: day is out of range for month")
+    assert reasons[107][0] == "day" and "format '%d/%m/%Y'" in reasons[107][1]
+    assert reasons[108][1] == "column 'n': outside the int64 range [-2**63, 2**63-1]"
+    assert reasons[109][0] == "when" and "not an ISO-8601 date or datetime" in reasons[109][1]
+    assert counts == [("read", 70), ("rejected_at_read", 5)]
+
+
 def test_list_features_headerless_files_and_other_delimiters(tmp_path):
     lists = [F("i", "int64"), F("v", "float", shape=(-1,))]
     path = _write(tmp_path, b'i,v\n1,"[1, 2.5]"\n2,[]\n3,nope\n')
@@ -477,16 +521,30 @@ def test_byte_blocks_cut_whole_rows_and_give_back_the_rest():
 
 SPECIAL = ["true", "FALSE", "True ", "-nan", "+inf", "Infinity", "1e400", "-0", "007", "0x1f",
            "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1_0",
-           "4.9406564584124654e-324", "2.4703282292062328e-324", "1.", ".5", "."]
+           "4.9406564584124654e-324", "2.4703282292062328e-324", "1.", ".5", ".",
+           # whole numbers written as decimals, and near misses (issue #18, item 2)
+           "517.0", "1e3", "-2.0E+2", " 12.0 ", "517.5", "1e-400", "1.0000000000000000001",
+           "9223372036854775807.0", "9223372036854775808.0", "-9223372036854775808.0", "1e19",
+           "\u0663.0", "+5.", "1e999999999",
+           # dates and datetimes, for the features with a date format
+           "2024-03-01", "2024-03-01T12:34:56.5+02:00", "2024-03-01 12:34:56.123456789Z",
+           "2024-02-30", "0000-01-01", "1969-12-31T23:59:59.5", " 2024-03-01 ", "20240301",
+           "01/03/2024 12:34", "1/3/2024 12:34", "31/02/2024 00:00", "2300-01-01"]
 CELLS = st.one_of(
     st.text(alphabet="0123456789+-.eEnaiftyrulsxTRUEFALS \t\u0663\u00a0\u017f", max_size=12),
-    st.sampled_from(SPECIAL))
+    st.sampled_from(SPECIAL),
+    st.datetimes(min_value=datetime.datetime(1, 1, 1)).map(str),
+    st.datetimes().map(lambda moment: moment.strftime("%d/%m/%Y %H:%M")))
+# (dtype, date format): plain int64 and float cells, and int64 cells that may be dates
+KINDS = [("int64", None), ("float", None), ("int64", "iso8601"), ("int64", "%d/%m/%Y %H:%M")]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(CELLS, min_size=1, max_size=30), st.sampled_from(["int64", "float"]))
-def test_type_batch_agrees_with_parse_cell(cells, dtype):
-    spec = F("c", dtype)
+@given(st.lists(CELLS, min_size=1, max_size=30), st.sampled_from(KINDS),
+       st.sampled_from(["s", "ns", "days"]))
+def test_type_batch_agrees_with_parse_cell(cells, kind, unit):
+    dtype, fmt = kind
+    spec = F("c", dtype, unit=unit, format=fmt)
     batch = pa.RecordBatch.from_arrays([pa.array(cells, pa.string())], names=["c"])
     expected = []
     for text in cells:

@@ -31,8 +31,9 @@ per-row reader. What the proof rests on:
   formed, and leaves every other row to ``csv``.
 * **Types.** :func:`type_batch` accepts a value from Arrow's casts only where Arrow's
   grammar is a subset of :func:`read_csv.parse_cell`'s and the values agree (decimal integers
-  without ``+``; floats Arrow parses to a finite value; exact ``true``/``false``); every
-  other cell goes through :func:`read_csv.parse_cell` itself, one by one.
+  without ``+``; floats Arrow parses to a finite value; exact ``true``/``false``; whole
+  numbers and dates as :mod:`text_values` decides them); every other cell goes through
+  :func:`read_csv.parse_cell` itself, one by one.
 
 Pure: no Beam, no file systems (callers pass an open binary stream).
 """
@@ -51,6 +52,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+
+from beam_tfrecords.transforms.codec.text_values import ISO8601, time_values, whole_values
 
 __all__ = [
     "BLOCK_BYTES",
@@ -775,12 +778,14 @@ def _type_cells(cells: pa.Array, spec: Any, parse_cell: CellParser,
                 cell_error: type[Exception]) -> tuple[pa.Array, dict[int, str]]:
     """Non-null string cells -> (int64/float64 values, {index: reason}) for ``spec``."""
     if spec.dtype == "int64":
-        values, slow = _int_cells(cells)
+        out, slow = _int64_cells(cells, spec)
+        if not len(slow):
+            return pa.array(out), {}
     else:
         values, slow = _float_cells(cells)
-    if not len(slow):
-        return values, {}
-    out = values.to_numpy().copy()  # no nulls here: zero-copy view, then a writable copy
+        if not len(slow):
+            return values, {}
+        out = values.to_numpy().copy()  # no nulls here: zero-copy view, then a writable copy
     bad: dict[int, str] = {}
     for i in slow.tolist():
         text = cells[i].as_py()
@@ -817,6 +822,30 @@ def _int_cells(cells: pa.Array) -> tuple[pa.Array, np.ndarray]:
     values = pc.if_else(words, pc.cast(pc.match_substring_regex(cells, "^[tT]"), pa.int64()),
                         numbers)
     slow = np.flatnonzero(~pc.or_(digits, words).to_numpy(zero_copy_only=False))
+    return values, slow
+
+
+def _int64_cells(cells: pa.Array, spec: Any) -> tuple[np.ndarray, np.ndarray]:
+    """int64 values where pyarrow.compute provably agrees with parse_cell, and the other
+    indices: integers and true/false, then -- for what they leave -- dates and datetimes
+    (features with a date format) and whole numbers in decimal text (``517.0``, ``1e3``), each
+    decided over the column by :mod:`text_values`. A ``strptime`` layout is tried first, as
+    parse_cell does (``%Y%m%d`` reads ``20240301`` as a date), and what it leaves is
+    parse_cell's."""
+    fmt = spec.format
+    if fmt is not None and fmt != ISO8601:
+        values, decided = time_values(cells, spec.unit, fmt)
+        return values, np.flatnonzero(~decided)
+    typed, slow = _int_cells(cells)
+    values = typed.to_numpy(zero_copy_only=False).copy()
+    steps = [whole_values] if fmt is None else [
+        lambda part: time_values(part, spec.unit, fmt), whole_values]
+    for step in steps:
+        if not len(slow):
+            break
+        got, decided = step(cells.take(pa.array(slow)))
+        values[slow[decided]] = got[decided]
+        slow = slow[~decided]
     return values, slow
 
 

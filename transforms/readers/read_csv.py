@@ -12,7 +12,9 @@ the rest of a file after an unterminated quote, a file whose header cannot be re
 *unread*: one dead-letter row of kind ``unread`` per region (byte offset and size) and the
 ``unread_*`` counts (:func:`framework.read_outputs`).
 
-Cells are typed by the feature specs: an int64 feature accepts integers and ``true``/``false``;
+Cells are typed by the feature specs: an int64 feature accepts integers, ``true``/``false`` and
+whole numbers written with a fraction or an exponent (``517.0``, ``1e3``), and -- with ``unit:``
+or ``format:`` -- dates and datetimes (:mod:`text_values`);
 a float feature decimals, exponents, ``nan`` and ``inf``; a list-shaped feature a JSON array;
 null markers (``null_values``) are missing values; a column no feature reads stays text. A row
 with invalid UTF-8 is a dead letter naming its column; the rest of the file is still read.
@@ -40,6 +42,12 @@ import pyarrow as pa
 
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
+from beam_tfrecords.transforms.codec.text_values import (
+    ISO8601,
+    TextValueError,
+    parse_time,
+    parse_whole,
+)
 from beam_tfrecords.transforms.readers import csv_columnar as cc
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 from beam_tfrecords.transforms.readers.framework import (
@@ -135,12 +143,7 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
                 f"a list-shaped feature needs a JSON array in the cell: {err}") from None
     cell = text.strip()
     if spec.dtype == "int64":
-        lowered = cell.lower()
-        if lowered in _TRUE:
-            return _TRUE[lowered]
-        if _INT.match(cell):
-            return int(cell)
-        raise CellError("not an integer or true/false")
+        return _int64_cell(spec, cell)
     if spec.dtype == "float":
         if _FLOAT.match(cell):
             value = float(cell)
@@ -149,6 +152,38 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
             return value
         raise CellError("not a number")
     return text  # bytes and string cells are kept exactly, spaces included
+
+
+def _int64_cell(spec: FeatureSpec, cell: str) -> int:
+    """An int64 cell (stripped): an integer, true/false, a whole number in decimal text
+    (``517.0``, ``1e3``: as a Parquet double of that value is stored) or -- for a feature
+    with a date format -- a date or datetime in its unit. With a ``strptime`` layout the date
+    is tried first (``%Y%m%d`` reads ``20240301`` as a date); ISO-8601 text and numbers
+    never look alike."""
+    fmt = spec.format
+    if fmt is not None and fmt != ISO8601:
+        try:
+            return parse_time(cell, spec.unit, fmt)
+        except TextValueError as err:
+            why = err.reason
+    lowered = cell.lower()
+    if lowered in _TRUE:
+        return _TRUE[lowered]
+    if _INT.match(cell):
+        return int(cell)
+    if _FLOAT.match(cell):
+        try:
+            return parse_whole(cell)
+        except TextValueError as err:
+            raise CellError(err.reason) from None
+    if fmt is None:
+        raise CellError("not an integer or true/false")
+    if fmt == ISO8601:
+        try:
+            return parse_time(cell, spec.unit, fmt)
+        except TextValueError as err:
+            why = err.reason
+    raise CellError(f"not an integer or true/false, and {why}")
 
 
 class _Feed:
@@ -565,8 +600,10 @@ class ReadCsv(ReadSource):
     Args:
       file_pattern: a glob on any Beam filesystem, or a list of paths (see ReadSource).
       features: the config's ``features:`` mapping (plain dicts) or FeatureSpecs. Required:
-        CSV cells are text, and the features type them (an int64 column accepts integers and
-        true/false, a float column numbers, nan and inf, a list-shaped one a JSON array).
+        CSV cells are text, and the features type them (an int64 column accepts integers,
+        true/false and whole numbers such as ``517.0`` -- with ``unit:`` or ``format:`` also
+        dates and datetimes --, a float column numbers, nan and inf, a list-shaped one a JSON
+        array).
       delimiter: the one-character cell separator.
       quotechar: the one-character quote.
       header: whether the first row names the columns.
