@@ -32,6 +32,7 @@ from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format.layout import Layout, check_name
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
+from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
 from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
 from beam_tfrecords.transforms.build_examples import record_size_error
@@ -191,6 +192,10 @@ class WriteTFRecordDataset(beam.PTransform):
       index: write ``offset length`` index sidecars (uncompressed only).
       allow_non_empty_output: write beside files that are not ours (never touching them).
       wait_for_lease: seconds to wait when another build holds the output's lease.
+      shuffle_seed: an integer: every shard holds its records in this seed's pseudo-random
+        order, and the same records with the same seed give the same shard files, byte for
+        byte, on every runner (the config's ``output.shuffle: {seed: N}``). None (the
+        default): records are written as they arrive.
 
     The result is a PCollection holding one element, the manifest document; after the
     transform is applied, ``.version`` and ``.version_dir`` name the version being written.
@@ -200,7 +205,8 @@ class WriteTFRecordDataset(beam.PTransform):
                  compression: str = "none", shard_size: Any = None,
                  max_bad_fraction: float = 0.0, max_unread_fraction: float = 0.0,
                  version: str | None = None, keep_versions: int = 5, index: bool = False,
-                 allow_non_empty_output: bool = False, wait_for_lease: float = 0.0) -> None:
+                 allow_non_empty_output: bool = False, wait_for_lease: float = 0.0,
+                 shuffle_seed: int | None = None) -> None:
         super().__init__()
         if not isinstance(output, str) or not output.strip():
             raise DatasetError(f"output must be a local or gs:// path, not {output!r}")
@@ -238,6 +244,11 @@ class WriteTFRecordDataset(beam.PTransform):
         self.index = bool(index)
         self.allow_non_empty_output = bool(allow_non_empty_output)
         self.wait_for_lease = float(wait_for_lease)
+        if shuffle_seed is not None and (isinstance(shuffle_seed, bool) or not isinstance(
+                shuffle_seed, int) or not 0 <= shuffle_seed <= MAX_SEED):
+            raise DatasetError(f"shuffle_seed must be an integer from 0 to {MAX_SEED} or None, "
+                               f"not {shuffle_seed!r}")
+        self.shuffle_seed = shuffle_seed
         self.version_dir: str | None = None
 
     def _parts(self, pvalueish: Any) -> tuple[dict, tuple[str, ...]]:
@@ -316,12 +327,14 @@ class WriteTFRecordDataset(beam.PTransform):
             config={"api": "WriteTFRecordDataset", "output": self.output, "name": self.name,
                     "compression": self.compression,
                     "features": [f.name for f in features or ()],
-                    "splits": list(names)},
+                    "splits": list(names),
+                    **({"shuffle": {"seed": self.shuffle_seed}}
+                       if self.shuffle_seed is not None else {})},
             config_sha256="", inputs={"source": "pipeline"},
             runner=type(parts["examples"].pipeline.runner).__name__,
             tool_version=beam_tfrecords.__version__,
             max_bad_fraction=self.max_bad_fraction,
             max_unread_fraction=self.max_unread_fraction, keep=self.keep_versions,
-            documents=documents, tfds_note=tfds_note,
+            documents=documents, tfds_note=tfds_note, shuffle_seed=self.shuffle_seed,
         )
         return parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)

@@ -20,6 +20,7 @@ from typing import Any
 
 from beam_tfrecords.sinks.early_stop import DEFAULT_WINDOW
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
+from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
 from beam_tfrecords.sinks.format.tfrecord_format import COMPRESSIONS, normalize_compression
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import (
@@ -231,9 +232,6 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
     return OutputConfig(path=path, compression=compression, shard_size=size,
                         shard_name=shard_name, index=index,
                         shuffle_seed=_parse_shuffle(raw.get("shuffle", False)))
-
-
-MAX_SEED = 2**63 - 1
 
 
 def _parse_shuffle(raw: Any) -> int | None:

@@ -414,7 +414,9 @@ def _images_config(root: str, name: str, output: str) -> str:
     else:
         lines += ["splits:", "  key: path   # hash of the file path", "  train: 80",
                   "  eval: 20"]
-    lines += ["output:", f"  path: {_scalar(output)}"]
+    lines += ["output:", f"  path: {_scalar(output)}",
+              "  # The folders are read class by class; shuffled, no shard holds one class.",
+              "  shuffle: {seed: 1}"]
     return "\n".join(lines) + "\n"
 
 

@@ -296,3 +296,25 @@ def test_arguments_that_cannot_work_are_refused_at_construction(tmp_path):
         rows | btf.WriteTFRecordDataset(output=str(tmp_path), name="ds", features=FEATURES,
                                         splits=SPLIT_NAMES)
     assert not (tmp_path / "LATEST").exists()
+
+
+def test_a_shuffle_seed_gives_the_same_files_on_every_runner(tmp_path):
+    records = [serialize(row) for row in source_rows() if isinstance(row.get("age"), int)]
+    digests = set()
+    for runner in ("in_process", "multi_processing_2"):
+        p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
+        write = btf.WriteTFRecordDataset(output=str(tmp_path / runner), name="people",
+                                         version="v1", shuffle_seed=3,
+                                         shard_size={"target": "2KB"})
+        _ = p | beam.Create(records).with_output_types(bytes) | write
+        p.run().wait_until_finish()
+        manifest = json.loads((tmp_path / runner / "v1" / "manifest.json").read_text())
+        assert manifest["shuffle"] == {"seed": 3} and manifest["config"]["shuffle"] == {
+            "seed": 3}
+        assert len(manifest["splits"]["train"]["shards"]) > 1
+        digests.add(manifest["shards_digest"])
+    assert len(digests) == 1
+    from beam_tfrecords.pipelines.api import DatasetError
+
+    with pytest.raises(DatasetError, match="shuffle_seed"):
+        btf.WriteTFRecordDataset(output=str(tmp_path), name="ds", shuffle_seed=-1)

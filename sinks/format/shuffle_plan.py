@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
-__all__ = ["CELLS", "KEY_SPACE", "RUN_BYTES", "RunCells", "choose_shard_count",
+__all__ = ["CELLS", "KEY_SPACE", "MAX_SEED", "RUN_BYTES", "RunCells", "choose_shard_count",
            "gather_framed", "plan_ranges", "record_keys", "record_order", "run_cells",
            "run_slice", "seed_words", "windows"]
 
@@ -38,6 +38,7 @@ CELL_BITS = 12
 CELLS = 1 << CELL_BITS  # hash cells per split; a shard is a run of whole or split cells
 _CELL_SHIFT = np.uint64(64 - CELL_BITS)
 KEY_SPACE = 1 << 64  # keys are in [0, KEY_SPACE); a shard's range is [lo, hi)
+MAX_SEED = 2**63 - 1  # seeds are integers in [0, MAX_SEED]: what YAML, JSON and flags carry
 # What a writer buffers before it sorts and spills a run: the largest memory the shuffle adds
 # to a writer (plus about as much again while the run is sorted), and the size of a run.
 RUN_BYTES = 32 * 2**20
