@@ -241,3 +241,52 @@ def test_csv_split_key_column_not_a_feature_is_still_read(tmp_path):
     records = {split: entry["records"] for split, entry in manifest["splits"].items()}
     assert sum(records.values()) == 400
     assert min(records.values()) > 120, records  # ~200 each: the key was read
+
+
+def test_dates_and_whole_numbers_from_text_equal_a_parquet_build(tmp_path):
+    """CSV text, JSON Lines text and a Parquet timestamp column of the same instants build the
+    same epoch integers; CSV's 517.0 is the int64 a Parquet double 517.0 gives (issue #18,
+    item 2)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
+
+    from beam_tfrecords import read_examples
+
+    # (text, the same wall time as numpy reads it, the text's UTC offset in minutes)
+    cases = [("2024-03-01", "2024-03-01", 0), ("2024-03-01T12:34:56", "2024-03-01T12:34:56", 0),
+             ("2024-03-01 12:34:56.123456", "2024-03-01T12:34:56.123456", 0),
+             ("2024-03-01T12:34:56Z", "2024-03-01T12:34:56", 0),
+             ("2024-03-01T12:34:56.5+02:00", "2024-03-01T12:34:56.5", 120),
+             ("1969-12-31T23:59:59.9995", "1969-12-31T23:59:59.9995", 0),
+             ("2024-03-01T12:34:56.123456789-05:30", "2024-03-01T12:34:56.123456789", -330),
+             ("2024-03-01T23", "2024-03-01T23:00", 0)]
+    texts = [text for text, _, _ in cases]
+    instants = [int((np.datetime64(wall, "ns") - np.timedelta64(offset, "m")).astype(np.int64))
+                for _, wall, offset in cases]
+    counts = [f"{k}.0" if k % 2 else f"{k}e0" for k in range(len(texts))]
+    (tmp_path / "in.csv").write_text("id,when,count\n" + "".join(
+        f"{k},{text},{count}\n" for k, (text, count) in enumerate(zip(texts, counts))))
+    (tmp_path / "in.jsonl").write_text("".join(
+        json.dumps({"id": k, "when": text, "count": float(count)}) + "\n"
+        for k, (text, count) in enumerate(zip(texts, counts))))
+    pq.write_table(pa.table({"id": list(range(len(texts))),
+                             "when": pa.array(instants, pa.timestamp("ns", tz="UTC")),
+                             "count": [float(c) for c in counts]}), tmp_path / "in.parquet")
+    built = {}
+    for fmt in ("csv", "jsonl", "parquet"):
+        config = {"name": "t", "source": {"format": fmt, "path": str(tmp_path / f"in.{fmt}")},
+                  "features": {"id": {"type": "int64"}, "when": {"type": "int64", "unit": "ms"},
+                               "count": {"type": "int64"}},
+                  "output": {"path": str(tmp_path / f"out_{fmt}")}}
+        (tmp_path / f"{fmt}.yaml").write_text(yaml.safe_dump(config))
+        manifest = build.run(["--config", str(tmp_path / f"{fmt}.yaml"), "--version", "v"])
+        assert manifest["counts"]["rejected"] == 0, fmt
+        built[fmt] = sorted((int(ex["id"]), int(ex["when"]), int(ex["count"]))
+                            for ex in read_examples(str(tmp_path / f"out_{fmt}" / "v"),
+                                                    split="train"))
+    assert built["csv"] == built["jsonl"] == built["parquet"]
+    assert built["csv"][0] == (0, 1709251200000, 0)
+    assert built["csv"][4] == (4, 1709289296500, 4)  # the offset applied
+    assert built["csv"][5] == (5, -1, 5)  # floored to the millisecond
