@@ -74,14 +74,26 @@ class RunPart:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Window:
+    """A key range of a shard, written in one piece, and each run's slice holding it."""
+
+    lo: int
+    hi: int
+    slices: np.ndarray  # (runs, 4): first record, end record, first byte, end byte
+
+
+@dataclasses.dataclass(frozen=True)
 class _ShardEntry:
-    """One planned shard: its key range and the runs of its split."""
+    """One planned shard: its key range, its split's runs ``(path, records)`` and the windows
+    it is written in. Only slices travel, not the runs' censuses: an entry grows with runs x
+    windows, a few numbers each."""
 
     split: str
     path: str
     lo: int
     hi: int
-    runs: tuple[RunPart, ...]
+    runs: tuple[tuple[str, int], ...]
+    windows: tuple[_Window, ...]
 
 
 class _SplitBuffer:
@@ -199,28 +211,28 @@ def _read_range(path: str, start: int, end: int, into: memoryview) -> None:
             got += len(data)
 
 
-def _ordered_records(runs: Iterable[RunPart], lo: int, hi: int
+def _ordered_records(runs: tuple[tuple[str, int], ...], slices: np.ndarray, lo: int, hi: int
                      ) -> tuple[bytearray, np.ndarray, np.ndarray, np.ndarray]:
-    """The framed records with keys in ``[lo, hi)`` from the runs (the whole cells holding
-    them, filtered by key): (buffer, starts, sizes, order) -- ``order`` lists the records to
-    write, by key, ties by bytes. Keys and sizes are read straight into their arrays."""
-    slices = [(run, sp.run_slice(run.cells, lo, hi)) for run in runs]
-    slices = [(run, s) for run, s in slices if s[1] > s[0]]
-    buffer = bytearray(sum(s[3] - s[2] for _, s in slices))
-    count = sum(s[1] - s[0] for _, s in slices)
+    """The framed records with keys in ``[lo, hi)`` from the runs' ``slices`` (the whole cells
+    holding them, then filtered by key): (buffer, starts, sizes, order) -- ``order`` lists the
+    records to write, by key, ties by bytes. Keys and sizes are read straight into arrays."""
+    chosen_runs = [(run, row) for run, row in zip(runs, slices.tolist(), strict=True)
+                   if row[1] > row[0]]
+    buffer = bytearray(sum(row[3] - row[2] for _, row in chosen_runs))
+    count = sum(row[1] - row[0] for _, row in chosen_runs)
     keys = np.empty(count, "<u8")
     sizes = np.empty(count, "<u4")
-    view, at, row = memoryview(buffer), 0, 0
-    for run, (r0, r1, b0, b1) in slices:
-        _read_range(run.path, b0, b1, view[at:at + b1 - b0])
-        _read_range(run.path + KEYS_SUFFIX, 8 * r0, 8 * r1,
-                    memoryview(keys[row:row + r1 - r0]).cast("B"))
-        _read_range(run.path + KEYS_SUFFIX, 8 * run.records + 4 * r0,
-                    8 * run.records + 4 * r1, memoryview(sizes[row:row + r1 - r0]).cast("B"))
-        if int(sizes[row:row + r1 - r0].sum(dtype=np.int64)) != b1 - b0:
-            raise OSError(f"staged run {run.path}: records {r0}-{r1} should span bytes "
+    view, at, row_at = memoryview(buffer), 0, 0
+    for (path, records), (r0, r1, b0, b1) in chosen_runs:
+        _read_range(path, b0, b1, view[at:at + b1 - b0])
+        _read_range(path + KEYS_SUFFIX, 8 * r0, 8 * r1,
+                    memoryview(keys[row_at:row_at + r1 - r0]).cast("B"))
+        _read_range(path + KEYS_SUFFIX, 8 * records + 4 * r0, 8 * records + 4 * r1,
+                    memoryview(sizes[row_at:row_at + r1 - r0]).cast("B"))
+        if int(sizes[row_at:row_at + r1 - r0].sum(dtype=np.int64)) != b1 - b0:
+            raise OSError(f"staged run {path}: records {r0}-{r1} should span bytes "
                           f"{b0}-{b1}")
-        at, row = at + b1 - b0, row + r1 - r0
+        at, row_at = at + b1 - b0, row_at + r1 - r0
     starts = np.zeros(count, np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     inside = keys >= np.uint64(lo)
@@ -237,18 +249,17 @@ def _ordered_records(runs: Iterable[RunPart], lo: int, hi: int
     return buffer, starts, sizes, chosen[order]
 
 
-def _stored_ratio(runs: list[RunPart], compression: str) -> float:
+def _stored_ratio(runs: tuple[tuple[str, int], ...], index: sp.RunIndex, compression: str
+                  ) -> float:
     """Stored bytes per framed byte for a compressed split: measured on its first cells (at
     least _RATIO_SAMPLE_BYTES, when the split has them), ordered as in a shard -- a sample
     fixed by the records and the seed, so the plan is too."""
     if compression == tff.NONE or not runs:
         return 1.0
-    totals = np.zeros(sp.CELLS, np.int64)
-    for part in runs:
-        totals += part.cells.dense()[1]
-    last = min(int(np.searchsorted(np.cumsum(totals), _RATIO_SAMPLE_BYTES)), sp.CELLS - 1)
+    cumulative = np.cumsum(index.cell_bytes())
+    last = min(int(np.searchsorted(cumulative, _RATIO_SAMPLE_BYTES)), sp.CELLS - 1)
     hi = (last + 1) * (sp.KEY_SPACE // sp.CELLS)
-    buffer, starts, sizes, order = _ordered_records(runs, 0, hi)
+    buffer, starts, sizes, order = _ordered_records(runs, index.slices(0, hi), 0, hi)
     if not len(order):
         return 1.0
     sink = _CountingSink()
@@ -279,18 +290,20 @@ def _plan(parts: list[tuple[str, RunPart]], splits: tuple[str, ...], version_dir
     by_split: dict[str, list[RunPart]] = {s: [] for s in splits}
     for split, part in parts:
         by_split.setdefault(split, []).append(part)
-    for split, runs in sorted(by_split.items()):
-        if not runs:
+    for split, split_runs in sorted(by_split.items()):
+        if not split_runs:
             continue
-        runs.sort(key=lambda p: p.path)
-        totals = np.zeros(sp.CELLS, np.int64)
-        for run in runs:
-            totals += run.cells.dense()[1]
-        ranges = sp.plan_ranges(totals, _stored_ratio(runs, compression), size)
-        for index, (lo, hi) in enumerate(ranges):
+        split_runs.sort(key=lambda p: p.path)
+        index = sp.RunIndex([run.cells for run in split_runs])
+        runs = tuple((run.path, run.records) for run in split_runs)
+        cell_bytes = index.cell_bytes()
+        ranges = sp.plan_ranges(cell_bytes, _stored_ratio(runs, index, compression), size)
+        for number, (lo, hi) in enumerate(ranges):
             path = storage.join(version_dir, split,
-                                shard_file_name(name, index, len(ranges), compression))
-            yield _ShardEntry(split, path, lo, hi, tuple(runs))
+                                shard_file_name(name, number, len(ranges), compression))
+            windows = tuple(_Window(a, b, index.slices(a, b))
+                            for a, b in sp.windows(cell_bytes, lo, hi, WINDOW_BYTES))
+            yield _ShardEntry(split, path, lo, hi, runs, windows)
 
 
 def _plan_all(_impulse: bytes, parts: list[tuple[str, RunPart]], *args: Any
@@ -303,20 +316,18 @@ _SHARDS = Metrics.counter("tfrecord_sink", "shards_finalized")
 
 def _finalize(entry: _ShardEntry, compression: str, index: bool) -> ShardInfo:
     """Write one shard: its records in key order, one compressed stream, published by a
-    rename from a temporary name. The shard is read, ordered and written in key ranges of
-    about :data:`WINDOW_BYTES`, one at a time. Safe to run again (Beam may retry): the runs
+    rename from a temporary name. The shard is read, ordered and written window by window
+    (key ranges of about :data:`WINDOW_BYTES`). Safe to run again (Beam may retry): the runs
     stay until the commit removes staging, and the same records give the same bytes."""
-    cell_bytes = np.zeros(sp.CELLS, np.int64)
-    for run in entry.runs:
-        cell_bytes += run.cells.dense()[1]
     tmp = f"{entry.path}.tmp-{uuid.uuid4().hex}"
     out = storage.CrcCountingWriter(storage.open_write(tmp))
     stream = tff.StreamCompressor(out, compression)
     framed_sizes: list[np.ndarray] = []
     records = 0
     try:
-        for lo, hi in sp.windows(cell_bytes, entry.lo, entry.hi, WINDOW_BYTES):
-            buffer, starts, sizes, order = _ordered_records(entry.runs, lo, hi)
+        for window in entry.windows:
+            buffer, starts, sizes, order = _ordered_records(entry.runs, window.slices,
+                                                            window.lo, window.hi)
             for chunk, chunk_sizes in sp.gather_framed(buffer, starts, sizes, order):
                 stream.write(chunk)
                 if index:

@@ -379,3 +379,23 @@ def test_the_flag_turns_a_configured_shuffle_off(tmp_path, caplog):
     assert any("class by class" in r.getMessage() for r in caplog.records)
     with pytest.raises(SystemExit):
         build.run(["--config", str(config), "--shuffle-seed", "1", "--no-shuffle"])
+
+
+def test_run_index_slices_are_the_runs_records_in_the_range():
+    rng = np.random.default_rng(4)
+    runs = []
+    for n in (0, 5, 3000):
+        keys = np.sort(rng.integers(0, 2**64, n, dtype=np.uint64))
+        sizes = rng.integers(16, 300, n)
+        runs.append((keys, sizes, sp.run_cells(keys, sizes)))
+    index = sp.RunIndex([census for _, _, census in runs])
+    width = sp.KEY_SPACE // sp.CELLS
+    for lo, hi in ((0, sp.KEY_SPACE), (7 * width + 3, 900 * width), (sp.KEY_SPACE - 5,
+                                                                      sp.KEY_SPACE)):
+        for (keys, sizes, _), (r0, r1, b0, b1) in zip(runs, index.slices(lo, hi).tolist()):
+            cells = sp.cells_of(keys)
+            whole = np.flatnonzero((cells >= lo // width) & (cells <= (hi - 1) // width))
+            expected = (whole[0], whole[-1] + 1) if whole.size else (r0, r0)
+            assert (r0, r1) == tuple(int(x) for x in expected)
+            assert (b0, b1) == (int(sizes[:r0].sum()), int(sizes[:r1].sum()))
+    assert index.cell_bytes().sum() == sum(int(s.sum()) for _, s, _ in runs)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,7 @@ from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 __all__ = ["CELLS", "KEY_SPACE", "MAX_SEED", "RUN_BYTES", "RunCells", "choose_shard_count",
            "gather_framed", "plan_ranges", "record_keys", "record_order", "run_cells",
-           "run_slice", "seed_words", "windows"]
+           "RunIndex", "seed_words", "windows"]
 
 CELL_BITS = 12
 CELLS = 1 << CELL_BITS  # hash cells per split; a shard is a run of whole or split cells
@@ -203,15 +203,30 @@ def windows(cell_bytes: np.ndarray, lo: int, hi: int, window_bytes: int
     return list(zip(bounds, bounds[1:]))
 
 
-def run_slice(cells: RunCells, lo: int, hi: int) -> tuple[int, int, int, int]:
-    """(first record, end record, first byte, end byte) of the whole cells of a sorted run that
-    hold keys in ``[lo, hi)``: what a shard reads of it (then filters by key at the edges)."""
-    records, sizes = cells.dense()
-    first_cell, last_cell = lo >> (64 - CELL_BITS), (hi - 1) >> (64 - CELL_BITS)
-    rec = np.concatenate(([0], np.cumsum(records)))
-    byte = np.concatenate(([0], np.cumsum(sizes)))
-    return (int(rec[first_cell]), int(rec[last_cell + 1]), int(byte[first_cell]),
-            int(byte[last_cell + 1]))
+class RunIndex:
+    """Where each cell starts in each of a split's sorted runs: two (runs, CELLS + 1) tables of
+    record and byte offsets, built once by the plan, so that a key range's slice of every run
+    is two column lookups (:meth:`slices`)."""
+
+    def __init__(self, censuses: Sequence[RunCells]) -> None:
+        self.records = np.zeros((len(censuses), CELLS + 1), np.int64)
+        self.bytes = np.zeros((len(censuses), CELLS + 1), np.int64)
+        for row, census in enumerate(censuses):
+            records, sizes = census.dense()
+            np.cumsum(records, out=self.records[row, 1:])
+            np.cumsum(sizes, out=self.bytes[row, 1:])
+
+    def cell_bytes(self) -> np.ndarray:
+        """Framed bytes per cell over all the runs."""
+        return np.diff(self.bytes, axis=1).sum(axis=0)
+
+    def slices(self, lo: int, hi: int) -> np.ndarray:
+        """(runs, 4) int64: first record, end record, first byte and end byte of the whole
+        cells of each run that hold keys in ``[lo, hi)`` -- what a shard reads of it (then
+        filters by key at the edges)."""
+        first, end = lo >> (64 - CELL_BITS), ((hi - 1) >> (64 - CELL_BITS)) + 1
+        return np.stack([self.records[:, first], self.records[:, end], self.bytes[:, first],
+                         self.bytes[:, end]], axis=1)
 
 
 def record_order(keys: np.ndarray,
