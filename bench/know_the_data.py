@@ -36,7 +36,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import datasets  # noqa: E402  (bench/ is not a package)
-from measure import run_child  # noqa: E402
+from cli_build import build_process, write_config  # noqa: E402
 
 FEATURES = {"feature0": {"type": "int64"}, "feature1": {"type": "int64"},
             "feature2": {"type": "string"}, "feature3": {"type": "float"}}
@@ -45,28 +45,6 @@ SPLITS = {"key": "feature3", "train": 80, "eval": 20}
 GOOD_JSON_LINES = 2_000  # more than the launch sample (1,000 records)
 TARGETS = (("parquet: launch mistake / correct", 0.20), ("csv: launch mistake / correct", 0.20),
            ("jsonl: value mistake / correct", 0.30), ("csv: 20k columns / 3 columns", 3.0))
-
-
-def _config(folder: pathlib.Path, name: str, source: dict, features: dict,
-            output: pathlib.Path, splits: dict | None = SPLITS) -> pathlib.Path:
-    import yaml
-
-    raw = {"name": name, "source": source, "features": features,
-           "output": {"path": str(output)}}
-    if splits:
-        raw["splits"] = splits
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def _build(config: pathlib.Path) -> dict:
-    cmd = [sys.executable, "-m", "beam_tfrecords.pipelines.cli", "build", "--config",
-           str(config), "--progress-interval", "0"]
-    done = run_child(cmd, timeout=3600)
-    last = [ln for ln in done.stderr.splitlines() if ln.strip()][-1:] or [""]
-    return {"seconds": done.wall, "peak_mb": done.tree_peak / 1e6, "exit": done.returncode,
-            "said": last[0][:160]}
 
 
 def _jsonl(folder: pathlib.Path, tutorial: pathlib.Path, mistake: bool) -> pathlib.Path:
@@ -150,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'build':<28} {'seconds':>8} {'peak MB':>8} {'exit':>5}  last line")
     try:
         for index, (label, source, features, splits) in enumerate(plan):
-            config = _config(work, f"b{index}", source, features, work / f"out{index}", splits)
-            runs[label] = run = _build(config)
+            config = write_config(work, f"b{index}", source, features, work / f"out{index}",
+                                  splits)
+            runs[label] = run = build_process(config, timeout=3600)
             print(f"{label:<28} {run['seconds']:8.2f} {run['peak_mb']:8.0f} {run['exit']:>5}  "
                   f"{run['said']}", flush=True)
     finally:

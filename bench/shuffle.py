@@ -34,7 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import datasets  # noqa: E402  (bench/ is not a package)
-from measure import run_child  # noqa: E402
+from cli_build import build_process, write_config  # noqa: E402
 
 TUTORIAL = {"feature0": {"type": "int64"}, "feature1": {"type": "int64"},
             "feature2": {"type": "string"}, "feature3": {"type": "float"}}
@@ -43,26 +43,6 @@ IMAGES = {"image_raw": {"type": "bytes", "source": "image"}, "label": {"type": "
 SHARD_MAX_MB = 200  # the default band's maximum
 TIME_TARGET = 2.0
 MEMORY_TARGET_MB = SHARD_MAX_MB + 300
-
-
-def _config(folder: pathlib.Path, name: str, source: dict, features: dict,
-            output: pathlib.Path) -> pathlib.Path:
-    import yaml
-
-    raw = {"name": name, "source": source, "features": features,
-           "output": {"path": str(output)}}
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def _build(config: pathlib.Path, version: str, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "beam_tfrecords.pipelines.cli", "build", "--config",
-           str(config), "--progress-interval", "0", "--version", version, *extra]
-    done = run_child(cmd, timeout=7200)
-    last = [ln for ln in done.stderr.splitlines() if ln.strip()][-1:] or [""]
-    return {"seconds": done.wall, "peak_mb": done.tree_peak / 1e6, "exit": done.returncode,
-            "said": last[0][:120]}
 
 
 def _manifest(output: pathlib.Path, version: str) -> dict:
@@ -98,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="shuffle-bench-"))
     cases = {
-        "tutorial csv": _config(work, "tutorial", {"format": "csv",
+        "tutorial csv": write_config(work, "tutorial", {"format": "csv",
                                                    "path": str(csv / "part-*.csv")},
                                 TUTORIAL, work / "tutorial"),
-        "images": _config(work, "images", {"format": "images", "path": str(images / "images"),
+        "images": write_config(work, "images", {"format": "images", "path": str(images / "images"),
                                            "images": {"layout": "folders"}},
                           IMAGES, work / "images"),
     }
@@ -114,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             for label, version, extra in (("unshuffled", "plain", []),
                                           ("shuffled", "shuffled", ["--shuffle-seed", "1"]),
                                           ("shuffled again", "again", ["--shuffle-seed", "1"])):
-                runs[case, label] = run = _build(config, version, extra)
+                runs[case, label] = run = build_process(config, "--version", version, *extra)
                 print(f"{case + ' ' + label:<34} {run['seconds']:8.2f} {run['peak_mb']:8.0f} "
                       f"{run['exit']:>5}  {run['said']}", flush=True)
             digests = {v: _manifest(output, v)["shards_digest"]

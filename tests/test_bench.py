@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -156,3 +157,21 @@ def test_the_dicts_alternatives_skip_cases_larger_than_memory_allows(tmp_path):
         row = run.run_case(case, tmp_path, alts[name], args, tmp_path / "out")
         assert row["status"] == "skipped" and "in memory as dicts" in row["reason"]
     assert alts["api-arrow"].max_rows is None
+
+
+def test_the_shuffle_benchmark_runs_and_checks_its_builds(tmp_path):
+    """bench/shuffle.py at a tiny size: every build exits 0, the two shuffled builds of a case
+    have one digest, the class order of the images is measured; timings are not judged."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "shuffle.py"), "--rows", "2000", "--images", "12",
+         "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=300,
+    )
+    out = done.stdout
+    assert out.count("have the same shards_digest") == 2, out + done.stderr[-2000:]
+    assert "images shuffled:" in out and "a random order gives" in out
+    assert out.count("shuffled / unshuffled time") == 2
+    assert out.count("shuffled peak memory") == 2
+    builds = re.findall(r"^(?:tutorial csv|images) (?:unshuffled|shuffled(?: again)?) +"
+                        r"[\d.]+ +\d+ +(-?\d+)", out, re.MULTILINE)
+    assert builds == ["0"] * 6, out
