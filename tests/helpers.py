@@ -18,7 +18,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.manifest import crc32c_b64
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["checked_records", "read_examples", "read_records", "shard_paths"]
+__all__ = ["checked_records", "demo_csv_parts", "read_examples", "read_records", "shard_paths"]
 
 Path = pathlib.Path | str
 
@@ -56,3 +56,16 @@ def checked_records(path: Path, shard: Mapping[str, Any]) -> list[bytes]:
 
 def _join(base: Path, relative: str) -> Path:
     return base / relative if isinstance(base, pathlib.Path) else storage.join(base, relative)
+
+
+def demo_csv_parts(folder: pathlib.Path, parts: int = 40) -> str:
+    """The demo's 10,000 rows cut into ``parts`` CSV files (each with the header), so that
+    reads spread over workers; returns their glob."""
+    demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+    lines = demo.read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    size = -(-len(rows) // parts)
+    for k in range(parts):
+        (folder / f"part-{k:02d}.csv").write_text(
+            "\n".join([header, *rows[k * size:(k + 1) * size]]) + "\n")
+    return str(folder / "*.csv")

@@ -11,14 +11,13 @@ exactly the same records as the others.
 from __future__ import annotations
 
 import json
-import pathlib
 from collections import Counter
 
 import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_tfrecords_tests_helpers import checked_records
+from beam_tfrecords_tests_helpers import checked_records, demo_csv_parts
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import parse_config
@@ -26,7 +25,6 @@ from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import Layout
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 MIN, MAX = 12_000, 40_000
 
 RUNNERS = {
@@ -46,13 +44,7 @@ BOTH_COMPRESSIONS = ("multi_processing_20", "portable")
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> str:
     """The demo rows cut into 40 CSV files, so reads spread over workers."""
-    folder = tmp_path_factory.mktemp("inputs")
-    lines = (ROOT / "configs" / "data" / "demo.csv").read_text().splitlines()
-    header, rows = lines[0], lines[1:]
-    for k in range(40):
-        (folder / f"part-{k:02d}.csv").write_text(
-            "\n".join([header, *rows[k * 250:(k + 1) * 250]]) + "\n")
-    return str(folder / "*.csv")
+    return demo_csv_parts(tmp_path_factory.mktemp("inputs"))
 
 
 def tiny_config(compression: str, output: str):
