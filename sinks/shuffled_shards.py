@@ -55,6 +55,9 @@ __all__ = ["RunPart", "WriteShuffledShards"]
 
 _LOG = logging.getLogger(__name__)
 KEYS_SUFFIX = ".keys"
+# Mean record size from which a writer keeps records as pieces (views of their batch) instead
+# of copying them into one framed buffer: images, audio, large tensors.
+_PIECEWISE_RECORD_BYTES = 32 * 1024
 # Framed bytes of the first cells a compressed split's ratio is measured on.
 _RATIO_SAMPLE_BYTES = 8 * 2**20
 # Framed bytes a shard's finalize holds at a time: it reads, orders and writes its key range
@@ -97,21 +100,61 @@ class _ShardEntry:
 
 
 class _SplitBuffer:
-    """One split's framed records waiting to be sorted and spilled."""
+    """One split's records waiting to be sorted and spilled: small ones framed into one
+    buffer (grown in place: no join copy at the spill), large ones (images, tensors) as
+    header, data and footer pieces -- the data a view of the batch, never copied."""
 
     def __init__(self) -> None:
-        self.framed = bytearray()  # one buffer, grown in place: no join copy at the spill
-        self.sizes: list[np.ndarray] = []
+        self.framed = bytearray()
+        self.sizes: list[np.ndarray] = []  # framed sizes of the small records
         self.keys: list[np.ndarray] = []
+        self.pieces: list = []  # 3 per large record
+        self.large_sizes: list[np.ndarray] = []
+        self.large_keys: list[np.ndarray] = []
+        self.large_bytes = 0
 
     @property
     def nbytes(self) -> int:
-        return len(self.framed)
+        return len(self.framed) + self.large_bytes
 
-    def add(self, framed: bytearray, sizes: np.ndarray, keys: np.ndarray) -> None:
-        self.framed += framed
-        self.sizes.append(sizes)
-        self.keys.append(keys)
+    def add(self, records: SerializedBatch, crcs: np.ndarray, keys: np.ndarray) -> None:
+        sizes = np.diff(records.offsets) + tff.FRAME_OVERHEAD
+        if records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
+            self.pieces += tff.frame_pieces(records.payload, records.offsets, crcs)
+            self.large_sizes.append(sizes)
+            self.large_keys.append(keys)
+            self.large_bytes += int(sizes.sum())
+        else:
+            self.framed += tff.frame_batch(records.payload, records.offsets, crcs=crcs)
+            self.sizes.append(sizes)
+            self.keys.append(keys)
+
+    def write_sorted(self, out: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Write every record to ``out`` in key order; return the keys and framed sizes in
+        that order. Equal keys may come in any order here: finalize orders them by bytes."""
+        sizes = np.concatenate(self.sizes + self.large_sizes)
+        keys = np.concatenate(self.keys + self.large_keys)
+        order = np.argsort(keys, kind="stable")
+        n_small = sum(len(k) for k in self.keys)
+        if not self.pieces:
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            for chunk, _ in sp.gather_framed(self.framed, starts, sizes, order):
+                out.write(chunk)
+            return keys[order], sizes[order]
+        view = memoryview(self.framed)
+        starts = np.concatenate(([0], np.cumsum(sizes[:n_small])[:-1])).tolist()
+        small_sizes = sizes[:n_small].tolist()
+        pieces = self.pieces
+        for i in order.tolist():  # a call or three per record: large records dominate here
+            if i < n_small:
+                out.write(view[starts[i]:starts[i] + small_sizes[i]])
+            else:
+                j = 3 * (i - n_small)
+                out.write(pieces[j])
+                out.write(pieces[j + 1])
+                out.write(pieces[j + 2])
+        del view
+        return keys[order], sizes[order]
 
 
 class _WriteRuns(beam.DoFn):
@@ -142,11 +185,8 @@ class _WriteRuns(beam.DoFn):
         if not len(records):
             return
         crcs = tff.record_crcs(records.payload, records.offsets)
-        lengths = np.diff(records.offsets)
-        framed = tff.frame_batch(records.payload, records.offsets, crcs=crcs)
         keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
-        self._buffers.setdefault(split, _SplitBuffer()).add(
-            framed, lengths + tff.FRAME_OVERHEAD, keys)
+        self._buffers.setdefault(split, _SplitBuffer()).add(records, crcs, keys)
         self._records.inc(len(records))
         self._total_records += len(records)
         if sum(b.nbytes for b in self._buffers.values()) >= sp.RUN_BYTES:
@@ -159,24 +199,19 @@ class _WriteRuns(beam.DoFn):
             self._done.append((split, self._spill(split, self._buffers.pop(split))))
 
     def _spill(self, split: str, buffer: _SplitBuffer) -> RunPart:
-        framed = buffer.framed
-        sizes = np.concatenate(buffer.sizes)
-        keys = np.concatenate(buffer.keys)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        order = np.argsort(keys, kind="stable")  # equal keys: ordered by bytes at finalize
         self._count += 1
         path = storage.join(self._staging, "shuffle", split,
                             f"{self._attempt}-{self._count:05d}.run")
         with storage.open_write(path) as out:
-            for chunk, _ in sp.gather_framed(framed, starts, sizes, order):
-                out.write(chunk)
+            keys, sizes = buffer.write_sorted(out)
         with storage.open_write(path + KEYS_SUFFIX) as out:
-            out.write(keys[order].astype("<u8").tobytes())
-            out.write(sizes[order].astype("<u4").tobytes())
+            out.write(keys.astype("<u8").tobytes())
+            out.write(sizes.astype("<u4").tobytes())
+        total = int(sizes.sum())
         self._runs.inc()
-        self._bytes.inc(len(framed))
-        self._spilled_bytes += len(framed)
-        return RunPart(path, len(keys), len(framed), sp.run_cells(keys[order], sizes[order]))
+        self._bytes.inc(total)
+        self._spilled_bytes += total
+        return RunPart(path, len(keys), total, sp.run_cells(keys, sizes))
 
     def _report_progress(self, force: bool = False) -> None:
         if self._progress is None:
@@ -212,17 +247,18 @@ def _read_range(path: str, start: int, end: int, into: memoryview) -> None:
 
 
 def _ordered_records(runs: tuple[tuple[str, int], ...], slices: np.ndarray, lo: int, hi: int
-                     ) -> tuple[bytearray, np.ndarray, np.ndarray, np.ndarray]:
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The framed records with keys in ``[lo, hi)`` from the runs' ``slices`` (the whole cells
     holding them, then filtered by key): (buffer, starts, sizes, order) -- ``order`` lists the
     records to write, by key, ties by bytes. Keys and sizes are read straight into arrays."""
     chosen_runs = [(run, row) for run, row in zip(runs, slices.tolist(), strict=True)
                    if row[1] > row[0]]
-    buffer = bytearray(sum(row[3] - row[2] for _, row in chosen_runs))
+    # Uninitialised, not a zero-filled bytearray: every byte is read into it.
+    buffer = np.empty(sum(row[3] - row[2] for _, row in chosen_runs), np.uint8)
     count = sum(row[1] - row[0] for _, row in chosen_runs)
     keys = np.empty(count, "<u8")
     sizes = np.empty(count, "<u4")
-    view, at, row_at = memoryview(buffer), 0, 0
+    view, at, row_at = memoryview(buffer).cast("B"), 0, 0
     for (path, records), (r0, r1, b0, b1) in chosen_runs:
         _read_range(path, b0, b1, view[at:at + b1 - b0])
         _read_range(path + KEYS_SUFFIX, 8 * r0, 8 * r1,

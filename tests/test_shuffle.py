@@ -240,10 +240,14 @@ def test_another_seed_writes_another_order(tmp_path, small_runs):
 def test_large_records_and_the_index(tmp_path, small_runs, monkeypatch):
     monkeypatch.setattr(sp, "RUN_BYTES", 300_000)
     rng = random.Random(2)
-    records = {"train": make_records(rng, 40, 30_000, 90_000), "eval": make_records(rng, 5)}
+    # Large records (kept as pieces) and small ones (framed into one buffer) in one run.
+    records = {"train": make_records(rng, 40, 30_000, 90_000) + make_records(rng, 300),
+               "eval": make_records(rng, 5)}
     size = ShardSize(target=600_000, min=400_000, max=800_000)
     runs = write_runs(tmp_path / "s", as_bundles(rng, records, "many"), 4)
     shards = commit(runs, tmp_path / "v", tff.NONE, size=size, index=True)
+    written = [r for info in shards["train"] for r in read_records(info.path)]
+    assert keys_of(written, 4).tolist() == sorted(keys_of(written, 4).tolist())
     for info in shards["train"] + shards["eval"]:
         data = open(info.path, "rb").read()
         lines = open(info.index).read().splitlines()

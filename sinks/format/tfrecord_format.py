@@ -105,19 +105,23 @@ def frame(record: bytes | bytearray | memoryview) -> bytes:
     return b"".join((_length_header(len(record)), record, _U32.pack(masked_crc32c(record))))
 
 
-def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> list:
+def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
+                 crcs: np.ndarray | None = None) -> list:
     """Frame N records as 3N buffers to write in order: header, the record's data (a view of
-    ``payload``, not a copy) and footer, per record.
+    ``payload``, not a copy) and footer, per record (``crcs``: their plain CRC-32Cs, when
+    known already).
 
     For large records (images): copying 200 MB of them into one framed buffer costs more than
     three writes per record, on top of the memory.
     """
     view = memoryview(payload).cast("B")
     edges = np.asarray(offsets, dtype=np.int64).tolist()
+    known = None if crcs is None else np.asarray(crcs, np.uint64).tolist()
     pieces: list = []
-    for a, b in zip(edges, islice(edges, 1, None), strict=False):
+    for k, (a, b) in enumerate(zip(edges, islice(edges, 1, None), strict=False)):
         data = view[a:b]
-        pieces += (_length_header(b - a), data, _U32.pack(masked_crc32c(data)))
+        crc = masked_crc32c(data) if known is None else mask_crc32c(known[k])
+        pieces += (_length_header(b - a), data, _U32.pack(crc))
     return pieces
 
 
