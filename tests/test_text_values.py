@@ -134,7 +134,8 @@ def test_formats_are_checked():
     assert tv.check_format("iso8601") == "iso8601"
     assert tv.check_format("%d/%m/%Y %H:%M") == "%d/%m/%Y %H:%M"
     for bad, words in (("", "strptime layout"), ("dd/mm/yyyy", "no strptime directive"),
-                       ("%d/%m/%Q", "%Q is not")):
+                       ("%d/%m/%Q", "%Q is not"), ("%Y %Y", "redefinition"),
+                       ("%Y%", "not a strptime directive")):
         with pytest.raises(ValueError, match=words):
             tv.check_format(bad)
 
@@ -277,3 +278,9 @@ def test_an_ordinary_column_is_decided_whole():
     fmt_texts = [str(s).replace("T", " ")[:16] for s in stamps[:1000]]
     _, decided = tv.time_values(pa.array(fmt_texts), "s", "%Y-%m-%d %H:%M")
     assert decided.all()
+    fmt_texts[5] = fmt_texts[5].replace("-", "/")
+    _, decided = tv.time_values(pa.array(fmt_texts, pa.large_string()).slice(3), "s",
+                                "%Y-%m-%d %H:%M")  # gathered, not reshaped
+    assert decided.sum() == 996 and not decided[2]
+    _, decided = tv.time_values(pa.array([str(n) for n in seconds]), "s")  # epoch numbers
+    assert not decided.any()

@@ -19,9 +19,9 @@ here so that they give the same integers:
 
 Surrounding whitespace is ignored. Per value: :func:`parse_whole`, :func:`parse_time` (the
 reference). Over Arrow string columns: :func:`whole_values` and :func:`time_values` decide what
-``pyarrow.compute`` can prove equal to the reference -- an exact decimal cast, Arrow's ISO-8601
-cast (the same grammar), ``strptime`` checked by formatting its result back to the very same
-text -- and leave the rest to the caller; :func:`text_times` finishes those one by one.
+can be proved equal to the reference -- an exact decimal cast, Arrow's ISO-8601 cast (the same
+grammar), a ``strptime`` layout of zero-padded numbers read at its fixed places with numpy --
+and leave the rest to the caller; :func:`text_times` finishes those one by one.
 
 Pure: pyarrow and numpy, no Beam, no I/O.
 """
@@ -62,12 +62,17 @@ _ISO = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
     r"(?:[T ]([0-9]{2})(?::([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,9}))?)?)?"
     r"(Z|[+-][0-9]{2}(?::?[0-9]{2})?)?)?")
+# The grammar of _ISO with its ranges, for RE2 (pyarrow.compute): naive and with an offset.
+_DATE_RE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+_TIME_RE = r"(?:[01][0-9]|2[0-3])(?::[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?)?"
+_NAIVE_RE = f"^{_DATE_RE}(?:[T ]{_TIME_RE})?$"
+_ZONED_RE = f"^{_DATE_RE}[T ]{_TIME_RE}(?:Z|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)$"
 _NOT_ISO = ("not an ISO-8601 date or datetime (YYYY-MM-DD, optionally with [T ]hh[:mm[:ss[.f]]] "
             "and Z or ±hh[:mm])")
 # ASCII decimal text: what Arrow's decimal cast reads exactly as Decimal() does.
 _NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
-# Python's strptime directives (3.10+); those whose strptime and strftime round trip in Arrow
-# as in Python, zero-padded numbers only, are decided over whole columns.
+# Python's strptime directives (3.10+); layouts of the zero-padded numbers among them are
+# decided over whole columns.
 _DIRECTIVES = set("aAbBcdfHIjmMpSUwWxXyYzZGuV%")
 _COLUMN_DIRECTIVES = set("YmdHMS%")
 _LEAF = 4  # a failing cast of at most this many values leaves them to the caller
@@ -95,6 +100,12 @@ def check_format(fmt: str) -> str:
     for directive in directives:
         if directive not in _DIRECTIVES:
             raise ValueError(f"format {fmt!r}: %{directive} is not a strptime directive")
+    try:
+        datetime.datetime.strptime("", fmt)
+    except re.error as err:  # a directive given twice
+        raise ValueError(f"format {fmt!r}: {err.msg}") from None
+    except ValueError:  # '' matches no layout with a directive: the layout itself is fine
+        pass
     return fmt
 
 
@@ -233,30 +244,37 @@ def whole_values(cells: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, decided
 
 
-def _zoned(cells: pa.Array) -> np.ndarray:
-    """Cells that end in an offset (``Z``, or a sign after the date)."""
-    after_date = pc.utf8_slice_codeunits(cells, 10)
-    mask = pc.or_(pc.ends_with(cells, "Z"), pc.or_(pc.match_substring(after_date, "+"),
-                                                     pc.match_substring(after_date, "-")))
-    return mask.fill_null(False).to_numpy(zero_copy_only=False)
-
-
 def _from_timestamps(stamps: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(microseconds, the nanoseconds below them, valid) of a timestamp array."""
     raw, valid = _int64s(stamps)
     if stamps.type.unit == "ns":
         micros, rest = np.divmod(raw, 1000)
-    elif stamps.type.unit == "us":
+    else:
         micros, rest = raw, np.zeros(raw.size, np.int64)
-    else:  # seconds (strptime)
-        micros, rest = raw * 10**6, np.zeros(raw.size, np.int64)
     return micros, rest, valid
+
+
+def _first_text(cells: pa.Array) -> str:
+    """The first non-null cell among the first few ('' if none): what the column looks like."""
+    for i in range(min(len(cells), 64)):
+        if cells[i].is_valid:
+            return cells[i].as_py()
+    return ""
+
+
+def _looks_zoned(text: str) -> bool:
+    return text.endswith("Z") or "+" in text[10:] or "-" in text[10:]
 
 
 def _iso_parts(cells: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(micros, rest, decided) of ISO-8601 cells by Arrow's own parser (the grammar of
     :func:`parse_time`): microsecond timestamps hold every year, nanosecond ones 7 to 9
-    fraction digits; text with and without an offset needs a type with and without a zone."""
+    fraction digits; text with and without an offset needs a type with and without a zone.
+
+    A column alike throughout is one cast, of the kind its first value shows. Else (a failing
+    cast costs about a microsecond per value it refuses) regular expressions of the grammar
+    sort the cells into naive and zoned, each cast on its own -- those Arrow still refuses (a
+    day the month lacks) by halves -- and leave the rest undecided."""
 
     def cast(to: list[pa.DataType]) -> Callable[[pa.Array], tuple | None]:
         def attempt(part: pa.Array) -> tuple | None:
@@ -270,33 +288,104 @@ def _iso_parts(cells: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     naive = [pa.timestamp("us"), pa.timestamp("ns")]
     zoned = [pa.timestamp("us", "UTC"), pa.timestamp("ns", "UTC")]
-    for group in (naive[:1], zoned[:1]):  # the usual column: all alike
-        got = cast(group)(cells)
+    first = _first_text(cells)
+    if len(first) >= 10 and first[4:5] == "-":  # an ordinary column: all alike
+        got = cast((zoned if _looks_zoned(first) else naive)[:1])(cells)
         if got is not None:
             return got
     n = len(cells)
     micros, rest, decided = (np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool))
-    with_zone = _zoned(cells)
-    for mask, types in ((~with_zone, naive), (with_zone, zoned)):
-        index = np.flatnonzero(mask)
+    for pattern, types in ((_NAIVE_RE, naive), (_ZONED_RE, zoned)):
+        match = pc.match_substring_regex(cells, pattern).fill_null(False)
+        index = np.flatnonzero(match.to_numpy(zero_copy_only=False))
         if index.size:
             (m, r), ok = _parts(cells.take(pa.array(index)), cast(types), 2)
             micros[index], rest[index], decided[index] = m, r, ok
     return micros, rest, decided
 
 
+def _layout(fmt: str) -> list[tuple[str, int]] | None:
+    """A strptime format of zero-padded numbers and ASCII text as (directive or literal
+    character, width) pieces; None when it holds anything else."""
+    pieces: list[tuple[str, int]] = []
+    for directive, literal in re.findall(r"%(.)|([^%])", fmt):
+        if directive:
+            if directive not in _COLUMN_DIRECTIVES:
+                return None
+            pieces.append(("lit%", 1) if directive == "%" else
+                          (directive, 4 if directive == "Y" else 2))
+        elif literal.isascii():
+            pieces.append(("lit" + literal, 1))
+        else:
+            return None
+    return pieces
+
+
+def _days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant's algorithm)."""
+    year = year - (month <= 2)
+    era = np.floor_divide(year, 400)
+    yoe = year - era * 400
+    doy = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146_097 + doe - 719_468
+
+
+_MONTH_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
+
+
 def _strptime_parts(cells: pa.Array, fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(micros, rest, decided) of cells in a zero-padded numeric ``strptime`` layout: Arrow's
-    strptime is the C library's, so a value counts only when formatting it back gives the
-    very text -- then every field was a zero-padded number, which Python reads alike (and a
-    day the month does not have, normalised by Arrow, shows as another text)."""
+    """(micros, rest, decided) of cells in a ``strptime`` layout of zero-padded numbers
+    (%Y %m %d %H %M %S) and ASCII text, read at their fixed places with numpy: a cell counts
+    when every digit is a digit, every other character the layout's and every field in
+    range -- then Python's strptime, whose patterns try the two-digit forms first, reads the
+    same fields. Unpadded fields, other directives, another case: left undecided."""
     n = len(cells)
-    if set(re.findall(r"%(.?)", fmt)) - _COLUMN_DIRECTIVES:
-        return np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
-    stamps = pc.strptime(cells, format=fmt, unit="s", error_is_null=True)
-    same = pc.equal(pc.strftime(stamps, format=fmt), cells).fill_null(False)
-    micros, rest, valid = _from_timestamps(stamps)
-    return micros, rest, valid & same.to_numpy(zero_copy_only=False)
+    micros, rest, decided = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+    pieces = _layout(fmt)
+    if pieces is None or not n:
+        return micros, rest, decided
+    width = sum(size for _, size in pieces)
+    if pa.types.is_large_string(cells.type):
+        offsets = np.frombuffer(cells.buffers()[1], np.int64)
+    else:
+        offsets = np.frombuffer(cells.buffers()[1], np.int32)
+    offsets = offsets[cells.offset:cells.offset + n + 1].astype(np.int64)
+    data = cells.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    valid = ~cells.is_null().to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(valid & (np.diff(offsets) == width))
+    if not rows.size:
+        return micros, rest, decided
+    if rows.size == n and offsets[n] - offsets[0] == n * width:  # no gather needed
+        text = data[offsets[0]:offsets[n]].reshape(n, width)
+    else:
+        text = data[offsets[rows][:, None] + np.arange(width)]  # (rows, width) bytes
+    columns = [name for name, size in pieces for _ in range(size)]  # one per character
+    literal = [at for at, name in enumerate(columns) if name.startswith("lit")]
+    number = [at for at in range(width) if at not in literal]
+    expected = np.array([ord(columns[at][3]) for at in literal], np.uint8)
+    good = np.all(text[:, literal] == expected, axis=1) if literal else np.ones(rows.size, bool)
+    good &= np.all(text[:, number] - np.uint8(48) <= 9, axis=1)  # digits (uint8 wraps)
+    fields = {"Y": 1900, "m": 1, "d": 1, "H": 0, "M": 0, "S": 0}  # Python's defaults
+    at = 0
+    for name, size in pieces:
+        if not name.startswith("lit"):
+            part = text[:, at:at + size].astype(np.int64) - 48
+            fields[name] = part @ (10 ** np.arange(size - 1, -1, -1))
+        at += size
+    year, month, day = (np.asarray(fields[k]) + np.zeros(rows.size, np.int64) for k in "Ymd")
+    hour, minute, second = (np.asarray(fields[k]) for k in "HMS")
+    month_ok = (month >= 1) & (month <= 12)
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    longest = _MONTH_DAYS[np.where(month_ok, month, 0)] + (leap & (month == 2))
+    good &= (year >= 1) & month_ok & (day >= 1) & (day <= longest)
+    good &= (hour <= 23) & (minute <= 59) & (second <= 59)
+    days = _days_from_civil(year, np.where(month_ok, month, 1), day)
+    seconds = days * 86_400 + hour * 3600 + minute * 60 + second
+    micros[rows] = np.where(good, seconds, 0) * 10**6
+    decided[rows] = good
+    return micros, rest, decided
 
 
 def time_values(cells: pa.Array, unit: str, fmt: str = ISO8601
