@@ -8,7 +8,8 @@ folder's layout -- and prints a config that builds that input with no rejects:
 
 * every column is a feature: its type, a shape from its list nesting (``[-1]``, ragged
   ``[-1, -1]``), ``missing: omit`` where values are missing, ``unit:`` for timestamps and
-  dates (Parquet and Avro: CSV and JSON text stays text), dotted sources for nested fields;
+  dates (Parquet and Avro types, and CSV and JSON text that is ISO-8601 in every sampled
+  value), dotted sources for nested fields;
 * columns it cannot map (times of day, maps, lists of records) are listed as comments, why
   included;
 * an id-like column (``id``, ``*_id``: unique and never missing in the sample) becomes the
@@ -86,7 +87,7 @@ def _leaf(pa: Any, t: Any, text_times: bool) -> tuple[str, str, str] | str:
     if types.is_binary(t) or types.is_large_binary(t) or types.is_fixed_size_binary(t):
         return "bytes", "", ""
     if types.is_timestamp(t):
-        if text_times:
+        if text_times:  # the cells decide (_date_text)
             return "string", "", "date-time text, kept as text"
         zone = f", time zone {t.tz}" if t.tz else ""
         return "int64", _UNITS[t.unit], f"timestamp{zone} -> {t.unit} since 1970-01-01 UTC"
@@ -238,6 +239,7 @@ def _csv_columns(pa: Any, path: str, delimiter: str
         cells = as_text.column(column.source[0]).to_pylist()
         if column.dtype == "string" and not column.shape:  # JSON array cells: a list
             _json_list_cells(column, cells, seen)
+            _date_text(column, [c for c in cells if c not in seen and c != ""])
         elif column.dtype in ("int64", "float"):
             _check_cells(column, [c for c in cells if c not in seen and c != ""])
     # An empty cell is a missing value (the reader's default) whether or not the sample has one.
@@ -245,6 +247,41 @@ def _csv_columns(pa: Any, path: str, delimiter: str
     if not whole:
         options["_partial"] = True
     return columns, options, table
+
+
+def _date_text(column: Column, cells: Sequence[Any]) -> None:
+    """A scalar text column whose every sampled value is ISO-8601 date or datetime text
+    becomes an int64 in a unit -- ``days`` for dates, else ``s``, ``ms``, ``us`` or ``ns`` by
+    the longest fraction -- as our readers parse it (text_values)."""
+    from beam_tfrecords.transforms.codec.text_values import TextValueError, parse_time
+
+    if column.dtype != "string" or column.shape or not cells:
+        return
+    digits, dates = 0, True
+    for cell in cells:
+        if not isinstance(cell, str) or not cell[:4].isdigit() or cell[4:5] != "-":
+            return
+        text = cell.strip()
+        dates &= len(text) == 10
+        if "." in text:
+            digits = max(digits, len(re.match(r"[0-9]*", text.split(".", 1)[1]).group()))
+    unit = "days" if dates else ("s", "ms", "ms", "ms", "us", "us", "us", "ns", "ns", "ns")[
+        min(digits, 9)]
+    try:
+        for cell in cells:
+            parse_time(cell, unit)
+    except TextValueError:
+        if unit != "ns":
+            return
+        unit = "us"  # nanoseconds hold the years 1677 to 2262 only
+        try:
+            for cell in cells:
+                parse_time(cell, unit)
+        except TextValueError:
+            return
+    what = "date" if dates else "date-time"
+    column.dtype, column.unit = "int64", unit
+    column.note = f"ISO-8601 {what} text -> {unit} since 1970-01-01 UTC (no offset: UTC)"
 
 
 def _check_cells(column: Column, cells: Sequence[str]) -> None:
@@ -299,7 +336,12 @@ def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Col
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
         raise InitError(f"{where}: the sampled records do not share one type per field "
                         f"({err}); write those features by hand") from None
-    return features_from_arrow(pa, table.schema, _nulls_of(pa, table)), table
+    columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table))
+    for column in columns:
+        if len(column.source) == 1 and column.dtype == "string":
+            cells = table.column(column.source[0]).drop_null().to_pylist()
+            _date_text(column, cells)
+    return columns, table
 
 
 def _jsonl_records(path: str) -> tuple[list[dict], bool]:

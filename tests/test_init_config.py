@@ -116,7 +116,29 @@ def test_csv_with_null_markers_bools_nan_and_json_arrays(tmp_path):
     assert features["score"] == {"type": "float", "missing": "omit"}
     assert features["member"] == {"type": "int64"}
     assert features["tags"] == {"type": "string", "shape": [-1]}
-    assert features["stamp"] == {"type": "string"}  # CSV date-time text stays text
+    # ISO-8601 text in every sampled cell: epoch integers, as the reader parses it
+    assert features["stamp"] == {"type": "int64", "unit": "s"}
+
+
+def test_date_text_gets_a_unit_only_when_every_sampled_value_is_iso(tmp_path):
+    rows = []
+    for i in range(120):
+        rows.append({"id": i, "day": f"2024-01-{i % 28 + 1:02d}",
+                     "at": f"2024-01-01T10:00:{i % 60:02d}.{i:03d}+02:00",
+                     "fine": f"2024-01-01 10:00:00.{i:09d}",
+                     "old": f"{1500 + i}-01-01T00:00:00.123456789",  # before 1677: not ns
+                     "mixed": "2024-01-01" if i % 2 else "soon",
+                     "local": f"{i % 28 + 1:02d}/01/2024"})
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config, manifest = init_and_build(tmp_path, str(tmp_path / "in.jsonl"))
+    assert_clean(manifest)
+    features = config["features"]
+    assert features["day"] == {"type": "int64", "unit": "days"}
+    assert features["at"] == {"type": "int64", "unit": "ms"}
+    assert features["fine"] == {"type": "int64", "unit": "ns"}
+    assert features["old"] == {"type": "int64", "unit": "us"}
+    assert features["mixed"] == {"type": "string"}
+    assert features["local"] == {"type": "string"}  # a layout init does not guess
 
 
 def test_jsonl_keys_that_come_and_go(tmp_path):
