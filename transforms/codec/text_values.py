@@ -161,7 +161,7 @@ def _iso_ns(text: str) -> int:
 def _strptime_ns(text: str, fmt: str) -> int:
     try:
         stamp = datetime.datetime.strptime(text, fmt)
-    except ValueError as err:
+    except (ValueError, OverflowError) as err:  # never an escaped error per value
         why = str(err)
         if len(why) > 100 or text in why:  # "time data '...' does not match format '...'"
             why = "does not match it"
