@@ -7,6 +7,7 @@ memory (measure.run_child).
 
 from __future__ import annotations
 
+import os
 import pathlib
 import sys
 
@@ -30,7 +31,12 @@ def write_config(folder: pathlib.Path, name: str, source: dict, features: dict,
 
 
 def build_process(config: pathlib.Path, *extra: str, timeout: float = 7200) -> dict:
-    """Run the build; ``{seconds, peak_mb, exit, said}`` (said: its last line on stderr)."""
+    """Run the build; ``{seconds, peak_mb, exit, said}`` (said: its last line on stderr).
+
+    The disk's dirty pages are flushed first (``os.sync``): a build that writes gigabytes
+    leaves them to the kernel's writeback, and the next build timed would pay for it --
+    measured here, a third 2 GB build in a row took 16.5 s against 13.9 s after a sync."""
+    os.sync()
     cmd = [sys.executable, "-m", "beam_tfrecords.pipelines.cli", "build", "--config",
            str(config), "--progress-interval", "0", *extra]
     done = run_child(cmd, timeout=timeout)
