@@ -216,6 +216,10 @@ def test_same_bytes_whatever_the_bundles(tmp_path, small_runs, compression, monk
             assert (a.records, a.bytes, a.crc32c) == (b.records, b.bytes, b.crc32c)
         got = Counter(r for info in one[split] for r in read_records(info.path))
         assert got == Counter(records[split])
+        if compression == tff.GZIP:  # a fixed header: mtime 0, no name, the same OS byte
+            for info in one[split]:
+                header = open(info.path, "rb").read(10)
+                assert header[:4] == b"\x1f\x8b\x08\x00" and header[4:8] == bytes(4)
         sizes = [i.bytes for i in one[split]]
         assert sum(not BAND.min <= s <= BAND.max for s in sizes) <= 1, sizes
         assert len(sizes) > 1 or split == "eval" or compression != tff.NONE

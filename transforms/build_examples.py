@@ -170,9 +170,9 @@ class _BuildExamplesFn(beam.DoFn):
             split_of[todo] = splits.choose_many(keys)
             return names, split_of
         path = splits.field or splits.key
-        fast = None if splits.field else _column_keys(batch, path, good[todo])
-        if fast is not None:
-            self._assign(fast, todo, split_of, good, dead)
+        column = None if splits.field else _column_keys(batch, path, good[todo])
+        if column is not None:
+            self._assign_column(column, todo, split_of, good, dead)
             return names, split_of
         values = _lookup_rows(batch, path, good[todo])
         keys, rows = [], []
@@ -204,12 +204,36 @@ class _BuildExamplesFn(beam.DoFn):
         present = [k for k, m in zip(keys, missing.tolist()) if not m]
         if present:
             split_of[rows[~missing]] = splits.choose_many(present)
+        self._assign_missing(rows[missing], split_of, good, dead)
+
+    def _assign_column(self, column: pa.Array, rows: np.ndarray, split_of: np.ndarray,
+                       good: np.ndarray, dead: list) -> None:
+        """:meth:`_assign` for a key column of canonical key bytes (null: missing), hashing
+        each distinct key once when the column repeats its keys (a category, a user id over
+        many events): the same splits as one hash per row."""
+        missing = column.is_null().to_numpy(zero_copy_only=False)
+        present = column.drop_null() if missing.any() else column
+        if len(present):
+            if _repeats(present):
+                encoded = present.dictionary_encode()
+                codes = self._splits.choose_many(encoded.dictionary.to_pylist())
+                chosen = codes[encoded.indices.to_numpy(zero_copy_only=False)]
+            else:
+                chosen = self._splits.choose_many(present.to_pylist())
+            split_of[rows[~missing]] = chosen
+        if missing.any():
+            self._assign_missing(rows[missing], split_of, good, dead)
+
+    def _assign_missing(self, rows: np.ndarray, split_of: np.ndarray, good: np.ndarray,
+                        dead: list) -> None:
+        """Rows whose split key is missing: ``splits.null_key``'s split, or dead letters."""
+        splits = self._splits
         target = splits.null_split()
         if target is not None:
-            split_of[rows[missing]] = list(splits.names).index(target)
+            split_of[rows] = list(splits.names).index(target)
             return
         reason = str(self._null_key_error())
-        for i in rows[missing].tolist():
+        for i in rows.tolist():
             dead.append((int(good[i]), ".".join(splits.key), reason, None))
 
     def _null_key_error(self) -> FeatureValueError:
@@ -246,15 +270,24 @@ def _take(batch: SerializedBatch, rows: np.ndarray) -> SerializedBatch:
     return SerializedBatch(payload.tobytes(), offsets)
 
 
-def _column_keys(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list[bytes] | None:
+def _repeats(keys: pa.Array, sample: int = 4096) -> bool:
+    """Do the first ``sample`` keys repeat enough (fewer than a quarter distinct) for hashing
+    each distinct key once to pay for finding them?"""
+    head = keys.slice(0, sample)
+    return pc.count_distinct(head).as_py() * 4 < len(head)
+
+
+def _column_keys(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> pa.Array | None:
     """``key_bytes`` of a top-level integer, string or binary key column, computed by Arrow
-    (``0x02`` + decimal digits, ``0x04`` + the bytes, ``0x00none`` for null); None for other
-    columns, which go through :func:`key_bytes` row by row."""
+    (``0x02`` + decimal digits, ``0x04`` + the bytes; null where the key is missing); None for
+    other columns, which go through :func:`key_bytes` row by row."""
     if len(path) != 1 or path[0] not in batch.schema.names:
         return None
     if batch.schema.names.count(path[0]) != 1:
         return None
     arr = batch.column(path[0]).take(rows)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     t = arr.type
@@ -266,9 +299,8 @@ def _column_keys(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list[by
     else:
         return None
     text = text.cast(pa.large_binary())
-    joined = pc.binary_join_element_wise(pa.scalar(prefix, pa.large_binary()), text,
-                                         pa.scalar(b"", pa.large_binary()))
-    return joined.fill_null(pa.scalar(b"\x00none", pa.large_binary())).to_pylist()
+    return pc.binary_join_element_wise(pa.scalar(prefix, pa.large_binary()), text,
+                                       pa.scalar(b"", pa.large_binary()))
 
 
 def _lookup_rows(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list:
