@@ -13,6 +13,9 @@ whose value finds an input row again (the harness uses it to check decoded sampl
   float32 columns.
 - ``images``: JPEG textures of ~100 KB made with Pillow, ``images/<label>/<n>.jpg`` plus a
   ``labels.csv`` (``path,label``, paths relative to it).
+- ``real-table`` (issue #18; bench/real_table.py, not part of run.py's cases): Parquet shaped
+  like real tables -- a unique ``id``, a timestamp with time zone, a date, a decimal price, a
+  nullable string of 3,000 distinct values, a count, a variable-length int list and a struct.
 
 Seeds are fixed, so two machines generate the same values (JPEG bytes depend on the libjpeg
 build; their labels and sizes do not).
@@ -221,7 +224,64 @@ def _gen_images(rows: int, folder: pathlib.Path) -> dict[str, Any]:
             "vocabulary": sorted(used)}  # a label's int is its index here, as in our build
 
 
+CARRIERS = 3_000  # distinct values of the real table's nullable string column
+
+
+def _decimal_cents(cents: np.ndarray, precision: int = 12) -> Any:
+    """A decimal128(precision, 2) array of ``cents / 100``, built from its 16-byte little-
+    endian two's-complement values (from Python Decimals it would take minutes at 5M)."""
+    import pyarrow as pa
+
+    words = np.empty((cents.size, 2), np.int64)
+    words[:, 0] = cents
+    words[:, 1] = np.where(cents < 0, -1, 0)
+    return pa.Array.from_buffers(pa.decimal128(precision, 2), cents.size,
+                                 [None, pa.py_buffer(words.tobytes())])
+
+
+def _real_table(rows: int, first_id: int, seed: int) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng([20261124, rows, seed])
+    base_us = 1_577_836_800 * 10**6  # 2020-01-01T00:00:00Z
+    when = base_us + rng.integers(0, 3 * 365 * 86_400 * 10**6, rows, dtype=np.int64)
+    day = (18_262 + rng.integers(0, 3 * 365, rows)).astype(np.int32)  # days since 1970
+    carrier = pa.array(np.char.add("C", rng.integers(0, CARRIERS, rows).astype(str)))
+    carrier = pc.if_else(pa.array(rng.random(rows) < 0.05), pa.scalar(None, pa.string()),
+                         carrier)
+    lengths = rng.integers(0, 5, rows)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    hops = pa.ListArray.from_arrays(pa.array(offsets),
+                                    pa.array(rng.integers(0, 10_000, int(offsets[-1]))))
+    loc = pa.StructArray.from_arrays([pa.array(rng.uniform(-90, 90, rows)),
+                                      pa.array(rng.uniform(-180, 180, rows))], ["lat", "lon"])
+    return pa.table({
+        "id": np.arange(first_id, first_id + rows, dtype=np.int64),
+        "ts": pa.array(when, pa.timestamp("us", tz="Europe/Paris")),
+        "day": pa.array(day, pa.date32()),
+        "price": _decimal_cents(rng.integers(100, 1_000_000, rows)),
+        "carrier": carrier,
+        "count": rng.integers(0, 1_000, rows),
+        "hops": hops,
+        "loc": loc,
+    })
+
+
+def _gen_real_table(rows: int, folder: pathlib.Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    files, first = [], 0
+    for k, n in enumerate(_file_rows(rows)):
+        name = f"part-{k:03d}.parquet"
+        pq.write_table(_real_table(n, first, k), folder / name)
+        files.append(name)
+        first += n
+    return {"format": "parquet", "files": files, "glob": "part-*.parquet", "key": "id"}
+
+
 _GENERATORS = {
+    "real-table": _gen_real_table,
     "tutorial-csv": _gen_tutorial("csv"),
     "tutorial-parquet": _gen_tutorial("parquet"),
     "wide": _gen_wide,
