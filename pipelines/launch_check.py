@@ -86,19 +86,25 @@ def sample_events(reader: ReadFileFn, path: str, limit: int = SAMPLE_RECORDS
 def tally(specs: Sequence[FeatureSpec], events: Iterator[tuple[int | None, Any]]
           ) -> tuple[int, dict[str, FeatureTally]]:
     """Encode each feature of each sampled record on its own; the number of records and a
-    tally per feature."""
+    tally per feature.
+
+    A feature is a mistake only if *every* sampled value is refused, so one accepted value
+    clears it: it is not encoded again, and once every feature is cleared the sample stops
+    (a correct config costs about one record's encoding, not 1,000 records of 30 features
+    each encoded alone -- 0.6 s of a 2 s build of 200,000 wide rows). The tallies of cleared
+    features therefore count up to their first acceptance."""
     encoders = {spec.name: ExampleEncoder([spec]) for spec in specs if not spec.sequence}
     tallies = {name: FeatureTally() for name in encoders}
+    pending = [spec for spec in specs if spec.name in encoders]
     records = 0
     for row, record in events:
         records += 1
         if isinstance(record, Reject):
-            if record.feature in tallies:
+            if record.feature in tallies and not tallies[record.feature].accepted:
                 tallies[record.feature].refuse(row, record.reason, type_name(record.value))
             continue
-        for spec in specs:
-            if spec.name not in encoders:
-                continue
+        cleared = False
+        for spec in pending:
             value = lookup(record, spec.source)
             if is_missing(value):
                 continue  # the missing policy decides; nothing about the type
@@ -108,6 +114,11 @@ def tally(specs: Sequence[FeatureSpec], events: Iterator[tuple[int | None, Any]]
                 tallies[spec.name].refuse(row, str(err), err.value_type)
             else:
                 tallies[spec.name].accepted += 1
+                cleared = True
+        if cleared:
+            pending = [spec for spec in pending if not tallies[spec.name].accepted]
+            if not pending:
+                break
     return records, tallies
 
 

@@ -25,6 +25,7 @@ from beam_tfrecords.pipelines.launch_check import (
     FeatureTally,
     TypeMistake,
     mistakes,
+    tally,
 )
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
@@ -142,6 +143,31 @@ def test_few_refusals_are_not_evidence():
     assert len(mistakes(specs, enough, records=MIN_EVIDENCE, where="f")) == 1
     mixed = {"x": FeatureTally(accepted=1, refused=500, row=1, reason="r", value_type="str")}
     assert mistakes(specs, mixed, records=501, where="f") == []
+
+
+def test_a_feature_is_cleared_by_one_accepted_value_and_the_sample_stops():
+    specs = [FeatureSpec("a", "int64"), FeatureSpec("b", "int64"), FeatureSpec("c", "string")]
+    consumed = []
+
+    def events():
+        for row in range(1, 1001):
+            consumed.append(row)
+            # b is missing in the first rows and text in rows 3-4: only row 5 clears it.
+            b = None if row < 3 else ("x" if row < 5 else row)
+            yield row, {"a": row, "b": b, "c": "t"}
+
+    records, tallies = tally(specs, events())
+    assert records == 5 and consumed == [1, 2, 3, 4, 5]
+    assert (tallies["a"].accepted, tallies["b"].accepted, tallies["b"].refused) == (1, 1, 2)
+    assert mistakes(specs, tallies, records, "f") == []
+
+    def all_text():
+        for row in range(1, 101):
+            yield row, {"a": "text", "b": 1, "c": "t"}
+
+    records, tallies = tally(specs, all_text())
+    assert records == 100 and tallies["a"].refused == 100 and tallies["a"].accepted == 0
+    assert len(mistakes(specs, tallies, records, "f")) == 1
 
 
 def test_the_command_says_it_in_one_line(tmp_path):
