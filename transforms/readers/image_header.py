@@ -55,6 +55,9 @@ class ImageInfo:
     height: int
     width: int
     channels: int
+    # JPEG: where its frame header ends, found by read_header, so that check_complete does
+    # not walk the segments again (not part of equality: the same image is the same info).
+    header_end: int = dataclasses.field(default=0, compare=False)
 
 
 def read_header(data: bytes) -> ImageInfo:
@@ -65,7 +68,8 @@ def read_header(data: bytes) -> ImageInfo:
     if not data:
         raise ImageHeaderError("not an image: the file is empty")
     if data.startswith(b"\xff\xd8"):
-        return _jpeg(data)[0]
+        info, end = _jpeg(data)
+        return dataclasses.replace(info, header_end=end)
     if _PNG_SIGNATURE.startswith(data[:8]):
         return _png(data)
     if data[:6] in (b"GIF87a", b"GIF89a") or (
@@ -92,7 +96,7 @@ def check_complete(data: bytes, info: ImageInfo) -> None:
     if len(data) < 30 and info.format in ("WEBP", "BMP"):
         raise ImageHeaderError(f"truncated {info.format}: only {len(data)} bytes")
     if info.format == "JPEG":
-        _, end = _jpeg(data)
+        end = info.header_end or _jpeg(data)[1]
         # Searched from the end: a complete file ends with the marker, found at once.
         if data.rfind(b"\xff\xd9", end) < 0:
             raise ImageHeaderError(

@@ -333,8 +333,12 @@ def read_threads_for(setting: int, paths: Sequence[str]) -> int:
 
 
 def _read_file(path: str) -> tuple[bytes, OSError | None]:
-    """A file's bytes, or the error reading it."""
+    """A file's bytes, or the error reading it. Local files are read with ``open``: Beam's
+    FileSystems costs ~30 us more per file, a tenth of an image's whole build."""
     try:
+        if storage.is_local(path):
+            with open(path, "rb") as handle:
+                return handle.read(), None
         with storage.open_read(path) as handle:
             return handle.read(), None
     except OSError as err:
