@@ -70,6 +70,22 @@ def _is_listlike(value: Any) -> bool:
     return isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0)
 
 
+def _int64_as_is(value: int) -> int | None:
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def _utf8(value: str) -> bytes | None:
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the general path says why
+        return None
+
+
+# dtype -> (the exact Python type taken as is, its stored value or None for the general path)
+_FAST_SCALARS = {"int64": (int, _int64_as_is), "bytes": (bytes, lambda value: value),
+                 "string": (str, _utf8)}
+
+
 class _FeaturePlan:
     """One feature's compiled encoding: lookup, missing policy, shape, coercion."""
 
@@ -78,6 +94,12 @@ class _FeaturePlan:
         self.expected = describe(spec)
         self._coerce = element_coercer(spec.dtype, spec.name, spec.unit, spec.nan,
                                         spec.format)
+        # Scalars of the one type that needs no coercion (an int for int64, bytes for bytes, a
+        # str for string) skip the shape walk and the coercion ladder: an image's label,
+        # height and width, its bytes. Anything else -- bool, numpy, a unit, out of range,
+        # a bad surrogate -- takes the general path, whose bytes these equal.
+        self._fast = (None if spec.shape or spec.sequence or spec.unit or spec.format
+                      or getattr(spec, "scale", None) else _FAST_SCALARS.get(spec.dtype))
         self._default: list[tuple[str, Any]] | None = None
         if spec.missing == "default":
             # Encoding the default now validates it: a bad default is a config error.
@@ -116,6 +138,11 @@ class _FeaturePlan:
 
     def encode_value(self, value: Any) -> list[tuple[str, Any]]:
         spec = self.spec
+        fast = self._fast
+        if fast is not None and type(value) is fast[0]:
+            stored = fast[1](value)
+            if stored is not None:
+                return [(spec.values_key, wire.feature_pieces(spec.kind, (stored,)))]
         if spec.sequence:
             if not _is_listlike(value):
                 raise self.fail(value, "a sequence feature needs a list of steps")
