@@ -124,6 +124,70 @@ def test_text_date_refusals_name_the_feature_and_value(kwargs, value, needle):
     assert needle in message and "'when'" in message and repr(value) in message
 
 
+# Times of day (Arrow time32/time64 columns, datetime.time) since midnight in the unit.
+TIMES_OF_DAY = [
+    ("seconds", "s", datetime.time(1, 2, 3, 999_999), 3723),
+    ("ms", "ms", datetime.time(0, 0, 1, 2500), 1002),
+    ("us", "us", datetime.time(23, 59, 59, 999_999), 86_399_999_999),
+    ("ns", "ns", datetime.time(0, 0, 0, 7), 7000),
+    ("days_floor_to_zero", "days", datetime.time(12), 0),
+    ("midnight", "s", datetime.time(0), 0),
+]
+
+
+@pytest.mark.parametrize("name,unit,value,expected", TIMES_OF_DAY,
+                         ids=[c[0] for c in TIMES_OF_DAY])
+def test_times_of_day(name, unit, value, expected):
+    assert roundtrip(FeatureSpec("f", "int64", unit=unit), value) == expected
+
+
+def test_a_time_of_day_with_a_zone_is_refused():
+    zoned = datetime.time(1, tzinfo=UTC)
+    with pytest.raises(FeatureValueError, match="time of day with a time zone"):
+        roundtrip(FeatureSpec("f", "int64"), zoned)
+
+
+# scale: k stores numbers (not bools, dates or times) times 10**k, never rounded; a float as
+# the decimal it is written as (its repr).
+SCALED = [
+    ("decimal_cents", 2, decimal.Decimal("12.34"), 1234),
+    ("decimal_fewer_places", 3, decimal.Decimal("-1.5"), -1500),
+    ("decimal_trailing_zeros", 1, decimal.Decimal("2.500"), 25),
+    ("decimal_exponent", 2, decimal.Decimal("1E+3"), 100000),
+    ("int", 2, 7, 700),
+    ("numpy_uint", 1, np.uint64(5), 50),
+    ("whole_float", 2, 3.0, 300),
+    ("binary_fraction", 1, 0.5, 5),
+    ("float_as_written", 2, 12.34, 1234),  # the double is 12.339999..., its repr 12.34
+    ("float_exponent", 3, 2.5e-1, 250),
+    ("bool_unscaled", 2, True, 1),
+    ("date_unscaled", 2, datetime.date(1970, 1, 2), 86400),
+    ("max", 18, 9, 9 * 10**18),
+    ("min_edge", 1, decimal.Decimal("-922337203685477580.8"), -(2**63)),
+]
+
+
+@pytest.mark.parametrize("name,scale,value,expected", SCALED, ids=[c[0] for c in SCALED])
+def test_scale(name, scale, value, expected):
+    assert roundtrip(FeatureSpec("f", "int64", scale=scale), value) == expected
+
+
+@pytest.mark.parametrize("scale,value,needle", [
+    (2, decimal.Decimal("1.005"), "more than 2 decimal places"),
+    (1, 0.15, "more than 1 decimal places"),
+    (1, 1e300, "outside the int64 range"),
+    (2, decimal.Decimal("1E+999999999"), "outside the int64 range"),  # no 10**999999999
+    (2, decimal.Decimal("-1E-999999999"), "more than 2 decimal places"),
+    (18, 10, "outside the int64 range"),
+    (1, 2**62, "outside the int64 range"),
+    (2, decimal.Decimal("NaN"), "not a finite number"),
+    (2, math.inf, "not a finite number"),
+])
+def test_scale_refusals(scale, value, needle):
+    with pytest.raises(FeatureValueError, match=needle):
+        roundtrip(FeatureSpec("f", "int64", scale=scale), value)
+
+
 def test_nan_allowed_by_default_and_stored():
     assert math.isnan(roundtrip(FeatureSpec("f", "float"), math.nan))
 

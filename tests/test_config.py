@@ -170,6 +170,7 @@ SHA_CHANGES = [
     ("feature.unit", ("features.when.unit", "s")),
     ("feature.format", ("features.when.format", "%d/%m/%Y")),
     ("feature.format_added", ("features.feature0.format", "iso8601")),
+    ("feature.scale_added", ("features.feature0.scale", 2)),
     ("feature.sequence", ("features.frames.sequence", False)),
     ("feature.added", ("features.extra", {"type": "bytes"})),
     ("feature.removed", ("features.caption", DELETE)),
@@ -287,7 +288,16 @@ ACCEPTED = [
                                           "format": "%Y%m%d"})], "features.0.unit", "days"),
     ("unit_on_a_float_is_no_format", [("features.f", {"type": "float", "unit": "ms"})],
      "features.0.format", None),
+    ("scale_absent", [], "features.0.scale", 0),
+    ("scale_given", [("features.f", {"type": "int64", "scale": 2})], "features.0.scale", 2),
 ]
+
+
+def test_a_config_without_scale_keeps_its_hash():
+    """scale (issue #18) is recorded only where it is set: older configs hash as before."""
+    assert all("scale" not in f for f in parse_config(full_config()).resolved()["features"])
+    scaled = parse_config(changed(full_config(), ("features.feature0.scale", 2)))
+    assert scaled.resolved()["features"][0]["scale"] == 2
 
 
 def _attr(obj, path: str):
@@ -415,6 +425,10 @@ REFUSED = [
      "%q"),
     ("format_on_a_float", [feature(type="float", format="iso8601")], "features.f.format",
      "int64 features only"),
+    ("scale_on_a_float", [feature(type="float", scale=2)], "features.f.scale",
+     "int64 features only"),
+    ("scale_negative", [feature(type="int64", scale=-2)], "features.f.scale", "-2"),
+    ("scale_text", [feature(type="int64", scale="2")], "features.f.scale", "'2'"),
     ("sequence_int", [feature(type="int64", sequence=1)], "features.f.sequence", "1"),
     ("sequence_string", [feature(type="int64", sequence="yes")], "features.f.sequence",
      '"yes"'),

@@ -8,8 +8,12 @@ per target type, and never depends on the installed protobuf:
 * int64  <- int, bool, numpy integers and bools, uint64 up to 2**63-1, floats that are whole
   numbers (a fractional part is an error, never truncated), Decimal whole numbers, dates and
   datetimes (integers since 1970-01-01 UTC in the feature's unit; naive datetimes are UTC),
-  and -- for features with a date ``format`` (a config's ``unit:`` or ``format:``) -- date and
-  datetime text, parsed as :mod:`text_values` does in every format.
+  times of day (integers since midnight in the unit), and -- for features with a date
+  ``format`` (a config's ``unit:`` or ``format:``) -- date and datetime text, parsed as
+  :mod:`text_values` does in every format. A feature's ``scale`` k stores numbers (ints,
+  Decimals, and floats as the shortest decimal that reads back as them, ``repr``; not bools,
+  dates or times) as their value times 10**k, which must be a whole number (never rounded):
+  ``scale: 2`` makes the Decimal 12.34 and the float 12.34 the integer 1234.
 * float  <- float, int, numpy floats and ints, Decimal. A finite value outside the float32
   range is an error, not a silent inf; an explicit inf or NaN is a value (NaN policy aside).
   bool is refused: store flags as int64.
@@ -128,10 +132,50 @@ def _datetime64_to_unit(value: np.datetime64, unit: str) -> int:
     return int(value.astype(f"datetime64[{numpy_unit}]").astype(np.int64))
 
 
-def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None) -> int:
+def _scaled(feature: str, value: Any, scale: int) -> int:
+    """``value`` (an int, float or Decimal) times 10**scale, exactly, as an int64."""
+    if isinstance(value, numbers.Integral):
+        return _check_int64(feature, value, int(value) * 10**scale)
+    # A float is the decimal it is written as (its shortest round-trip form, ``repr``): the
+    # JSON number 12.34 is 1234 with scale 2, though the double is 12.339999999999999857...
+    exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(float(value)))
+    if not exact.is_finite():
+        return _fail(feature, value, "int64", "not a finite number")
+    sign, digits, exponent = exact.as_tuple()
+    number = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+    exponent = int(exponent) + scale
+    fraction = f"has more than {scale} decimal places (scale: {scale}); refusing to round"
+    if number == 0:
+        return 0
+    if exponent >= 0:  # (a 1E+999999999 is out of range without computing its power of ten)
+        if len(digits) + exponent > 20:
+            return _check_int64(feature, value, 10**20)
+        return _check_int64(feature, value, number * 10**exponent)
+    if -exponent > len(digits):  # 0 < |value| < 1 once scaled
+        return _fail(feature, value, "int64", fraction)
+    whole, rest = divmod(number, 10**-exponent)
+    if rest:
+        return _fail(feature, value, "int64", fraction)
+    return _check_int64(feature, value, whole)
+
+
+def _time_of_day(feature: str, value: datetime.time, unit: str) -> int:
+    if value.tzinfo is not None:
+        return _fail(feature, value, "int64", "a time of day with a time zone; only naive "
+                                              "times (since midnight) are stored")
+    micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 10**6 + value.microsecond
+    return micros * 1000 if unit == "ns" else micros // _MICROS_PER_UNIT[unit]
+
+
+def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None,
+             scale: int = 0) -> int:
     """One value as an int64, by the ladder in the module docstring; ``fmt`` (``iso8601`` or a
-    strptime layout) lets text be a date or datetime."""
+    strptime layout) lets text be a date or datetime; ``scale`` multiplies numbers by
+    10**scale (exactly)."""
     cls = type(value)
+    if scale and cls is not bool and not isinstance(value, np.bool_) and isinstance(
+            value, (numbers.Integral, float, np.floating, decimal.Decimal)):
+        return _scaled(feature, value, scale)
     if cls is int:
         return _check_int64(feature, value, value)
     if cls is bool or isinstance(value, np.bool_):
@@ -155,6 +199,8 @@ def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None) 
         return _check_int64(feature, value, _micros_to_unit(micros, unit))
     if isinstance(value, np.datetime64):
         return _datetime64_to_unit(value, unit)
+    if isinstance(value, datetime.time):
+        return _time_of_day(feature, value, unit)
     if fmt is not None and isinstance(value, str):
         try:
             return parse_time(value, unit, fmt)
@@ -216,11 +262,11 @@ def to_utf8(feature: str, value: Any) -> bytes:
     return data
 
 
-def element_coercer(dtype: str, feature: str, unit: str = "s",
-                    nan: str = "allow", fmt: str | None = None) -> Callable[[Any], Any]:
+def element_coercer(dtype: str, feature: str, unit: str = "s", nan: str = "allow",
+                    fmt: str | None = None, scale: int = 0) -> Callable[[Any], Any]:
     """A one-argument function coercing one scalar element for a feature of ``dtype``."""
     if dtype == "int64":
-        return lambda value: to_int64(feature, value, unit, fmt)
+        return lambda value: to_int64(feature, value, unit, fmt, scale)
     if dtype == "float":
         return lambda value: to_float(feature, value, nan)
     if dtype == "bytes":

@@ -93,7 +93,7 @@ class _FeaturePlan:
         self.spec = spec
         self.expected = describe(spec)
         self._coerce = element_coercer(spec.dtype, spec.name, spec.unit, spec.nan,
-                                        spec.format)
+                                        spec.format, spec.scale)
         # Scalars of the one type that needs no coercion (an int for int64, bytes for bytes, a
         # str for string) skip the shape walk and the coercion ladder: an image's label,
         # height and width, its bytes. Anything else -- bool, numpy, a unit, out of range,
@@ -252,6 +252,8 @@ class _FeaturePlan:
         kind = array.dtype.kind
         dtype = self.spec.dtype
         if dtype == "int64":
+            if self.spec.scale:  # numbers times 10**scale: one by one, exactly
+                return None
             if kind == "i" or kind == "b":
                 return array.astype(np.int64, copy=False)
             if kind == "u":

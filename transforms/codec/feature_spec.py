@@ -29,6 +29,7 @@ from beam_tfrecords.transforms.codec.text_values import check_format
 
 __all__ = [
     "DTYPES",
+    "MAX_SCALE",
     "MISSING_POLICIES",
     "NAN_POLICIES",
     "TIME_UNITS",
@@ -50,6 +51,8 @@ MISSING_POLICIES = ("error", "omit", "default", "empty")
 NAN_POLICIES = ("allow", "error", "missing")
 # Units for dates, datetimes and timestamps stored as int64 (integers since 1970-01-01 UTC).
 TIME_UNITS = ("s", "ms", "us", "ns", "days")
+# The largest ``scale`` (10**18 < 2**63: a scale past it leaves only 0 in the int64 range).
+MAX_SCALE = 18
 
 
 class FeatureSpecError(UserError, ValueError):
@@ -82,6 +85,9 @@ class FeatureSpec:
       format: for int64 features, how text becomes a date or datetime (in ``unit``):
         ``iso8601`` or a ``strptime`` layout (``%d/%m/%Y %H:%M``); None: text is never a date.
         A config's ``unit:`` alone means ``iso8601`` (:mod:`text_values`).
+      scale: for int64 features, numbers (ints, floats, decimals) are stored as their exact
+        value times ``10**scale`` (0 to 18), refused when that is not a whole number: a
+        ``decimal(12, 2)`` price with ``scale: 2`` is stored as its unscaled integer (cents).
     """
 
     name: str
@@ -94,6 +100,7 @@ class FeatureSpec:
     unit: str = "s"
     sequence: bool = False
     format: str | None = None
+    scale: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -163,6 +170,20 @@ class FeatureSpec:
                 check_format(self.format)
             except ValueError as err:
                 raise FeatureSpecError("format", f"feature {self.name!r}: {err}") from None
+        if (not isinstance(self.scale, int) or isinstance(self.scale, bool)
+                or not 0 <= self.scale <= MAX_SCALE):
+            raise FeatureSpecError(
+                "scale",
+                f"feature {self.name!r}: scale {self.scale!r} must be a whole number from 0 "
+                f"to {MAX_SCALE} (numbers are stored times 10**scale)",
+            )
+        if self.scale:
+            if self.dtype != "int64":
+                raise FeatureSpecError(
+                    "scale",
+                    f"feature {self.name!r}: scale applies to int64 features only (numbers "
+                    f"stored as integers times 10**scale; type is {self.dtype})",
+                )
         if self.sequence and self.is_ragged:
             raise FeatureSpecError(
                 "shape",

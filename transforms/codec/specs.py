@@ -73,7 +73,7 @@ def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
 
 
 _FEATURE_KEYS = ("type", "shape", "source", "missing", "default", "nan", "unit", "format",
-                 "sequence")
+                 "scale", "sequence")
 
 
 def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
@@ -109,6 +109,7 @@ def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
             unit=raw.get("unit", "s"),
             sequence=sequence,
             format=fmt,
+            scale=raw.get("scale", 0),
         )
     except FeatureSpecError as err:  # FeatureSpec's own checks name the field at fault
         field = "type" if err.field == "dtype" else err.field
