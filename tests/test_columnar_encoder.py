@@ -114,25 +114,68 @@ DATE_TEXT = st.one_of(
                      "1969-12-31T23:59:59.5", "2300-01-01", "01/03/2024 12:34",
                      "1/3/2024 12:34", "31/02/2024 00:00", " 2024-03-01", "2024-03-01T24:00",
                      "x", ""]))
+# Times of day (issue #18): every unit, the day's ends included.
+LEAVES.update({
+    "time32_s": (pa.time32("s"), st.one_of(st.integers(0, 86_399), st.sampled_from([0, 86_399]))),
+    "time32_ms": (pa.time32("ms"), st.integers(0, 86_399_999)),
+    "time64_us": (pa.time64("us"), st.integers(0, 86_399_999_999)),
+    "time64_ns": (pa.time64("ns"), st.one_of(st.integers(0, 86_399_999_999_999),
+                                             st.sampled_from([999, 1000, 1001]))),
+})
 LEAVES["date_text"] = (pa.string(), DATE_TEXT)
 LEAVES["date_large_text"] = (pa.large_string(), DATE_TEXT)
 NAMES = ["a", "b", "ab", "a/b", "B", "é", "z/flat_values", "a.b", "k" * 130]
 
 
+def dictionary_leaves(arr: pa.Array) -> pa.Array:
+    """``arr`` with its leaf values dictionary-encoded below every list level."""
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        cls = pa.ListArray if pa.types.is_list(arr.type) else pa.LargeListArray
+        return cls.from_arrays(arr.offsets, dictionary_leaves(arr.values),
+                               mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_fixed_size_list(arr.type):
+        return pa.FixedSizeListArray.from_arrays(
+            dictionary_leaves(arr.values), arr.type.list_size,
+            mask=arr.is_null() if arr.null_count else None)
+    try:
+        return arr.dictionary_encode()
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # a type Arrow cannot hash
+        return arr
+
+
 @st.composite
 def column(draw, rows):
+    """One Arrow column of ``rows`` values."""
+    kind, values = draw(column_values(rows))
+    arr = pa.array(values, type=kind)
+    if not pa.types.is_struct(kind) and not pa.types.is_null(kind) and draw(st.booleans()):
+        arr = dictionary_leaves(arr)  # dictionaries at the leaves, under every list level
+    return arr
+
+
+@st.composite
+def column_values(draw, rows):
     """(arrow type, python values) of one column."""
     leaf_name = draw(st.sampled_from(sorted(LEAVES)))
     leaf_type, leaf_values = LEAVES[leaf_name]
     maybe = st.one_of(st.none(), leaf_values) if draw(st.booleans()) else leaf_values
-    shape = draw(st.sampled_from(["scalar", "list", "large_list", "fixed", "nested", "struct",
-                                  "dict", "null"]))
+    shape = draw(st.sampled_from(["scalar", "list", "large_list", "fixed", "nested", "deep",
+                                  "struct", "null"]))
     if shape == "null":
         return pa.null(), [None] * rows
-    if shape == "dict":
-        values = draw(st.lists(st.one_of(st.none(), st.text(max_size=3)), min_size=rows,
-                               max_size=rows))
-        return pa.dictionary(pa.int32(), pa.string()), values
+    if shape == "deep":  # three levels, each a list, large_list or fixed_size_list
+        kind, item = leaf_type, maybe
+        for _ in range(3):
+            level = draw(st.sampled_from(["list", "large_list", "fixed"]))
+            if level == "fixed":
+                size = draw(st.integers(1, 2))
+                kind, item = pa.list_(kind, size), st.lists(item, min_size=size, max_size=size)
+            else:
+                make = pa.list_ if level == "list" else pa.large_list
+                kind, item = make(kind), st.lists(item, max_size=2)
+            if draw(st.booleans()):
+                item = st.one_of(st.none(), item)
+        return kind, draw(st.lists(item, min_size=rows, max_size=rows))
     if shape == "scalar":
         kind, item = leaf_type, maybe
     elif shape in ("list", "large_list"):
@@ -158,10 +201,18 @@ def column(draw, rows):
 DEFAULTS = {"int64": 7, "float": 0.5, "bytes": b"d", "string": "d"}
 
 
+def nest(value, shape):
+    """A value of ``shape`` (-1 as one) built of ``value``: a ragged feature's default."""
+    for dim in reversed(shape):
+        value = [value] * abs(dim)
+    return value
+
+
 @st.composite
 def spec(draw, name, sources):
     dtype = draw(st.sampled_from(["int64", "float", "bytes", "string"]))
-    shape = draw(st.sampled_from([(), (), (-1,), (2,), (1,), (-1, 2), (2, 1), (-1, -1)]))
+    shape = draw(st.sampled_from([(), (), (-1,), (2,), (1,), (-1, 2), (2, 1), (-1, -1),
+                                  (2, -1), (-1, -1, -1), (-1, 2, -1)]))
     missing = draw(st.sampled_from(["error", "omit", "default", "empty"]))
     nan = "allow"
     if dtype == "float":
@@ -171,17 +222,18 @@ def spec(draw, name, sources):
         value = DEFAULTS[dtype]
         if not shape:
             default = value
-        elif shape == (-1, -1):
-            default = [[value]]
+        elif -1 in shape[1:]:
+            default = nest(value, shape)
         else:
             default = [value] * math.prod(abs(d) for d in shape)
     source = draw(st.sampled_from(sources))
     unit = draw(st.sampled_from(["s", "ms", "us", "ns", "days"]))
-    fmt = None
-    if dtype == "int64":  # text is a date for these
+    fmt, scale = None, 0
+    if dtype == "int64":  # text is a date for these; numbers times 10**scale
         fmt = draw(st.sampled_from([None, "iso8601", "%d/%m/%Y %H:%M"]))
+        scale = draw(st.sampled_from([0, 0, 0, 1, 3, 18]))
     return F(name, dtype, shape, source=source, missing=missing, default=default, nan=nan,
-             unit=unit, format=fmt)
+             unit=unit, format=fmt, scale=scale)
 
 
 @st.composite
@@ -190,8 +242,7 @@ def case(draw):
     ncols = draw(st.integers(1, 3))
     arrays, names = [], []
     for i in range(ncols):
-        kind, values = draw(column(rows + 1))
-        arrays.append(pa.array(values, type=kind))
+        arrays.append(draw(column(rows + 1)))
         names.append(f"c{i}")
     if draw(st.booleans()):  # a literal dotted column name, as CSV headers have
         names[-1] = "c9.x"
@@ -208,6 +259,56 @@ def case(draw):
 def test_columnar_bytes_and_rejects_equal_the_row_encoder(drawn):
     specs, batch = drawn
     assert_same_as_rows(specs, batch)
+
+
+# Nested lists and ragged shapes (issue #18): a column of one to three list levels (list,
+# large_list, fixed_size_list; dictionaries at the leaves) against shapes as deep, shallower
+# and deeper, whose stored row lengths must equal the row path's walk.
+NESTED_LEAVES = ["int64", "float64", "string", "large_binary", "decimal", "time64_us", "ts_s"]
+NESTED_SHAPES = [(-1,), (2,), (-1, 2), (-1, -1), (2, -1), (1, -1), (-1, -1, -1), (-1, 2, -1),
+                 (2, -1, -1)]
+
+
+@st.composite
+def nested_case(draw):
+    leaf_type, leaf_values = LEAVES[draw(st.sampled_from(NESTED_LEAVES))]
+    kind, item = leaf_type, st.one_of(st.none(), leaf_values) if draw(st.booleans()) \
+        else leaf_values
+    for _ in range(draw(st.integers(1, 3))):
+        level = draw(st.sampled_from(["list", "large_list", "fixed"]))
+        if level == "fixed":
+            size = draw(st.integers(1, 2))
+            kind, item = pa.list_(kind, size), st.lists(item, min_size=size, max_size=size)
+        else:
+            make = pa.list_ if level == "list" else pa.large_list
+            kind, item = make(kind), st.lists(item, max_size=3)
+        if draw(st.booleans()):
+            item = st.one_of(st.none(), item)
+    rows = draw(st.integers(0, 6))
+    arr = pa.array(draw(st.lists(item, min_size=rows + 1, max_size=rows + 1)), type=kind)
+    if draw(st.booleans()):
+        arr = dictionary_leaves(arr)
+    arr = arr.slice(1) if draw(st.booleans()) else arr.slice(0, rows)
+    specs = []
+    for name in draw(st.lists(st.sampled_from(["n", "m", "n/x"]), min_size=1, max_size=2,
+                              unique=True)):
+        shape = draw(st.sampled_from(NESTED_SHAPES))
+        dtype = draw(st.sampled_from(["int64", "float", "bytes", "string"]))
+        missing = draw(st.sampled_from(["error", "omit", "default", "empty"]))
+        default = nest(DEFAULTS[dtype], shape) if missing == "default" else None
+        if missing == "default" and -1 not in shape[1:]:
+            default = [DEFAULTS[dtype]] * math.prod(abs(d) for d in shape)
+        specs.append(F(name, dtype, shape, source=("c",), missing=missing, default=default,
+                       unit=draw(st.sampled_from(["s", "us"]))))
+    return specs, pa.RecordBatch.from_arrays([arr], names=["c"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nested_case())
+def test_nested_and_ragged_lists_equal_the_row_encoder(drawn):
+    specs, batch = drawn
+    encoder = assert_same_as_rows(specs, batch)
+    assert {c.mode for c in encoder.plan(batch.schema).values()} <= {COLUMNAR, PER_ROW}
 
 
 @settings(max_examples=60, deadline=None)
@@ -250,7 +351,31 @@ PLAN_CASES = [
     ("null_column", F("x", "int64", source=("c",), missing="omit"), pa.null(), COLUMNAR,
      "null"),
     ("ragged", F("x", "int64", (-1, -1), source=("c",)), pa.list_(pa.list_(pa.int64())),
-     PER_ROW, "ragged"),
+     COLUMNAR, "shape [-1, -1]"),
+    ("ragged_shallower", F("x", "int64", (2, -1, -1), source=("c",), missing="omit"),
+     pa.large_list(pa.list_(pa.int64())), COLUMNAR, "shape [2, -1, -1]"),
+    ("ragged_deeper", F("x", "float", (-1, -1), source=("c",)),
+     pa.list_(pa.list_(pa.list_(pa.float32(), 2))), COLUMNAR, "shape [-1, -1]"),
+    ("ragged_scalar_column", F("x", "int64", (-1, -1), source=("c",)), pa.int64(), COLUMNAR,
+     "every present value is rejected"),
+    ("time_of_day", F("x", "int64", source=("c",), unit="ms"), pa.time64("us"), COLUMNAR,
+     "time64[us] -> int64"),
+    ("time32_list", F("x", "int64", (-1,), source=("c",), unit="ns"), pa.list_(pa.time32("s")),
+     COLUMNAR, "shape [-1]"),
+    ("time_to_float_rejects", F("x", "float", source=("c",)), pa.time32("ms"), COLUMNAR,
+     "time32[ms] -> float"),
+    ("decimal_scaled", F("x", "int64", source=("c",), scale=2), pa.decimal128(9, 2), COLUMNAR,
+     "decimal128(9, 2) -> int64"),
+    ("int_scaled", F("x", "int64", (-1,), source=("c",), scale=3), pa.list_(pa.int32()),
+     COLUMNAR, "int32"),
+    ("float_scaled", F("x", "int64", source=("c",), scale=2), pa.float64(), PER_ROW,
+     "converted per row"),
+    ("dictionary_in_list", F("x", "string", (-1,), source=("c",)),
+     pa.large_list(pa.dictionary(pa.int32(), pa.large_string())), COLUMNAR, "shape [-1]"),
+    ("dictionary_of_timestamps", F("x", "int64", source=("c",), unit="ms"),
+     pa.dictionary(pa.int16(), pa.timestamp("us", tz="UTC")), COLUMNAR, "int64"),
+    ("fixed_size_binary", F("x", "bytes", source=("c",)), pa.binary(3), COLUMNAR,
+     "fixed_size_binary[3] -> bytes"),
     ("timestamp", F("x", "int64", source=("c",)), pa.timestamp("ms"), COLUMNAR,
      "timestamp[ms] -> int64"),
     ("timestamp_tz_list", F("x", "int64", (-1,), source=("c",), unit="ns"),
@@ -264,7 +389,9 @@ PLAN_CASES = [
     ("map", F("x", "int64", (-1,), source=("c",)), pa.map_(pa.string(), pa.int64()), PER_ROW,
      "map"),
     ("three_levels_for_1d", F("x", "int64", (-1,), source=("c",)),
-     pa.list_(pa.list_(pa.list_(pa.int64()))), PER_ROW, "3-level"),
+     pa.list_(pa.list_(pa.list_(pa.int64()))), COLUMNAR, "shape [-1]"),
+    ("two_levels_for_3d", F("x", "int64", (-1, 2, 3), source=("c",)),
+     pa.list_(pa.list_(pa.int64())), COLUMNAR, "shape [-1, 2, 3]"),
     ("path_through_scalar", F("x", "int64", source=("c", "y")), pa.int64(), PER_ROW,
      "goes through"),
     ("struct_field", F("x", "int64", source=("c", "y")), pa.struct([("y", pa.int64())]),
@@ -295,6 +422,7 @@ def test_plan_cases_encode_like_the_row_encoder(spec, kind, mode, words):
         pa.types.is_date: [datetime.date(2021, 5, 6), None],
         pa.types.is_decimal: [None, None],
         pa.types.is_map: [[("k", 1)], []],
+        pa.types.is_time: [datetime.time(1, 2, 3), None],
     }
     sample = next((v for test, v in values.items() if test(kind)), None)
     arr = pa.array(sample, kind) if sample is not None else pa.nulls(2, kind)
@@ -303,14 +431,53 @@ def test_plan_cases_encode_like_the_row_encoder(spec, kind, mode, words):
 
 
 def test_per_row_feature_merges_in_sorted_key_order():
-    # "x/flat_values" and "x/row_lengths_1" (per row) sort around "x/m" (columnar).
-    specs = [F("x", "int64", (-1, -1), source=("r",)), F("x/m", "int64", source=("i",)),
+    # "x/flat_values" and "x/row_lengths_1" (columnar) sort around "x/m" (per row: a map).
+    specs = [F("x", "int64", (-1, -1), source=("r",)), F("x/m", "int64", (-1,), source=("i",)),
              F("a", "string", source=("s",))]
-    batch = pa.record_batch({"r": pa.array([[[1, 2], []], [[3]]]), "i": [5, 6], "s": ["p", "q"]})
+    batch = pa.record_batch({"r": pa.array([[[1, 2], []], [[3]]]),
+                             "i": pa.array([[("k", 5)], []], pa.map_(pa.string(), pa.int64())),
+                             "s": ["p", "q"]})
     encoder = assert_same_as_rows(specs, batch)
-    assert encoder.plan(batch.schema)["x"].mode == PER_ROW
+    assert encoder.plan(batch.schema)["x"].mode == COLUMNAR
+    assert encoder.plan(batch.schema)["x/m"].mode == PER_ROW
     out, _, _ = encoder.encode(batch)
     assert list(wire.decode_example(out[0])) == ["a", "x/flat_values", "x/m", "x/row_lengths_1"]
+
+
+def test_ragged_rows_store_the_row_encoders_row_lengths():
+    specs = [F("x", "int64", (-1, -1, -1), source=("r",), missing="default",
+               default=[[[9]]]), F("y", "float", (2, -1), source=("f",), missing="empty")]
+    r = pa.array([[[[1, 2], []], [[3]]], None, [], [[]]], pa.list_(pa.large_list(
+        pa.list_(pa.int64()))))
+    f = pa.array([[[0.5], [1.5, 2.5]], None, [[], []], [[1.0], []]],
+                 pa.list_(pa.list_(pa.float32())))
+    batch = pa.record_batch({"r": r, "f": f})
+    encoder = assert_same_as_rows(specs, batch)
+    assert {c.mode for c in encoder.plan(batch.schema).values()} == {COLUMNAR}
+    out, _, _ = encoder.encode(batch)
+    first = wire.decode_example(out[0])
+    assert first["x/row_lengths_1"] == ("int64_list", [2, 1])
+    assert first["x/row_lengths_2"] == ("int64_list", [2, 0, 1])
+    assert first["y/row_lengths_1"] == ("int64_list", [1, 2])
+    assert wire.decode_example(out[1])["x/row_lengths_2"] == ("int64_list", [1])  # default
+
+
+def test_times_of_day_and_scaled_decimals_are_columnar():
+    times = pa.array([0, 1_500, 86_399_999_999_999, None], pa.time64("ns"))
+    prices = pa.array([decimal.Decimal("12.34"), decimal.Decimal("-0.10"), None,
+                       decimal.Decimal("1.23")], pa.decimal128(9, 2))
+    batch = pa.record_batch({"t": times, "p": prices, "d": prices.dictionary_encode()})
+    specs = [F("t", "int64", unit="ns", missing="omit"),
+             F("p", "int64", scale=2, missing="omit"),
+             F("tenths", "int64", source=("d",), scale=1, missing="omit")]
+    encoder = assert_same_as_rows(specs, batch)
+    assert {c.mode for c in encoder.plan(batch.schema).values()} == {COLUMNAR}
+    out, good, rejects = encoder.encode(batch)
+    assert good.tolist() == [1, 2]  # tenths: 12.34 and 1.23 have two decimal places
+    assert "more than 1 decimal places" in str(rejects[0][1])
+    assert wire.decode_example(out[0])["t"] == ("int64_list", [1000])  # ns truncated to us
+    assert wire.decode_example(out[0])["p"] == ("int64_list", [-10])
+    assert wire.decode_example(out[0])["tenths"] == ("int64_list", [-1])
 
 
 def test_struct_fields_literal_dotted_columns_and_parent_nulls():
@@ -347,8 +514,9 @@ def test_long_values_and_many_rows_take_the_scatter_path():
 
 
 def test_plan_is_cached_per_schema_and_logged_once(caplog):
-    encoder = ColumnarEncoder([F("x", "int64", (-1, -1), source=("c",), missing="omit")])
-    batch = pa.record_batch({"c": pa.array([[[1]], None])})
+    encoder = ColumnarEncoder([F("x", "int64", (-1,), source=("c",), missing="omit")])
+    batch = pa.record_batch({"c": pa.array([[("k", 1)], None], pa.map_(pa.string(),
+                                                                         pa.int64()))})
     with caplog.at_level("INFO", logger="beam_tfrecords.transforms.codec.columnar_encoder"):
         encoder.encode(batch)
         encoder.encode(batch)

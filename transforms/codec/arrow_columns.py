@@ -3,8 +3,9 @@
 For a feature and a column type: is the column encoded column-wise (and why), and how are its
 validity, list layout and values read without converting rows to Python objects. Every rule
 here mirrors what :class:`example_codec.ExampleEncoder` does with ``batch.to_pylist()`` rows
-(lists, dicts, None, ints, floats, str, bytes); a type whose Python form the rules do not
-cover raises :class:`Unsupported`, and the feature is encoded per row instead.
+(lists, dicts, None, ints, floats, str, bytes, Decimal, datetime, date, time); a type whose
+Python form the rules do not cover raises :class:`Unsupported`, and the feature is encoded
+per row instead.
 
 Pure: pyarrow and numpy, no Beam, no I/O.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "check_type",
     "decimal_values",
     "child_layout",
+    "clock_values",
     "column_type",
     "decoded",
     "leaf_kind",
@@ -33,6 +35,7 @@ __all__ = [
     "numbers",
     "resolve",
     "temporal_values",
+    "undict",
     "valid_mask",
 ]
 
@@ -43,8 +46,10 @@ class Unsupported(Exception):
 
 def leaf_kind(t: pa.DataType) -> str:
     """``int``, ``uint``, ``float``, ``bool``, ``text``, ``binary``, ``time`` (timestamps),
-    ``date``, ``decimal``, ``null`` or ``struct``; raises Unsupported for every other type
-    (times of day, maps, ...)."""
+    ``date``, ``clock`` (time32/time64: times of day), ``decimal``, ``null`` or ``struct``
+    (a dictionary type: that of its values); raises Unsupported for every other type (maps,
+    intervals, durations, ...)."""
+    t = undict(t)
     if pa.types.is_signed_integer(t):
         return "int"
     if pa.types.is_unsigned_integer(t):
@@ -61,6 +66,8 @@ def leaf_kind(t: pa.DataType) -> str:
         return "time"
     if pa.types.is_date32(t) or pa.types.is_date64(t):
         return "date"
+    if pa.types.is_time(t):
+        return "clock"
     if pa.types.is_decimal(t):
         return "decimal"
     if pa.types.is_null(t):
@@ -74,11 +81,19 @@ def is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
+def undict(t: pa.DataType) -> pa.DataType:
+    """The value type of a dictionary type, any other type as it is."""
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
 def list_depth(t: pa.DataType) -> tuple[int, pa.DataType]:
+    """(list levels, leaf type) of a column type, looking through dictionaries at every level
+    (:func:`decoded` decodes them as the levels are walked)."""
     depth = 0
+    t = undict(t)
     while is_list(t):
         depth += 1
-        t = t.value_type
+        t = undict(t.value_type)
     return depth, t
 
 
@@ -148,17 +163,43 @@ def temporal_values(arr: pa.Array, idx: np.ndarray | None, unit: str
     return np.floor_divide(micros, _MICROS_PER[unit]), np.zeros(micros.size, dtype=bool)
 
 
-def decimal_values(arr: pa.Array, idx: np.ndarray | None, dtype: str
+# time32/time64 units per day, and the microseconds of one unit (what to_pylist() keeps of a
+# time64[ns] value: a datetime.time, its nanoseconds dropped).
+_CLOCK_PER_DAY = {"s": 86_400, "ms": 86_400 * 10**3, "us": 86_400 * 10**6,
+                  "ns": 86_400 * 10**9}
+
+
+def clock_values(arr: pa.Array, idx: np.ndarray | None, unit: str) -> np.ndarray:
+    """Times of day (time32/time64) at slots ``idx`` (None: all) since midnight in ``unit``
+    as int64, nulls as zeros -- what coercion.to_int64 makes of the ``datetime.time`` that
+    to_pylist() gives: microseconds (a time64[ns] value truncated to them), floored to the
+    unit. A value outside one day (which to_pylist() wraps or refuses) is left to the row
+    path."""
+    t = arr.type
+    raw = numbers(arr.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()), idx
+                  ).astype(np.int64)
+    if raw.size and (raw.min() < 0 or raw.max() >= _CLOCK_PER_DAY[t.unit]):
+        raise Unsupported(f"{t}: a time of day outside 00:00 to 24:00")
+    micros = raw // 1000 if t.unit == "ns" else raw * _MICROS_PER[t.unit]
+    if unit == "ns":
+        return micros * 1000
+    return micros // _MICROS_PER[unit]
+
+
+def decimal_values(arr: pa.Array, idx: np.ndarray | None, dtype: str, scale: int = 0
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(values, rows refused) of the decimal slots ``idx`` (None: all), nulls as zeros, as the
     row path gets them from each ``Decimal``: for ``float`` the nearest double, for ``int64``
-    the whole number (a fractional part refused).
+    the value times ``10**scale`` (the feature's scale) when that is a whole number in range
+    (otherwise refused).
 
     Exact where it is cheap to be: the unscaled integer must fit 53 bits for a float (then
     one IEEE division by an exact power of ten rounds as ``float(Decimal)`` does) and 63 bits
-    with a scale of at most 18 for an int64; anything else is left to the row path."""
+    for an int64, whose power of ten (the feature's scale less the column's) must be within
+    18 either way; anything else is left to the row path."""
     t = arr.type
-    if t.scale < 0 or t.scale > (22 if dtype == "float" else 18):
+    shift = scale - t.scale  # int64: the stored integer is the unscaled one times 10**shift
+    if t.scale < 0 or (t.scale > 22 if dtype == "float" else not -18 <= shift <= 18):
         raise Unsupported(f"{t}: a scale the columnar path does not convert")
     words = 2 if pa.types.is_decimal128(t) else 4
     buffer = arr.buffers()[1]
@@ -176,8 +217,11 @@ def decimal_values(arr: pa.Array, idx: np.ndarray | None, dtype: str
         if unscaled.size and np.abs(unscaled).max() > 2**53:
             raise Unsupported(f"{t}: a value wider than a double's 53 bits")
         return unscaled.astype(np.float64) / 10.0 ** t.scale, np.zeros(unscaled.size, bool)
-    divisor = 10 ** t.scale
-    whole, rest = np.divmod(unscaled, divisor)
+    if shift > 0:
+        limit = (2**63 - 1) // 10**shift  # symmetric: 10**shift never divides 2**63
+        over = (unscaled > limit) | (unscaled < -limit)
+        return np.where(over, 0, unscaled) * 10**shift, over
+    whole, rest = np.divmod(unscaled, 10**-shift)
     return whole, rest != 0
 
 
@@ -245,12 +289,13 @@ def column_type(schema: pa.Schema, steps: list) -> pa.DataType:
 
 def check_type(spec: FeatureSpec, t: pa.DataType) -> str:
     """Why a column of type ``t`` is columnar for ``spec``; raises Unsupported if it is not."""
-    if pa.types.is_dictionary(t):
-        t = t.value_type
+    t = undict(t)
     depth, leaf = list_depth(t)
-    leaf_kind(leaf)  # raises for the types converted per row
-    if spec.shape and depth not in (0, 1, len(spec.shape)):
-        raise Unsupported(f"a {depth}-level list column for shape {list(spec.shape)}")
+    kind = leaf_kind(leaf)  # raises for the types converted per row
+    if spec.scale and kind == "float":
+        raise Unsupported(f"{leaf} times 10**{spec.scale} is converted per row (exactly)")
+    # Any depth: rows nested unlike the shape are rejected, as the row path's walk rejects
+    # them (one level for several dimensions: the values already flat).
     if not spec.shape and depth:
         return f"{t} into a scalar: every present value is rejected"
     if spec.shape and not depth:
@@ -265,5 +310,5 @@ def never_coerces(spec: FeatureSpec, kind: str) -> bool:
     if spec.dtype == "int64":  # decimals: whole ones pass; text: dates, with a format
         return kind == "binary" or (kind == "text" and spec.format is None)
     if spec.dtype == "float":
-        return kind in ("text", "binary", "bool", "time", "date")
-    return kind in ("int", "uint", "float", "bool", "time", "date", "decimal")
+        return kind in ("text", "binary", "bool", "time", "date", "clock")
+    return kind in ("int", "uint", "float", "bool", "time", "date", "clock", "decimal")

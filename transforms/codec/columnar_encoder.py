@@ -17,19 +17,23 @@ row's blocks) or, when long values are involved, by scattering each block into o
 buffer at offsets from a cumulative sum.
 
 What is columnar (``plan``): top-level columns and struct fields (``source: a.b``) of integer,
-float32/64, bool, string, binary, timestamp (every unit and time zone), date32/64, decimal,
-null and dictionary type, and list / large_list / fixed_size_list of those nested exactly as
-deep as the declared shape (or one level deep, already flat), into scalar, fixed-shape and
-``[-1, ...]`` features with every missing and NaN policy. A value type that can never be
-coerced (a string into an int64 feature) is columnar too: its rows are rejected -- unless
-the feature has a date ``format``: then the strings are dates and datetimes, parsed over the
-whole column by :mod:`text_values`. A batch whose
-values the vectorised conversion cannot match exactly (a decimal wider than 53 bits into a
-float, a timestamp past the year 9999) encodes that feature per row. Everything else --
-ragged shapes, times of day, maps, paths that go through non-struct values -- is encoded per
-row for that feature only and merged in key order; SequenceExamples and specs whose stored
-keys collide are encoded per row entirely. The choice and its reason are logged once per
-feature and schema (:meth:`plan`).
+float32/64, bool, string/large_string, binary/large_binary/fixed_size_binary, timestamp (every
+unit and time zone), date32/64, time32/64, decimal, null and dictionary type, and list /
+large_list / fixed_size_list of those (dictionaries at any level), into scalar, fixed-shape,
+``[-1, ...]`` and ragged features (``<name>/flat_values`` and ``<name>/row_lengths_<k>`` from
+the list levels' sizes) with every missing and NaN policy and ``scale``. The list levels are
+the shape's dimensions (one level for several dimensions: the values already flat); a column
+nested more or less deeply than the shape is columnar too, its rows that hold something where
+the two part rejected. A value type that can never be coerced (a string into an int64
+feature) is columnar too: its rows are rejected -- unless the feature has a date ``format``:
+then the strings are dates and datetimes, parsed over the whole column by
+:mod:`text_values`. A batch whose values the vectorised conversion cannot match exactly (a
+decimal wider than 53 bits into a float, a timestamp past the year 9999, a time of day
+outside one day) encodes that feature per row. Everything else -- maps, floats into a feature
+with ``scale``, paths that go through non-struct values -- is encoded per row for that
+feature only and merged in key order; SequenceExamples and specs whose stored keys collide
+are encoded per row entirely. The choice and its reason are logged once per feature and
+schema (:meth:`plan`).
 
 Pure: pyarrow and numpy, no Beam, no I/O.
 """
@@ -51,6 +55,7 @@ from beam_tfrecords.transforms.codec.arrow_columns import (
     binary_layout,
     check_type,
     child_layout,
+    clock_values,
     column_type,
     decimal_values,
     decoded,
@@ -84,6 +89,9 @@ _LOG = logging.getLogger(__name__)
 COLUMNAR = "columnar"
 PER_ROW = "per_row"
 _TWO63 = 2.0**63
+# The leaf type standing in for "no values" (a list column nested unlike the shape).
+_EMPTY_LEAF = {"int64": pa.int64(), "float": pa.float64(), "bytes": pa.binary(),
+               "string": pa.string()}
 _MAX_SCHEMAS = 64
 
 
@@ -99,11 +107,12 @@ class FeatureChoice:
 # -- the encoder ------------------------------------------------------------------------------
 
 class _Encoded:
-    """One columnar feature over all rows of a batch: its map entry's blocks and lengths."""
+    """One columnar feature over all rows of a batch: per stored key its map entry's blocks
+    (empty in rows without the feature), and the entries' total length per row."""
 
     def __init__(self, n: int) -> None:
         self.bad = np.zeros(n, dtype=bool)  # rows the per-row encoder would reject
-        self.blocks: list[Block] = []  # the map entry (empty in rows without the feature)
+        self.blocks: dict[str, list[Block]] = {}
         self.entry_lens: np.ndarray | int = 0
 
 
@@ -145,8 +154,6 @@ class ColumnarEncoder:
             try:
                 if self._whole_row_reason:
                     raise Unsupported(self._whole_row_reason)
-                if spec.is_ragged:
-                    raise Unsupported(f"ragged shape {list(spec.shape)} is encoded per row")
                 how, steps = resolve(schema, spec.source)
                 if how == "absent":
                     reason = f"no column {'.'.join(spec.source)!r}: missing in every row"
@@ -185,7 +192,7 @@ class ColumnarEncoder:
                 row_specs.append(spec)  # past 9999): this feature goes per row, this batch
                 continue
             bad |= enc.bad
-            by_key[spec.name] = enc.blocks
+            by_key.update(enc.blocks)
             body += enc.entry_lens
         if row_specs:
             fallback_bad, fallback = self._encode_features_per_row(row_specs, batch)
@@ -286,13 +293,16 @@ class ColumnarEncoder:
         valid = valid_mask(arr)
         depth, _ = list_depth(arr.type)
         empty = ([], 0, None)
+        lengths: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # ragged dim -> (counts, owner)
         if bool(spec.shape) != bool(depth):
             # A list where a single value belongs, or the reverse: every present row fails.
             enc.bad |= valid
             body = empty
+            lengths = {dim: (np.zeros(0, np.int64),) * 2 for dim in spec.ragged_dims}
         else:
             if depth:
-                leaf_arr, idx, owner = self._flatten_lists(spec, arr, depth, valid, enc)
+                leaf_arr, idx, owner = self._flatten_lists(spec, arr, depth, valid, enc,
+                                                           lengths)
                 leaf_valid = valid_mask(leaf_arr)[idx] if idx.size else np.ones(0, dtype=bool)
                 enc.bad[owner[~leaf_valid]] = True  # a null inside a list
             else:  # scalars: one slot per row, nulls included (the missing policy decides)
@@ -310,25 +320,47 @@ class ColumnarEncoder:
             enc.bad |= missing
         elif spec.missing in ("default", "empty") and missing.any():  # a constant Feature
             default_rows = missing
-        self._entry_blocks(spec, blocks, body_len, missing, default_rows, enc)
+        bodies = [(spec.values_key, spec.kind, blocks, body_len)]
+        for dim in spec.ragged_dims:  # <name>/row_lengths_<dim>: an int64 list per row
+            counts, owner = lengths[dim]
+            element, elen = varints(counts)
+            bodies.append((spec.row_lengths_key(dim), "int64_list",
+                           *self._packed(element, elen, owner, n)))
+        total: np.ndarray | int = 0
+        for key, list_kind, key_blocks, key_len in bodies:
+            enc.blocks[key], entry_lens = self._entry_blocks(
+                spec, key, list_kind, key_blocks, key_len, missing, default_rows)
+            total = total + entry_lens
+        enc.entry_lens = total
         return enc
 
     def _flatten_lists(self, spec: FeatureSpec, arr: pa.Array, depth: int, valid: np.ndarray,
-                       enc: _Encoded) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+                       enc: _Encoded, lengths: dict
+                       ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
         """Walk the list levels like ExampleEncoder's shape check, flagging rows that fail.
 
         Returns the leaf array, the indices of every present row's leaves in row-major order,
-        and the row owning each leaf.
+        and the row owning each leaf; fills ``lengths`` with the (sizes, owning rows) of the
+        lists at each ragged dimension, in row-major order: its row lengths.
         """
         shape = spec.shape
         nodes = np.flatnonzero(valid).astype(np.int64)
         owner = nodes.copy()
         level = arr
-        for dim in range(depth):
+        # One list level for a shape of several dimensions is its values already flat (not for
+        # a ragged shape). Otherwise the levels are the shape's dimensions: a value nested less
+        # or more deeply than the shape fails in every row that holds anything at the depth
+        # where the two part (the row path's walk finds a value or a null where a list
+        # belongs, or a list where a value does), and the other rows hold no values.
+        flat = depth == 1 and len(shape) > 1 and not spec.is_ragged
+        walked = min(depth, len(shape))
+        for dim in range(walked):
             starts, counts = child_layout(level, nodes)
-            if depth == len(shape):  # nested as deep as the shape: each level's size checked
+            if not flat:  # each level's size checked
                 if shape[dim] != -1:
                     enc.bad[owner[counts != shape[dim]]] = True
+                if dim in spec.ragged_dims:
+                    lengths[dim] = (counts, owner)
             else:  # one level holding the whole shape, already flat: whole rows only
                 inner = int(np.prod(shape[1:]))
                 wrong = counts % inner != 0
@@ -338,9 +370,15 @@ class ColumnarEncoder:
             nodes = segments(starts, counts)
             owner = np.repeat(owner, counts)
             level = decoded(level.values)
-            if dim < depth - 1 and nodes.size:  # a null inner list fails
+            if dim < walked - 1 and nodes.size:  # a null inner list fails
                 enc.bad[owner[~valid_mask(level)[nodes]]] = True
-        return level, nodes, owner
+        if flat or depth == len(shape):
+            return level, nodes, owner
+        enc.bad[owner] = True  # anything at the depth where value and shape part
+        for dim in spec.ragged_dims:
+            lengths.setdefault(dim, (np.zeros(0, np.int64),) * 2)
+        none = np.zeros(0, np.int64)
+        return pa.array([], _EMPTY_LEAF[spec.dtype]), none, none
 
     def _payload(self, spec: FeatureSpec, leaf_arr: pa.Array, kind: str,
                  idx: np.ndarray | None, owner: np.ndarray | None, leaf_valid: np.ndarray,
@@ -374,10 +412,12 @@ class ColumnarEncoder:
             values, overflow = temporal_values(leaf_arr, idx, spec.unit)
             if overflow.any():
                 self._flag(enc, owner, overflow, checked)
+        elif kind == "clock":  # int64 only
+            values = clock_values(leaf_arr, idx, spec.unit)
         elif kind == "decimal":
-            values, fractional = decimal_values(leaf_arr, idx, spec.dtype)
-            if fractional.any():
-                self._flag(enc, owner, fractional, checked)
+            values, refused = decimal_values(leaf_arr, idx, spec.dtype, spec.scale)
+            if refused.any():
+                self._flag(enc, owner, refused, checked)
         elif kind == "text":  # int64 with a date format (never_coerces refuses the rest)
             values, refused = text_times(leaf_arr, spec.unit, spec.format)
             if idx is not None:
@@ -387,7 +427,18 @@ class ColumnarEncoder:
         else:
             values = numbers(leaf_arr, idx)
         if spec.dtype == "int64":
-            if kind == "uint":
+            if spec.scale and kind in ("int", "uint"):  # times 10**scale, in range
+                limit = (2**63 - 1) // 10**spec.scale  # symmetric: 10**k never divides 2**63
+                if kind == "uint":
+                    wrong = values.astype(np.uint64) > np.uint64(limit)
+                else:
+                    wide = values.astype(np.int64)
+                    wrong = (wide > limit) | (wide < -limit)
+                if wrong.any():
+                    self._flag(enc, owner, wrong, checked)
+                    values = np.where(wrong, 0, values)
+                values = values.astype(np.int64) * 10**spec.scale
+            elif kind == "uint":
                 self._flag(enc, owner, values > np.uint64(2**63 - 1), checked)
             elif kind == "float":
                 with np.errstate(invalid="ignore"):
@@ -420,17 +471,25 @@ class ColumnarEncoder:
             if isinstance(elen, int):
                 return [const(b"\x0a\x04"), element], 6, nan_rows
             return [const(b"\x0a"), varints(elen)[0], element], 2 + elen, nan_rows
-        m = idx.size
+        return (*self._packed(element, elen, owner, n), nan_rows)
+
+    @staticmethod
+    def _packed(element: Padded, elen: np.ndarray | int, owner: np.ndarray, n: int
+                ) -> tuple[list[Block], np.ndarray]:
+        """(list body blocks, body length per row) of a packed number list per row: the
+        elements (one each, owned by the rows ``owner``, sorted) as ``0x0a len packed``,
+        nothing for a row without any."""
+        m = owner.size
         elens = np.full(m, elen, np.int64) if isinstance(elen, int) else elen
         packed_len = np.bincount(owner, weights=elens, minlength=n).astype(np.int64)
         flat = assemble([element], m)[0]
-        first = np.searchsorted(owner, np.arange(n))  # each row's first leaf
+        first = np.searchsorted(owner, np.arange(n))  # each row's first element
         starts = np.append(exclusive_cumsum(elens), flat.size)[first]
         nonempty = packed_len > 0
         plen_block, plen = varints(packed_len)
         body_len = np.where(nonempty, 1 + plen + packed_len, 0)
         return [const(b"\x0a", nonempty), plen_block.only(nonempty),
-                Flat(flat, starts, packed_len)], body_len, nan_rows
+                Flat(flat, starts, packed_len)], body_len
 
     @staticmethod
     def _flag(enc: _Encoded, owner: np.ndarray | None, flags: np.ndarray,
@@ -459,35 +518,35 @@ class ColumnarEncoder:
                 except UnicodeDecodeError:
                     enc.bad[owner[i]] = True
 
-    def _entry_blocks(self, spec: FeatureSpec, body_blocks: list[Block],
-                      body_len: np.ndarray | int, missing: np.ndarray,
-                      default_rows: np.ndarray | None, enc: _Encoded) -> None:
-        """The map entry ``0x0a len {0x0a keylen key 0x12 len Feature}`` of every row.
+    def _entry_blocks(self, spec: FeatureSpec, stored_key: str, list_kind: str,
+                      body_blocks: list[Block], body_len: np.ndarray | int,
+                      missing: np.ndarray, default_rows: np.ndarray | None
+                      ) -> tuple[list[Block], np.ndarray | int]:
+        """(blocks, length per row) of the map entry ``0x0a len {0x0a keylen key 0x12 len
+        Feature}`` of one stored key in every row.
 
-        ``Feature`` is the kind tag, the list body's length and the body -- or, in rows using
-        the default, the default's pre-encoded Feature.
+        ``Feature`` is the ``list_kind`` tag, the list body's length and the body -- or, in
+        rows using the default, the default's pre-encoded Feature for this key.
         """
         n = missing.size
-        key = spec.name.encode("utf-8")
+        key = stored_key.encode("utf-8")
         key_part = b"\x0a" + wire.varint(len(key)) + key + b"\x12"
         value_on = None if not missing.any() else ~missing  # rows holding their own value
         if isinstance(body_len, int) and value_on is None:  # e.g. float scalars: all constant
-            feature = wire.KIND_TAG[spec.kind] + wire.varint(body_len)
+            feature = wire.KIND_TAG[list_kind] + wire.varint(body_len)
             entry_len = len(key_part) + len(wire.varint(body_len + len(feature))) + (
                 body_len + len(feature))
             head = (b"\x0a" + wire.varint(entry_len) + key_part
                     + wire.varint(body_len + len(feature)) + feature)
-            enc.blocks = [const(head), *body_blocks]
-            enc.entry_lens = len(head) + body_len
-            return
+            return [const(head), *body_blocks], len(head) + body_len
         if isinstance(body_len, int):
             body_len = np.full(n, body_len, dtype=np.int64)
         blen_block, blen = varints(body_len)
         feature_len = 1 + blen + body_len
-        feature = [const(wire.KIND_TAG[spec.kind]), blen_block, *body_blocks]
+        feature = [const(wire.KIND_TAG[list_kind]), blen_block, *body_blocks]
         written = value_on  # rows with an entry
         if default_rows is not None:
-            (_, pieces), = self._plans[spec.name].items({})  # checked by _FeaturePlan
+            pieces = dict(self._plans[spec.name].items({}))[stored_key]  # checked by the plan
             default = b"".join(pieces)
             feature_len = np.where(default_rows, len(default), feature_len)
             feature = [b.only(value_on) for b in feature] + [const(default, default_rows)]
@@ -500,6 +559,5 @@ class ColumnarEncoder:
         head = [const(b"\x0a"), elen_block, const(key_part), flen_block]
         if written is not None:
             head = [b.only(written) for b in head]
-        enc.blocks = head + feature
         piece = 1 + elen + entry_len
-        enc.entry_lens = piece if written is None else np.where(written, piece, 0)
+        return head + feature, piece if written is None else np.where(written, piece, 0)
