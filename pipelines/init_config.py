@@ -10,7 +10,7 @@ folder's layout -- and prints a config that builds that input with no rejects:
   ``[-1, -1]``), ``missing: omit`` where values are missing, ``unit:`` for timestamps and
   dates (Parquet and Avro types, and CSV and JSON text that is ISO-8601 in every sampled
   value), dotted sources for nested fields;
-* columns it cannot map (times of day, maps, lists of records) are listed as comments, why
+* columns it cannot map (maps, lists of records) are listed as comments, why
   included;
 * an id-like column (``id``, ``*_id``: unique and never missing in the sample) becomes the
   split key of an 80/20 train/eval split.
@@ -96,7 +96,10 @@ def _leaf(pa: Any, t: Any, text_times: bool) -> tuple[str, str, str] | str:
             return "string", "", "date text, kept as text"
         return "int64", "days", "date -> days since 1970-01-01"
     if types.is_time(t):
-        return "a time of day has no feature type"
+        if text_times:  # our readers keep it as text, which no unit parses
+            return "a time of day has no feature type"
+        unit = "us" if t.unit == "ns" else _UNITS[t.unit]  # datetime.time holds no ns
+        return "int64", unit, f"time of day -> {unit} since midnight"
     if types.is_null(t):
         return "always missing in the sample"
     if types.is_map(t):

@@ -96,7 +96,7 @@ def test_parquet_with_the_hard_parts(tmp_path):
     assert features["geo_lat"] == {"type": "float", "source": "geo.lat"}
     assert features["geo_city"] == {"type": "string", "source": "geo.city", "missing": "omit"}
     assert features["flag"] == {"type": "int64"}
-    assert "clock" not in features  # a time of day: a comment saying why
+    assert features["clock"] == {"type": "int64", "unit": "us"}  # since midnight
     assert config["splits"]["key"] == "row_id"
 
 
