@@ -34,6 +34,7 @@ __all__ = [
     "never_coerces",
     "numbers",
     "resolve",
+    "take_rows",
     "temporal_values",
     "undict",
     "valid_mask",
@@ -240,6 +241,28 @@ def binary_layout(arr: pa.Array, idx: np.ndarray | None
         arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] else np.zeros(0, np.uint8)
     return data, offsets[idx], offsets[idx + 1] - offsets[idx]
+
+
+def _fixed_in_fixed(t: pa.DataType) -> bool:
+    """A fixed_size_list whose values are fixed_size_lists, anywhere in ``t``."""
+    t = undict(t)
+    if pa.types.is_fixed_size_list(t) and pa.types.is_fixed_size_list(undict(t.value_type)):
+        return True
+    if is_list(t):
+        return _fixed_in_fixed(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_fixed_in_fixed(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def take_rows(batch: pa.RecordBatch, rows: pa.Array) -> pa.RecordBatch:
+    """``batch.take(rows)``, around an Arrow bug (pyarrow 25): ``take`` (and ``filter``) of a
+    *sliced* fixed_size_list of fixed_size_lists reads the values of the unsliced rows
+    (``[[[1], [2]], [[3], [4]]]`` sliced from row 1 takes ``[[1], [2]]`` for row 0). Such
+    columns are copied to offset 0 first."""
+    columns = [pa.concat_arrays([c]) if c.offset and _fixed_in_fixed(c.type) else c
+               for c in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema).take(rows)
 
 
 def decoded(arr: pa.Array) -> pa.Array:

@@ -64,6 +64,7 @@ from beam_tfrecords.transforms.codec.arrow_columns import (
     never_coerces,
     numbers,
     resolve,
+    take_rows,
     temporal_values,
     valid_mask,
 )
@@ -216,7 +217,7 @@ class ColumnarEncoder:
         rescued: dict[int, bytes] = {}
         flagged = np.flatnonzero(bad)
         # One take for all flagged rows: a slice per row cost ~50 us of ~120 us per reject.
-        records = batch.take(pa.array(flagged)).to_pylist()
+        records = take_rows(batch, pa.array(flagged)).to_pylist()
         for index, record in zip(flagged.tolist(), records):
             try:
                 rescued[index] = self._row_encoder.encode(record)
