@@ -231,7 +231,8 @@ def spec(draw, name, sources):
     fmt, scale = None, 0
     if dtype == "int64":  # text is a date for these; numbers times 10**scale
         fmt = draw(st.sampled_from([None, "iso8601", "%d/%m/%Y %H:%M"]))
-        scale = draw(st.sampled_from([0, 0, 0, 1, 3, 18]))
+        if fmt is None:  # (text read as dates takes no scale)
+            scale = draw(st.sampled_from([0, 0, 1, 3, 18]))
     return F(name, dtype, shape, source=source, missing=missing, default=default, nan=nan,
              unit=unit, format=fmt, scale=scale)
 

@@ -429,6 +429,8 @@ REFUSED = [
      "int64 features only"),
     ("scale_negative", [feature(type="int64", scale=-2)], "features.f.scale", "-2"),
     ("scale_text", [feature(type="int64", scale="2")], "features.f.scale", "'2'"),
+    ("scale_with_unit", [feature(type="int64", scale=2, unit="ms")], "features.f.scale",
+     "choose one"),
     ("sequence_int", [feature(type="int64", sequence=1)], "features.f.sequence", "1"),
     ("sequence_string", [feature(type="int64", sequence="yes")], "features.f.sequence",
      '"yes"'),

@@ -85,6 +85,8 @@ REFUSED = [
     ("scale_too_big", {"dtype": "int64", "scale": 19}, "scale", "19"),
     ("scale_bool", {"dtype": "int64", "scale": True}, "scale", "True"),
     ("scale_text", {"dtype": "int64", "scale": "2"}, "scale", "'2'"),
+    ("scale_with_a_date_format", {"dtype": "int64", "scale": 2, "format": "iso8601"}, "scale",
+     "choose one"),
     ("sequence_ragged", {"dtype": "int64", "shape": (-1, -1), "sequence": True}, "shape",
      "[-1, -1]"),
     ("sequence_ragged_inner", {"dtype": "int64", "shape": (2, -1), "sequence": True}, "shape",

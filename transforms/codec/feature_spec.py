@@ -184,6 +184,12 @@ class FeatureSpec:
                     f"feature {self.name!r}: scale applies to int64 features only (numbers "
                     f"stored as integers times 10**scale; type is {self.dtype})",
                 )
+            if self.format is not None:
+                raise FeatureSpecError(
+                    "scale",
+                    f"feature {self.name!r}: scale is for numbers, and this feature reads text "
+                    f"as dates (format {self.format!r}, or unit:); choose one",
+                )
         if self.sequence and self.is_ragged:
             raise FeatureSpecError(
                 "shape",
