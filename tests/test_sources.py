@@ -519,6 +519,29 @@ def test_byte_blocks_cut_whole_rows_and_give_back_the_rest():
         cc.ByteBlocks(io.BytesIO(b'"' + b"z" * 100), b'"', 8, max_pending=32).next_block()
 
 
+def test_scaled_decimal_text_is_read_exactly_on_both_paths(tmp_path):
+    """A CSV cell of a feature with scale: is its exact decimal value, stored times 10**scale
+    by the encoder (12.34 -> 1234) or refused there (1.005), never rounded (issue #18)."""
+    from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder, ExampleEncoder
+
+    specs = [F("id", "int64"), F("cents", "int64", scale=2)]
+    lines = [b"id,cents\n"] + [b"%d,%d.%02d\n" % (k, k, k) for k in range(40)]
+    lines += [b"100, 12.34 \n", b"101,7\n", b"102,1e-2\n", b"103,1.005\n", b"104,abc\n"]
+    records, rejects, _, _ = both(_write(tmp_path, b"".join(lines)), features=specs)
+    encoder, decoder = ExampleEncoder(specs), ExampleDecoder(specs)
+    stored, refused = {}, {}
+    for _, record in records:
+        try:
+            stored[record["id"]] = decoder.decode(encoder.encode(record))["cents"]
+        except ValueError as err:
+            refused[record["id"]] = str(err)
+    assert stored[3] == 303 and stored[100] == 1234 and stored[101] == 700
+    assert stored[102] == 1
+    assert list(refused) == [103] and "more than 2 decimal places" in refused[103]
+    assert [(d["feature"], d["reason"]) for d in rejects] == [
+        ("cents", "column 'cents': not an integer or true/false")]
+
+
 SPECIAL = ["true", "FALSE", "True ", "-nan", "+inf", "Infinity", "1e400", "-0", "007", "0x1f",
            "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1_0",
            "4.9406564584124654e-324", "2.4703282292062328e-324", "1.", ".5", ".",

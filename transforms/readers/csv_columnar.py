@@ -739,7 +739,8 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
     cell spelled like one of ``nulls`` is null. Rejected rows map a row index to
     ``(feature, reason, cell)`` for the first failing column, as the per-row reader reports;
     the caller drops them from the batch. Raises :class:`NeedsRows` for a value an int64
-    column cannot hold (the per-row reader keeps it; the encoder rejects it later).
+    column cannot hold (the per-row reader keeps it; the encoder rejects it later), and for
+    a feature with ``scale`` (its cells are exact Decimals, read per row).
     """
     null_set = pa.array(list(nulls), pa.string()) if nulls else None
     arrays = []
@@ -752,6 +753,10 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
             if pc.any(mask).as_py():
                 isnull = mask
         spec = specs.get(column)
+        if spec is not None and getattr(spec, "scale", 0):
+            # Decimal text of a feature with scale: is its exact value (parse_cell's Decimal),
+            # which no int64 or float64 column holds: the per-row reader reads the block.
+            raise NeedsRows(f"column {column!r}: decimal text for scale: {spec.scale}")
         if spec is None or spec.dtype not in ("int64", "float"):
             arrays.append(cells if isnull is None else
                           pc.if_else(isnull, pa.scalar(None, pa.string()), cells))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import decimal
 import io
 import json
 import math
@@ -169,6 +170,13 @@ def _int64_cell(spec: FeatureSpec, cell: str) -> int:
     lowered = cell.lower()
     if lowered in _TRUE:
         return _TRUE[lowered]
+    if spec.scale and (_INT.match(cell) or _FLOAT.match(cell)):
+        # Its exact value, which the encoder stores times 10**scale or refuses (12.34 with
+        # scale: 2 is 1234, 1.005 is refused there, never rounded).
+        try:
+            return decimal.Decimal(cell)
+        except decimal.InvalidOperation:
+            raise CellError("not a number") from None
     if _INT.match(cell):
         return int(cell)
     if _FLOAT.match(cell):
