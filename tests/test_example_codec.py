@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.codec.coercion import FeatureValueError
@@ -170,3 +172,27 @@ def test_decoder_refuses_zeros_instead_of_decoding_nothing(sequence):
     specs = [F("x", "int64", missing="omit", sequence=sequence)]
     with pytest.raises(wire.ExampleDecodeError, match="invalid field number 0 .* at byte 0"):
         ExampleDecoder(specs).decode(bytes(1 << 16))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.integers(-(2**64), 2**64), st.booleans()), st.binary(max_size=40),
+       st.text(max_size=10), st.sampled_from(["s", "ms", "days"]))
+def test_the_scalar_fast_path_writes_what_the_general_path_writes(number, data, text, unit):
+    """int for int64 (whatever the unit), bytes for bytes, str for string: stored as is; the
+    same bytes -- or the same refusal -- as the coercion ladder gives."""
+    specs = [F("n", "int64", unit=unit), F("b", "bytes"), F("t", "string")]
+    record = {"n": number, "b": data, "t": text}
+    fast = ExampleEncoder(specs)
+    slow = ExampleEncoder(specs)
+    for plan in slow._plans:
+        plan._fast = None
+    try:
+        expected = slow.encode(record)
+    except FeatureValueError as err:
+        with pytest.raises(FeatureValueError) as got:
+            fast.encode(record)
+        assert str(got.value) == str(err)
+    else:
+        assert fast.encode(record) == expected
+    assert all(plan._fast is not None for plan in fast._plans)
+    assert ExampleEncoder([F("n", "int64", scale=2)])._plans[0]._fast is None

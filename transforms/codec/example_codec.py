@@ -96,10 +96,12 @@ class _FeaturePlan:
                                         spec.format, spec.scale)
         # Scalars of the one type that needs no coercion (an int for int64, bytes for bytes, a
         # str for string) skip the shape walk and the coercion ladder: an image's label,
-        # height and width, its bytes. Anything else -- bool, numpy, a unit, out of range,
-        # a bad surrogate -- takes the general path, whose bytes these equal.
-        self._fast = (None if spec.shape or spec.sequence or spec.unit or spec.format
-                      or getattr(spec, "scale", None) else _FAST_SCALARS.get(spec.dtype))
+        # height and width, its bytes. An int is stored as is whatever the unit or format
+        # (they read dates and text); a scale multiplies it, so it takes the general path, as
+        # does anything else -- bool, numpy, out of range, a bad surrogate -- whose bytes
+        # these equal.
+        self._fast = (None if spec.shape or spec.sequence or spec.scale
+                      else _FAST_SCALARS.get(spec.dtype))
         self._default: list[tuple[str, Any]] | None = None
         if spec.missing == "default":
             # Encoding the default now validates it: a bad default is a config error.
