@@ -32,6 +32,7 @@ shards go through Cloud Storage, and each shard makes one ranged read per run
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import uuid
 from collections.abc import Iterable
@@ -48,8 +49,7 @@ from beam_tfrecords.sinks.format.layout import index_path
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
-from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
-from beam_tfrecords.sinks.tfrecord_sink import ShardInfo, group_shards, shard_file_name
+from beam_tfrecords.sinks.tfrecord_sink import ShardInfo, commit_shards, shard_file_name
 
 __all__ = ["RunPart", "WriteShuffledShards"]
 
@@ -342,11 +342,6 @@ def _plan(parts: list[tuple[str, RunPart]], splits: tuple[str, ...], version_dir
             yield _ShardEntry(split, path, lo, hi, runs, windows)
 
 
-def _plan_all(_impulse: bytes, parts: list[tuple[str, RunPart]], *args: Any
-              ) -> Iterable[_ShardEntry]:
-    return _plan(parts, *args)
-
-
 _SHARDS = Metrics.counter("tfrecord_sink", "shards_finalized")
 
 
@@ -388,20 +383,6 @@ def _finalize(entry: _ShardEntry, compression: str, index: bool) -> ShardInfo:
                      index_path(entry.path) if index else "")
 
 
-def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
-               ) -> dict[str, list[ShardInfo]]:
-    return group_shards(shards, splits)
-
-
-def _commit_all(_impulse: bytes, parts: list[tuple[str, RunPart]], splits: tuple[str, ...],
-                version_dir: str, name: str, compression: str, size: ShardSize,
-                index: bool) -> dict[str, list[ShardInfo]]:
-    """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
-    """
-    planned = _plan(parts, splits, version_dir, name, compression, size)
-    return group_shards([_finalize(entry, compression, index) for entry in planned], splits)
-
-
 class WriteShuffledShards(beam.PTransform):
     """Writes ``(split, bytes | SerializedBatch)`` elements as shards in a seeded order.
 
@@ -432,20 +413,8 @@ class WriteShuffledShards(beam.PTransform):
             progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
         runs = records | "WriteRuns" >> beam.ParDo(
             _WriteRuns(self._staging, self._seed, progress_dir))  # (split, RunPart)
-        pipeline = records.pipeline
-        if runs_in_one_process(pipeline.runner, pipeline.options):
-            return (pipeline
-                    | "CommitTrigger" >> beam.Impulse()
-                    | "PlanFinalizeGroup" >> beam.Map(_commit_all, beam.pvalue.AsList(runs),
-                                                      *self._args, self._index))
-        planned = (pipeline
-                   | "PlanTrigger" >> beam.Impulse()
-                   | "PlanShards" >> beam.FlatMap(_plan_all, beam.pvalue.AsList(runs),
-                                                  *self._args))
-        shards = (planned
-                  | "SpreadFinalize" >> Spread()
-                  | "FinalizeShards" >> beam.Map(_finalize, self._compression, self._index))
-        return (pipeline
-                | "GatherTrigger" >> beam.Impulse()
-                | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards),
-                                             self._args[0]))
+        splits, version_dir, name, compression, size = self._args
+        plan = functools.partial(_plan, splits=splits, version_dir=version_dir, name=name,
+                                 compression=compression, size=size)
+        finalize = functools.partial(_finalize, compression=compression, index=self._index)
+        return commit_shards(runs, plan, finalize, splits)  # {split: [ShardInfo]}

@@ -25,6 +25,7 @@ Nothing here writes the manifest: the caller does, last, as the commit point.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -42,7 +43,8 @@ from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards,
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
 
-__all__ = ["ShardInfo", "WriteTFRecordShards", "group_shards", "shard_file_name"]
+__all__ = ["ShardInfo", "WriteTFRecordShards", "commit_shards", "group_shards",
+           "shard_file_name"]
 
 _LOG = logging.getLogger(__name__)
 # Mean record size from which records are written piece by piece (header, data, footer)
@@ -235,10 +237,6 @@ def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: s
             yield split, path, tuple(group)
 
 
-def _plan_all(_impulse: bytes, parts: list[tuple[str, Part]], *args: Any) -> Iterable[tuple]:
-    return _plan(parts, *args)
-
-
 def _finalize_index(group: tuple[Part, ...], path: str) -> None:
     """The shard's index (``<version>/index/<split>/<shard>.index``, outside the split folder):
     the parts' indexes, offsets shifted by the bytes before each part."""
@@ -309,13 +307,44 @@ def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
     return group_shards(shards, splits)
 
 
-def _commit_all(_impulse: bytes, parts: list[tuple[str, Part]], splits: tuple[str, ...],
-                version_dir: str, name: str, compression: str, size: ShardSize,
-                index: bool) -> dict[str, list[ShardInfo]]:
+def _plan_finalize_group(_impulse: bytes, parts: list, plan: Callable[[list], Iterable],
+                         finalize: Callable[[Any], ShardInfo], splits: tuple[str, ...]
+                         ) -> dict[str, list[ShardInfo]]:
     """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
     """
-    planned = _plan(parts, splits, version_dir, name, compression, size)
-    return group_shards([_finalize_shard(entry, index) for entry in planned], splits)
+    return group_shards([finalize(entry) for entry in plan(parts)], splits)
+
+
+def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -> Iterable:
+    return plan(parts)
+
+
+def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[Any], ShardInfo],
+                  splits: tuple[str, ...]):
+    """The steps after the writers, shared by both sinks: ``plan(all parts)`` -> entries,
+    ``finalize(entry)`` -> ShardInfo, grouped as ``{split: [ShardInfo]}`` (one element).
+
+    ``plan`` and ``finalize`` are picklable callables (module functions, partials). The parts
+    and the shards are small descriptors: they reach the planning and the grouping as side
+    inputs of an Impulse, which costs Beam far less to construct and translate than a ToList
+    (a CombineGlobally) each. On a single in-process worker the three are one step; elsewhere
+    the finalize is spread over the workers."""
+    pipeline = parts.pipeline
+    if runs_in_one_process(pipeline.runner, pipeline.options):
+        return (pipeline
+                | "CommitTrigger" >> beam.Impulse()
+                | "PlanFinalizeGroup" >> beam.Map(_plan_finalize_group,
+                                                  beam.pvalue.AsList(parts), plan, finalize,
+                                                  splits))
+    planned = (pipeline
+               | "PlanTrigger" >> beam.Impulse()
+               | "PlanShards" >> beam.FlatMap(_plan_each, beam.pvalue.AsList(parts), plan))
+    shards = (planned
+              | "SpreadFinalize" >> Spread()
+              | "FinalizeShards" >> beam.Map(finalize))  # ShardInfo
+    return (pipeline
+            | "GatherTrigger" >> beam.Impulse()
+            | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), splits))
 
 
 class WriteTFRecordShards(beam.PTransform):
@@ -361,29 +390,8 @@ class WriteTFRecordShards(beam.PTransform):
         parts = records | "WriteParts" >> beam.ParDo(
             _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir)
         )  # (split, Part)
-        plan_args = (self._splits, self._version_dir, self._name, self._compression, self._size)
-        # The parts and the final shards are small descriptors: they reach the planning and the
-        # grouping as side inputs of an Impulse, which costs Beam far less to construct and
-        # translate than a ToList (a CombineGlobally) each.
-        if runs_in_one_process(records.pipeline.runner, records.pipeline.options):
-            return (
-                records.pipeline
-                | "CommitTrigger" >> beam.Impulse()
-                | "PlanFinalizeGroup" >> beam.Map(_commit_all, beam.pvalue.AsList(parts),
-                                                  *plan_args, self._index)
-            )  # {split: [ShardInfo]}
-        planned = (
-            records.pipeline
-            | "PlanTrigger" >> beam.Impulse()
-            | "PlanShards" >> beam.FlatMap(_plan_all, beam.pvalue.AsList(parts), *plan_args)
-        )  # (split, final path, parts)
-        shards = (
-            planned
-            | "SpreadFinalize" >> Spread()
-            | "FinalizeShards" >> beam.Map(_finalize_shard, self._index)  # ShardInfo
-        )
-        return (
-            records.pipeline
-            | "GatherTrigger" >> beam.Impulse()
-            | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), self._splits)
-        )  # {split: [ShardInfo]}
+        plan = functools.partial(_plan, splits=self._splits, version_dir=self._version_dir,
+                                 name=self._name, compression=self._compression,
+                                 size=self._size)
+        return commit_shards(parts, plan, functools.partial(_finalize_shard, index=self._index),
+                             self._splits)  # {split: [ShardInfo]}

@@ -23,6 +23,7 @@ from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.sinks.tfrecord_sink import group_shards
 from beam_tfrecords.transforms.codec.label_order import (
     adjacent_changes,
     expected_changes,
@@ -57,7 +58,8 @@ def write_runs(staging, bundles, seed):
 
 
 def commit(runs, version_dir, compression, size=BAND, index=False):
-    return ss._commit_all(b"", runs, SPLITS, str(version_dir), "ds", compression, size, index)
+    planned = ss._plan(runs, SPLITS, str(version_dir), "ds", compression, size)
+    return group_shards([ss._finalize(entry, compression, index) for entry in planned], SPLITS)
 
 
 def as_bundles(rng, records_by_split, shape):
