@@ -153,6 +153,21 @@ def column(draw, rows):
     return arr
 
 
+def list_level(draw, kind, item, max_size):
+    """One more list level over (Arrow type, value strategy): a list, large_list or
+    fixed_size_list (of 1 or 2), whose values may be null."""
+    level = draw(st.sampled_from(["list", "large_list", "fixed"]))
+    if level == "fixed":
+        size = draw(st.integers(1, 2))
+        kind, item = pa.list_(kind, size), st.lists(item, min_size=size, max_size=size)
+    else:
+        make = pa.list_ if level == "list" else pa.large_list
+        kind, item = make(kind), st.lists(item, max_size=max_size)
+    if draw(st.booleans()):
+        item = st.one_of(st.none(), item)
+    return kind, item
+
+
 @st.composite
 def column_values(draw, rows):
     """(arrow type, python values) of one column."""
@@ -166,15 +181,7 @@ def column_values(draw, rows):
     if shape == "deep":  # three levels, each a list, large_list or fixed_size_list
         kind, item = leaf_type, maybe
         for _ in range(3):
-            level = draw(st.sampled_from(["list", "large_list", "fixed"]))
-            if level == "fixed":
-                size = draw(st.integers(1, 2))
-                kind, item = pa.list_(kind, size), st.lists(item, min_size=size, max_size=size)
-            else:
-                make = pa.list_ if level == "list" else pa.large_list
-                kind, item = make(kind), st.lists(item, max_size=2)
-            if draw(st.booleans()):
-                item = st.one_of(st.none(), item)
+            kind, item = list_level(draw, kind, item, max_size=2)
         return kind, draw(st.lists(item, min_size=rows, max_size=rows))
     if shape == "scalar":
         kind, item = leaf_type, maybe
@@ -276,15 +283,7 @@ def nested_case(draw):
     kind, item = leaf_type, st.one_of(st.none(), leaf_values) if draw(st.booleans()) \
         else leaf_values
     for _ in range(draw(st.integers(1, 3))):
-        level = draw(st.sampled_from(["list", "large_list", "fixed"]))
-        if level == "fixed":
-            size = draw(st.integers(1, 2))
-            kind, item = pa.list_(kind, size), st.lists(item, min_size=size, max_size=size)
-        else:
-            make = pa.list_ if level == "list" else pa.large_list
-            kind, item = make(kind), st.lists(item, max_size=3)
-        if draw(st.booleans()):
-            item = st.one_of(st.none(), item)
+        kind, item = list_level(draw, kind, item, max_size=3)
     rows = draw(st.integers(0, 6))
     arr = pa.array(draw(st.lists(item, min_size=rows + 1, max_size=rows + 1)), type=kind)
     if draw(st.booleans()):
