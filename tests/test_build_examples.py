@@ -18,18 +18,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
+from beam_tfrecords.transforms import split_hasher
 from beam_tfrecords.transforms.build_examples import (
     PROTOBUF_MAX_BYTES,
     BuildExamples,
     _BuildExamplesFn,
-    _column_keys,
     record_size_error,
 )
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
+from beam_tfrecords.transforms.codec.split_keys import key_bytes_column, key_column
 from beam_tfrecords.transforms.codec.splits import NULL_KEY, SplitSpec, key_bytes
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk
+from beam_tfrecords.transforms.split_hasher import KeyHashProcess
 
 FEATURES = [F("id", "int64"), F("name", "string", missing="omit"), F("score", "float"),
             F("tags", "bytes", (-1,), missing="default", default=[b"none"])]
@@ -64,6 +66,7 @@ def run_fn(chunk, splits, features=FEATURES, **kwargs):
         else:
             split, batch = element
             examples.append((split, list(batch)))
+    fn.teardown()
     return examples, rejected, counts
 
 
@@ -173,13 +176,12 @@ def test_transform_with_batch_chunks_on_direct_runner():
 ])
 def test_key_column_bytes_computed_by_arrow_equal_key_bytes(kind, values):
     batch = pa.record_batch({"k": pa.array(values, kind)})
-    rows = np.arange(len(values))
     def as_keys(column):  # null: a missing key, which key_bytes writes as NULL_KEY
         return [NULL_KEY if k is None else k for k in column.to_pylist()]
 
-    assert as_keys(_column_keys(batch, ("k",), rows)) == [key_bytes(v) for v in values]
-    assert as_keys(_column_keys(batch, ("k",), rows[::-1])) == [
-        key_bytes(v) for v in values[::-1]]
+    column = key_column(batch, ("k",))
+    assert as_keys(key_bytes_column(column)) == [key_bytes(v) for v in values]
+    assert as_keys(key_bytes_column(column[::-1])) == [key_bytes(v) for v in values[::-1]]
 
 
 @pytest.mark.parametrize("kind,values", [
@@ -188,7 +190,7 @@ def test_key_column_bytes_computed_by_arrow_equal_key_bytes(kind, values):
 ])
 def test_other_key_columns_go_row_by_row(kind, values):
     batch = pa.record_batch({"k": pa.array(values, kind)})
-    assert _column_keys(batch, ("k",), np.arange(len(values))) is None
+    assert key_column(batch, ("k",)) is None
     splits = SplitSpec((("train", 50.0), ("eval", 50.0)), key=("k",))
     both_paths(pa.record_batch({"k": pa.array(values, kind), "id": [1, 2]}), splits,
                features=[F("id", "int64")])
@@ -210,3 +212,38 @@ def test_splits_dead_letters_and_counts_match_rows_for_random_batches(rows, key,
     features = [F("i", "int64", missing="omit"), F("s", "string"),
                 F("f", "float", nan="error", missing="default", default=0.0)]
     both_paths(batch, splits, features=features, max_record_bytes=60)
+
+
+@pytest.mark.parametrize("key", ["id", "key"])
+def test_the_dofn_splits_alike_with_the_child(monkeypatch, key):
+    """Unique ids go to the child, repeating keys are hashed once each here: both build what
+    the row path builds."""
+    monkeypatch.setattr(split_hasher, "MIN_KEYS", 1)
+    spec = SplitSpec((("train", 50.0), ("eval", 25.0), ("test", 25.0)), key=(key,))
+    both_paths(batch_of(), spec)
+
+
+def test_a_large_batch_of_unique_ids_is_hashed_beside_the_build():
+    n = 3 * split_hasher.MIN_KEYS
+    ids = np.arange(n, dtype=np.int64) * 7919
+    batch = pa.record_batch({"id": pa.array(ids), "name": pa.array(
+        [None if i % 10 == 0 else f"n{i}" for i in range(n)])})
+    spec = SplitSpec((("train", 80.0), ("eval", 10.0), ("test", 10.0)), key=("id",))
+    features = [FEATURES[0], FEATURES[1]]
+    by_columns = both_paths(batch, spec, features=features)
+    sizes = {split: len(records) for split, records in by_columns[0]}
+    assert sum(sizes.values()) == n and set(sizes) == {"train", "eval", "test"}
+    assert 0.75 < sizes["train"] / n < 0.85
+    seen = []
+    original = KeyHashProcess.collect
+
+    def spy(self):
+        seen.append(self._sent)
+        return original(self)
+
+    KeyHashProcess.collect = spy
+    try:
+        run_fn(RecordChunk("in.parquet", 1, [], (), batch), spec, features=features)
+    finally:
+        KeyHashProcess.collect = original
+    assert seen == [True]
