@@ -36,6 +36,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.sinks import threaded_file
 from beam_tfrecords.sinks.format.redact import install_log_redaction, redact_text
 
 __all__ = [
@@ -269,6 +270,16 @@ def open_write(path: str) -> BinaryIO:
     return FileSystems.create(path, compression_type=_RAW)
 
 
+def open_counted_write(path: str) -> Any:
+    """A new file that counts its bytes and CRC-32C (``.bytes``, ``.crc32c``): a local file is
+    written by a thread of its own (:class:`threaded_file.ThreadedFile`), so the writes
+    overlap with the caller's work; any other is a :class:`CrcCountingWriter`."""
+    if is_local(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return threaded_file.ThreadedFile(path)
+    return CrcCountingWriter(open_write(path))
+
+
 def open_read(path: str) -> BinaryIO:
     _touch(path)
     return FileSystems.open(path, compression_type=_RAW)
@@ -397,6 +408,14 @@ class CrcCountingWriter:
         self.bytes += len(data)
         self.handle.write(data)
         return len(data)
+
+    def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        crc, checksum = self.crc32c, crc32c.crc32c
+        for data in buffers:
+            crc = checksum(data, crc)
+            self.bytes += memoryview(data).nbytes
+        self.crc32c = crc
+        self.handle.writelines(buffers)
 
     def flush(self) -> None:
         self.handle.flush()

@@ -78,7 +78,7 @@ class _PartWriter:
 
     def __init__(self, path: str, compression: str, index: bool = False) -> None:
         self.path = path
-        self.out = storage.CrcCountingWriter(storage.open_write(path))
+        self.out = storage.open_counted_write(path)
         self.index = storage.open_write(path + INDEX_SUFFIX) if index else None
         self.writer = tff.TFRecordWriter(self.out, compression, track_offsets=index,
                                          on_record=self._index_line if index else None)
@@ -164,7 +164,12 @@ class _WriteParts(beam.DoFn):
         if not len(records):
             return
         bounds = records.offsets + tff.FRAME_OVERHEAD * np.arange(len(records) + 1)
-        if records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
+        if records.pieces is not None:  # large records still in the encoder's pieces
+            sizes = np.diff(records.offsets).tolist()
+            buffers, starts = tff.frame_record_pieces(records.pieces, sizes)
+            self._write_framed(split, bounds, lambda w, i, j: w.write_pieces(
+                buffers[starts[i]:starts[j]], j - i, sizes[i:j]))
+        elif records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
             pieces = tff.frame_pieces(records.payload, records.offsets)
             self._write_framed(split, bounds, lambda w, i, j: w.write_pieces(
                 pieces[3 * i:3 * j], j - i))

@@ -82,3 +82,18 @@ def test_serialized_batch_from_pieces_equals_from_records():
     assert list(batch) == records
     with pytest.raises(ValueError, match="offsets must run"):  # sizes that do not add up
         SerializedBatch.from_pieces(pieces, [0, 3, len(records[2]), 2])
+
+
+def test_large_records_made_of_pieces_stay_pieces_until_the_payload_is_asked_for():
+    image = bytes(range(256)) * 400  # 100 KB: an image's bytes
+    pieces = [[b"\x0a\x05", image, b"tail"], [b"", image[:50_000], image[50_000:]]]
+    records = [b"".join(p) for p in pieces]
+    batch = SerializedBatch.from_pieces(pieces, [len(r) for r in records])
+    assert batch.pieces is not None and batch.pieces[0][1] is image  # not copied
+    assert batch.nbytes == sum(map(len, records)) and len(batch) == 2
+    assert batch[1] == records[1] and batch.pieces is not None
+    again = pickle.loads(pickle.dumps(batch))  # crossing a process joins them
+    assert again == SerializedBatch.from_records(records) and again.pieces is None
+    assert batch.payload == b"".join(records) and batch.pieces is None
+    with pytest.raises(ValueError, match="do not match"):
+        SerializedBatch.from_pieces(pieces, [len(records[0]) + 1, len(records[1]) - 1])

@@ -80,7 +80,7 @@ def small_shards_config(tmp_path) -> pathlib.Path:
 
 
 @pytest.mark.parametrize("operation,nth,subtree", [
-    ("open_write", 5, ".staging"),    # while writing staged parts
+    ("open_counted_write", 5, ".staging"),  # while writing staged parts
     ("rename", 4, "/train/"),         # during finalize: some final shards already visible
 ])
 def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_config,
@@ -130,7 +130,7 @@ def snapshot(emulator, prefix: str) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("operation,nth,subtree", [
-    ("open_write", 5, ".staging"),    # while writing staged parts
+    ("open_counted_write", 5, ".staging"),  # while writing staged parts
     ("rename", 4, "/train/"),         # during finalize: some final shards already visible
 ])
 def test_kill_on_gcs_leaves_previous_version_and_latest_intact(gcs_emulator, tmp_path,

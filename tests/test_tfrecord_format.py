@@ -565,3 +565,25 @@ def test_frame_batch_of_large_records_equals_frame_per_record():
     records = [bytes([i]) * (3000 + 17 * i) for i in range(12)] + [b"", b"x"]
     payload, offsets = batch_of(records)
     assert tff.frame_batch(payload, offsets) == b"".join(tff.frame(r) for r in records)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.binary(max_size=40), st.integers(4090, 9000)),
+                         max_size=5), max_size=12))
+def test_records_framed_from_their_pieces_equal_the_framed_batch(shapes):
+    """frame_record_pieces: large pieces (an image) passed on uncopied, small ones gathered
+    with headers and footers -- the same stream as framing the joined records."""
+    records = [[bytes([p % 251]) * p if isinstance(p, int) else p for p in parts]
+               for parts in shapes]
+    sizes = [sum(map(len, parts)) for parts in records]
+    buffers, starts = tff.frame_record_pieces(records, sizes)
+    offsets = np.zeros(len(records) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    joined = b"".join(b"".join(parts) for parts in records)
+    assert b"".join(bytes(b) for b in buffers) == bytes(tff.frame_batch(joined, offsets))
+    assert starts[0] == 0 and starts[-1] == len(buffers) and len(starts) == len(records) + 1
+    for k, parts in enumerate(records):  # record k's buffers frame record k alone
+        alone = b"".join(bytes(b) for b in buffers[starts[k]:starts[k + 1]])
+        assert alone == tff.frame(b"".join(parts))
+        big = [p for p in parts if len(p) >= 4096]
+        assert all(any(b is p for b in buffers[starts[k]:starts[k + 1]]) for p in big)

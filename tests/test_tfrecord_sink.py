@@ -20,6 +20,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords_tests_helpers import read_records
 
 from beam_tfrecords.sinks import tfrecord_sink as sink
+from beam_tfrecords.sinks.format import serialized_batch
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
@@ -27,12 +28,24 @@ from beam_tfrecords.sinks.format.shard_plan import ShardSize
 BAND = ShardSize(target=30_000, min=20_000, max=40_000)
 
 
-@pytest.fixture(autouse=True, params=["framed-batch", "pieces"])
+@pytest.fixture(autouse=True, params=["framed-batch", "pieces", "record-pieces"])
 def framing(request, monkeypatch):
-    """Every test runs on both write paths: one framed buffer per batch (small records) and
-    header/data/footer pieces per record (large ones), chosen by mean record size."""
+    """Every test runs on the three write paths: one framed buffer per batch (small records),
+    header/data/footer pieces per record (large ones), chosen by mean record size, and the
+    encoder's own pieces of each record, never joined (a batch of images; here every batch
+    the tests make, cut into uneven pieces, is one)."""
     monkeypatch.setattr(sink, "_PIECEWISE_RECORD_BYTES",
                         1 << 60 if request.param == "framed-batch" else 0)
+    if request.param == "record-pieces":
+        monkeypatch.setattr(serialized_batch, "LARGE_RECORD_BYTES", 0)
+
+        def from_records(records):
+            cut = [[r[:3], r[3:7], r[7:]] for r in records]
+            batch = SerializedBatch.from_pieces(cut, [len(r) for r in records])
+            assert batch.pieces is not None
+            return batch
+
+        monkeypatch.setattr(SerializedBatch, "from_records", staticmethod(from_records))
     return request.param
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import commit, conditional, ownership, storage
+from beam_tfrecords.sinks import commit, conditional, ownership, storage, threaded_file
 from beam_tfrecords.sinks.lease import Lease
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -207,6 +207,26 @@ def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv
     assert commit.read_latest(root) == "v2"
     assert not [k for k in tree(root) if "/.staging/" in k]
     assert all(check.ok for check in verify_path(f"{root}/v2"))
+
+
+def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, tmp_path,
+                                                                          monkeypatch, capsys):
+    """Staged parts are written by a thread of their own (sinks/threaded_file.py): its error
+    still fails the build, with the file named, and nothing is committed."""
+    root = str(tmp_path / "out")
+    assert cli.main(args(DEMO, small_csv, root, "--version", "v1")) == 0
+
+    def disk_full(fd, buffers):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(threaded_file.os, "writev", disk_full)
+    capsys.readouterr()
+    assert cli.main(args(DEMO, small_csv, root, "--version", "v2")) == 1
+    said = capsys.readouterr().err
+    assert said.startswith("beam-tfrecords build: StorageWriteError: writing "), said
+    assert "No space left on device" in said and ".staging" in said, said
+    assert not storage.exists(f"{root}/v2/manifest.json")
+    assert commit.read_latest(root) == "v1"
 
 
 def test_any_next_build_completes_an_interrupted_commit(small_csv, tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "LEGACY_SUFFIXES", "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
+    "frame_record_pieces",
     "record_crcs",
     "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
@@ -125,6 +126,42 @@ def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
     return pieces
 
 
+# Pieces of a record shorter than this are copied into the buffer before or after them (its
+# header, a feature's tag and length, the footer); longer ones are written as they are.
+_SMALL_PIECE_BYTES = 4096
+
+
+def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryview]],
+                        sizes: Sequence[int]) -> tuple[list, list[int]]:
+    """Frame records given as pieces (``b"".join(records[i])`` is record ``i``, of ``sizes[i]``
+    bytes) without joining them: the buffers to write in order, and where each record's
+    buffers begin in that list (``n + 1`` entries).
+
+    Each record's CRC is chained over its pieces; its header, small pieces and footer are
+    gathered into a few short buffers around the large pieces (an image), which are passed on
+    uncopied -- the image a reader read is the buffer the file gets.
+    """
+    crc32c, header, pack = _crc32c.crc32c, _length_header, _U32.pack
+    out: list = []
+    starts = [0]
+    for parts, size in zip(records, sizes, strict=True):
+        run = bytearray(header(size))
+        crc, skip = 0, HEADER_SIZE  # a run's data starts after the header in the first run
+        for part in parts:
+            if len(part) < _SMALL_PIECE_BYTES:
+                run += part
+                continue
+            crc = crc32c(part, crc32c(memoryview(run)[skip:], crc))
+            out.append(run)
+            out.append(part)
+            run, skip = bytearray(), 0
+        crc = crc32c(memoryview(run)[skip:], crc)
+        run += pack(mask_crc32c(crc))
+        out.append(run)
+        starts.append(len(out))
+    return out, starts
+
+
 def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
     """The plain CRC-32C of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): one
     call per record, the one thing framing cannot do with whole arrays."""
@@ -224,6 +261,24 @@ class StreamCompressor:
             self._emit(data, memoryview(data).nbytes)
         else:
             self._emit(self._z.compress(data))
+
+    def write_many(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        """:meth:`write` each of ``buffers``; uncompressed, one call down to the file."""
+        if self._closed:
+            raise ValueError("write to a closed StreamCompressor")
+        if self._z is not None:
+            for data in buffers:
+                self.write(data)
+            return
+        size = sum(memoryview(data).nbytes for data in buffers)
+        self.bytes_in += size
+        if size:
+            if hasattr(self._file, "writelines"):
+                self._file.writelines(buffers)
+            else:
+                for data in buffers:
+                    self._file.write(data)
+            self.bytes_out += size
 
     def estimated_size(self) -> int:
         """Bytes the stream would occupy if flushed now (exact for NONE and right after sync).
@@ -331,14 +386,18 @@ class TFRecordWriter:
         self._stream.write(framed)
         self.records += n_records
 
-    def write_pieces(self, pieces: Sequence[bytes | memoryview], n_records: int) -> None:
-        """Write ``n_records`` records framed by :func:`frame_pieces` (three buffers each)."""
-        if len(pieces) != 3 * n_records:
+    def write_pieces(self, pieces: Sequence[bytes | memoryview], n_records: int,
+                     sizes: Sequence[int] | None = None) -> None:
+        """Write ``n_records`` framed records as buffers: those of :func:`frame_pieces` (three
+        per record), or of :func:`frame_record_pieces` with the records' data ``sizes``."""
+        if sizes is None and len(pieces) != 3 * n_records:
             raise ValueError(f"{len(pieces)} pieces do not frame {n_records} records")
+        if sizes is not None and len(sizes) != n_records:
+            raise ValueError(f"{len(sizes)} sizes for {n_records} records")
         if self._on_record is not None:
-            self._report([memoryview(data).nbytes for data in pieces[1::3]])
-        for piece in pieces:
-            self._stream.write(piece)
+            self._report([memoryview(data).nbytes for data in pieces[1::3]] if sizes is None
+                         else sizes)
+        self._stream.write_many(pieces)
         self.records += n_records
 
     def sync(self) -> int:

@@ -81,6 +81,8 @@ def _utf8(value: str) -> bytes | None:
         return None
 
 
+# Map entries a feature keeps for reuse, and the longest text or bytes value kept.
+_ENTRY_CACHE, _CACHED_TEXT = 4096, 64
 # dtype -> (the exact Python type taken as is, its stored value or None for the general path)
 _FAST_SCALARS = {"int64": (int, _int64_as_is), "bytes": (bytes, lambda value: value),
                  "string": (str, _utf8)}
@@ -109,8 +111,39 @@ class _FeaturePlan:
         elif spec.missing == "empty":
             self._default = self.empty_items()
 
+        # Serialized map entries of small scalars seen before (a label, a height): most
+        # records repeat a few values, and an entry is the same bytes whenever its value is.
+        self._entries: dict[Any, tuple[list[bytes], int]] = {}
+        self.single = not spec.sequence and not spec.ragged_dims  # one map entry, or none
+
     def fail(self, value: Any, reason: str) -> FeatureValueError:
         return FeatureValueError(self.spec.name, value, self.expected, reason)
+
+    def entry(self, record: Mapping[str, Any]) -> tuple[list[bytes], int] | None:
+        """For a :attr:`single` plan: the record's map entry as pieces and their size, or
+        None when the feature is left out (``missing: omit``); exactly what :meth:`items`
+        gives, serialized by ``wire``."""
+        spec = self.spec
+        value = lookup(record, spec.source)
+        fast = self._fast
+        if fast is not None and type(value) is fast[0]:
+            # never hash a long value (an image's bytes) to look it up
+            cacheable = type(value) is int or len(value) <= _CACHED_TEXT
+            known = self._entries.get(value) if cacheable else None
+            if known is not None:
+                return known
+            stored = fast[1](value)
+            if stored is not None:
+                entry = wire.entry_pieces(spec.values_key,
+                                          wire.feature_pieces(spec.kind, (stored,)))
+                if cacheable and len(self._entries) < _ENTRY_CACHE:
+                    self._entries[value] = entry
+                return entry
+        items = self.items(record)
+        if not items:
+            return None
+        ((key, feature),) = items
+        return wire.entry_pieces(key, feature)
 
     def items(self, record: Mapping[str, Any]) -> list[tuple[str, Any]]:
         """(stored key, serialized Feature as pieces, or list of step Features) pairs for a
@@ -303,6 +336,12 @@ class ExampleEncoder:
         self.specs = tuple(specs)
         self.sequence = any(spec.sequence for spec in self.specs)
         self._plans = [_FeaturePlan(spec) for spec in self.specs]
+        # When every feature is one map entry (no sequences, no ragged row lengths), records
+        # are assembled entry by entry in the map's sorted key order, fixed once here.
+        keys = [plan.spec.values_key for plan in self._plans]
+        self._sorted = (sorted(self._plans, key=lambda plan: plan.spec.values_key.encode())
+                        if all(plan.single for plan in self._plans)
+                        and len(set(keys)) == len(keys) else None)
 
     def encode(self, record: Mapping[str, Any]) -> bytes:
         """Serialized Example (or SequenceExample) bytes; raises FeatureValueError."""
@@ -311,6 +350,20 @@ class ExampleEncoder:
     def encode_pieces(self, record: Mapping[str, Any]) -> tuple[list[bytes], int]:
         """:meth:`encode` as pieces and their total size, unjoined: a caller gathering many
         records joins them all at once, so a large value (an image) is copied once."""
+        if self._sorted is not None:
+            pieces: list[bytes] = []
+            size = 0
+            try:
+                for plan in self._sorted:
+                    entry = plan.entry(record)
+                    if entry is not None:
+                        pieces += entry[0]
+                        size += entry[1]
+            except FeatureValueError:
+                pass  # the path below names the first bad feature in the config's order
+            else:
+                head = wire.example_head(size)
+                return [head, *pieces], len(head) + size
         context: dict[str, Any] = {}
         lists: dict[str, Any] = {}
         for plan in self._plans:

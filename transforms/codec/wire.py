@@ -130,6 +130,18 @@ def _map_pieces(items: Mapping[str, bytes | list[bytes]]) -> tuple[list[bytes], 
     return pieces, size
 
 
+def entry_pieces(key: str, value: bytes | list[bytes]) -> tuple[list[bytes], int]:
+    """One map entry ``key -> value`` (a serialized ``Feature`` or its pieces) as pieces and
+    their size: the entries of all keys, in :func:`_map_pieces`' order after
+    :func:`example_head`, are the ``Example``."""
+    return _entry_pieces(key, value)
+
+
+def example_head(size: int) -> bytes:
+    """What precedes an ``Example``'s map entries of ``size`` bytes in all."""
+    return b"\x0a" + varint(size)
+
+
 def _entry_pieces(key: str, value: bytes | list[bytes]) -> tuple[list[bytes], int]:
     """One map entry ``key -> value`` as a repeated field 1 of its map: head, value pieces."""
     name = key.encode("utf-8")
@@ -158,7 +170,7 @@ def example_pieces(features: Mapping[str, bytes | list[bytes]]) -> tuple[list[by
     """A serialized ``Example`` as pieces and their total size, from feature name ->
     serialized ``Feature`` or its pieces; ``b"".join(pieces)`` is :func:`encode_example`."""
     pieces, size = _map_pieces(features)
-    head = b"\x0a" + varint(size)
+    head = example_head(size)
     return [head, *pieces], len(head) + size
 
 
