@@ -296,3 +296,25 @@ def test_client_is_lazy_per_process_and_endpoint(gcs_emulator, monkeypatch):
 def test_exists_of_bucket_root(gcs_emulator):
     assert storage.exists(f"gs://{gcs_emulator.bucket}")
     assert not storage.exists("gs://no-such-bucket-for-sure")
+
+
+def test_a_local_folder_listing_equals_beams_match(tmp_path):
+    """storage.match walks a local ``folder/**`` itself (one stat per file): the very
+    FileMetadata Beam's match gives, on a tree with nested, hidden and odd names, a symlinked
+    file, a symlinked folder (not entered) and a broken symlink (skipped)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    root = tmp_path / "tree"
+    for rel, size in [("a.jpg", 3), (".hidden", 1), ("sub/b c.png", 10), ("sub/deep/x", 0),
+                      ("sub/deep/y [1].jpg", 7), ("é/ü.jpg", 5)]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"z" * size)
+    (root / "link.jpg").symlink_to(root / "a.jpg")
+    (root / "linked-folder").symlink_to(root / "sub")
+    (root / "broken").symlink_to(root / "nowhere")
+    for pattern in (f"{root}/**", f"{root}/sub/**"):
+        ours = storage.match(pattern)
+        beams = sorted(FileSystems.match([pattern])[0].metadata_list, key=lambda m: m.path)
+        assert [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in ours] == [
+            (m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in beams]
+    assert len(storage.match(f"{root}/**")) == 7
