@@ -175,3 +175,33 @@ def test_the_shuffle_benchmark_runs_and_checks_its_builds(tmp_path):
     builds = re.findall(r"^(?:tutorial csv|images) (?:unshuffled|shuffled(?: again)?) +"
                         r"[\d.]+ +\d+ +(-?\d+)", out, re.MULTILINE)
     assert builds == ["0"] * 6, out
+
+
+def test_issue18_judges_whole_processes_and_the_cost_per_image():
+    """bench/issue18.py's verdicts: whole-process ratios against each reference, and the
+    slope between two image sizes (fixed costs out) against the plain loop's."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import issue18
+    finally:
+        sys.path.remove(str(BENCH))
+
+    def row(dataset, n, alt, seconds, wall, status="ok"):
+        return {"dataset": dataset, "input_rows": n, "alt": alt, "seconds": seconds,
+                "wall_seconds": wall, "status": status}
+
+    rows = [row("tutorial-csv", 5, "ours", 6, 8), row("tutorial-csv", 5, "beam", 220, 222),
+            row("tutorial-parquet", 5, "ours", 6, 8), row("tutorial-parquet", 5, "beam", 50, 52),
+            row("wide", 2, "ours", 1.6, 3.2), row("wide", 2, "tfxbsl", 1.9, 2.5),
+            row("images", 10, "ours", 0.6, 2.4), row("images", 100, "ours", 2.4, 4.2),
+            row("images", 10, "protobuf", 0.3, 0.5), row("images", 100, "protobuf", 3.0, 3.2),
+            row("images", 10, "beam", 1.0, 2.6), row("images", 100, "beam", 7.0, 8.6, "failed")]
+    verdicts = {name: (shown, ok) for name, shown, ok in issue18._judge(rows, 100)}
+    assert verdicts["tutorial-csv@5: whole process, beam / ours"][1]  # 222 / 8
+    assert not verdicts["tutorial-parquet@5: whole process, beam / ours"][1]  # 52 / 8
+    assert not verdicts["wide@2: whole process, tfxbsl / ours"][1]  # 2.5 / 3.2
+    assert verdicts["images@100: whole process, beam / ours"] == (
+        "not measured (a run failed or was skipped)", False)
+    assert not verdicts["images@100: whole process, protobuf / ours"][1]
+    shown, ok = verdicts["images: cost per image (10 -> 100), ours <= loop"]
+    assert ok and shown == "ours 20000 us, protobuf 30000 us"  # 1.8 s and 2.7 s / 90 images
