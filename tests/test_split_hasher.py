@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import logging
 
+import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_tfrecords.transforms import split_hash_child, split_hasher
+from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec import split_keys, splits
-from beam_tfrecords.transforms.codec.splits import key_bytes
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.splits import SplitSpec, key_bytes
+from beam_tfrecords.transforms.readers.framework import RecordChunk
 from beam_tfrecords.transforms.split_hasher import KeyHashProcess
 
 
@@ -123,3 +131,32 @@ def test_close_ends_the_child(hasher):
     proc = hasher._proc
     hasher.close()
     assert proc.poll() is not None
+
+
+RUNNERS = {
+    "in_process": [],
+    "multi_processing_2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    "portable": ["--runner=PortableRunner", "--job_endpoint=embed",
+                 "--environment_type=LOOPBACK"],
+}
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_every_runner_hashes_unique_keys_beside_the_build_with_the_same_splits(runner):
+    """In a worker process of each runner the child starts, hashes every key of a batch of
+    unique ids (the counter says so) and the splits are those of hashing here."""
+    n = 2 * split_hasher.MIN_KEYS
+    ids = (np.arange(n, dtype=np.int64) * 7919) - 10**6
+    batch = pa.record_batch({"id": pa.array(ids)})
+    spec = SplitSpec((("train", 80.0), ("eval", 10.0), ("test", 10.0)), key=("id",))
+    codes = spec.choose_many([key_bytes(int(v)) for v in ids])  # hashed here, one by one
+    expected = [(name, int((codes == k).sum())) for k, name in enumerate(spec.names)]
+    p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
+    built = (p | beam.Create([RecordChunk("in.parquet", 1, [], (), batch)])
+             | BuildExamples([FeatureSpec("id", "int64")], spec))
+    assert_that(built.examples | beam.Map(lambda item: (item[0], len(item[1])))
+                | beam.CombinePerKey(sum), equal_to(expected))
+    result = p.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_name("split_keys_hashed_beside"))
+    assert sum(c.committed for c in counters["counters"]) == n

@@ -65,6 +65,8 @@ class _BuildExamplesFn(beam.DoFn):
         self._max_record_bytes = max_record_bytes
         self._built = Metrics.counter("build_examples", "examples_built")
         self._rejected = Metrics.counter("build_examples", "records_rejected")
+        # Split keys hashed by the hashing process beside the build (split_hasher.py).
+        self._hashed_beside = Metrics.counter("build_examples", "split_keys_hashed_beside")
 
     def setup(self) -> None:
         self._encoder = ExampleEncoder(self._features)
@@ -240,7 +242,9 @@ class _BuildExamplesFn(beam.DoFn):
         present = column.drop_null() if missing_all.any() else column
         chosen = np.full(len(column), -1, dtype=np.int64)
         if beside:
+            before = self._key_hasher.hashed_beside
             chosen[~missing_all] = self._splits.choose_digests(self._key_hasher.collect())
+            self._hashed_beside.inc(self._key_hasher.hashed_beside - before)
         elif len(present):
             encoded = key_bytes_column(present).dictionary_encode()
             codes = self._splits.choose_many(encoded.dictionary.to_pylist())

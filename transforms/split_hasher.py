@@ -71,6 +71,7 @@ class KeyHashProcess:
         self._pending: pa.Array | None = None
         self._sent = False
         self._finalizer = None
+        self.hashed_beside = 0  # keys whose digests came from the child, so far
 
     def submit(self, keys: pa.Array) -> None:
         """Start hashing ``keys`` (a key column without nulls) in the child, if worth it."""
@@ -102,6 +103,7 @@ class KeyHashProcess:
             try:
                 got = self._proc.stdout.read(size)
                 if len(got) == size:
+                    self.hashed_beside += len(keys)
                     return got
                 raise OSError(f"the split-key hashing process answered {len(got)} of "
                               f"{size} bytes (exit status {self._proc.poll()})")
