@@ -79,12 +79,18 @@ def small_shards_config(tmp_path) -> pathlib.Path:
     return config
 
 
-@pytest.mark.parametrize("operation,nth,subtree", [
-    ("open_counted_write", 5, ".staging"),  # while writing staged parts
-    ("rename", 4, "/train/"),         # during finalize: some final shards already visible
+@pytest.mark.parametrize("operation,nth,subtree,shuffled", [
+    ("open_counted_write", 5, ".staging", False),  # while writing staged parts
+    ("rename", 4, "/train/", False),  # during finalize: some final shards already visible
+    ("open_write", 3, ".staging", True),  # a shuffled build, while writing its sorted runs
+    ("rename", 2, "/train/", True),  # a shuffled build's finalize
 ])
 def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_config,
-                                                        operation, nth, subtree):
+                                                        operation, nth, subtree, shuffled):
+    if shuffled:
+        small_shards_config.write_text(small_shards_config.read_text().replace(
+            "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
+        assert "shuffle: {seed: 7}" in small_shards_config.read_text()
     out = tmp_path / "out"
     first = build.run(["--config", str(small_shards_config), "--output", str(out),
                        "--version", "good"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 from collections import Counter
 
 import numpy as np
@@ -280,6 +281,23 @@ def test_a_retried_finalize_writes_the_same_shard(tmp_path, small_runs):
     first = [ss._finalize(entry, tff.GZIP, False) for entry in planned]
     again = [ss._finalize(entry, tff.GZIP, False) for entry in planned]
     assert first == again
+    assert not [f for f in os.listdir(tmp_path / "v" / "train") if ".tmp-" in f]
+
+
+def test_a_truncated_staged_run_fails_the_finalize_naming_it(tmp_path, small_runs):
+    """A run cut short under .staging (a disk that lost its tail, a hand that truncated it):
+    the shard's finalize fails naming the run and where it ended, and writes no shard."""
+    rng = random.Random(5)
+    runs = write_runs(tmp_path / "s", as_bundles(rng, {"train": make_records(rng, 300),
+                                                       "eval": []}, "one"), 9)
+    victim = sorted({part.path for _, part in runs})[0]
+    size = os.path.getsize(victim)
+    with open(victim, "r+b") as handle:
+        handle.truncate(size // 2)
+    planned = list(ss._plan(runs, SPLITS, str(tmp_path / "v"), "ds", tff.NONE, BAND))
+    with pytest.raises(OSError, match=f"staged run {re.escape(victim)} ended at byte"):
+        for entry in planned:
+            ss._finalize(entry, tff.NONE, False)
     assert not [f for f in os.listdir(tmp_path / "v" / "train") if ".tmp-" in f]
 
 
