@@ -31,9 +31,11 @@ shards go through Cloud Storage, and each shard makes one ranged read per run
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -145,15 +147,14 @@ class _SplitBuffer:
         starts = np.concatenate(([0], np.cumsum(sizes[:n_small])[:-1])).tolist()
         small_sizes = sizes[:n_small].tolist()
         pieces = self.pieces
-        for i in order.tolist():  # a call or three per record: large records dominate here
+        buffers: list = []  # handed over in one call: views, nothing copied
+        for i in order.tolist():
             if i < n_small:
-                out.write(view[starts[i]:starts[i] + small_sizes[i]])
+                buffers.append(view[starts[i]:starts[i] + small_sizes[i]])
             else:
                 j = 3 * (i - n_small)
-                out.write(pieces[j])
-                out.write(pieces[j + 1])
-                out.write(pieces[j + 2])
-        del view
+                buffers += pieces[j:j + 3]
+        out.writelines(buffers)
         return keys[order], sizes[order]
 
 
@@ -177,6 +178,7 @@ class _WriteRuns(beam.DoFn):
         self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
         self._count = 0
         self._done: list[tuple[str, RunPart]] = []
+        self._writing: list = []  # run files still being written
 
     def process(self, element: tuple[str, Any]) -> None:
         split, records = element
@@ -194,6 +196,11 @@ class _WriteRuns(beam.DoFn):
         if self._progress_dir:
             self._report_progress()
 
+    def _wait_for_runs(self) -> None:
+        writing, self._writing = self._writing, []
+        for out in writing:
+            out.close()
+
     def _spill_all(self) -> None:
         for split in sorted(self._buffers):
             self._done.append((split, self._spill(split, self._buffers.pop(split))))
@@ -202,8 +209,13 @@ class _WriteRuns(beam.DoFn):
         self._count += 1
         path = storage.join(self._staging, "shuffle", split,
                             f"{self._attempt}-{self._count:05d}.run")
-        with storage.open_write(path) as out:
-            keys, sizes = buffer.write_sorted(out)
+        # Locally a thread writes the run while the next one fills: one run at a time (the
+        # previous is waited for here, so memory holds at most one run being written), and
+        # every run is whole before the bundle hands its runs on.
+        self._wait_for_runs()
+        out = storage.open_counted_write(path)
+        self._writing.append(out)
+        keys, sizes = buffer.write_sorted(out)
         with storage.open_write(path + KEYS_SUFFIX) as out:
             out.write(keys.astype("<u8").tobytes())
             out.write(sizes.astype("<u4").tobytes())
@@ -223,6 +235,7 @@ class _WriteRuns(beam.DoFn):
 
     def finish_bundle(self) -> Iterable[beam.utils.windowed_value.WindowedValue]:
         self._spill_all()
+        self._wait_for_runs()  # every run whole on disk before any RunPart leaves
         if self._progress_dir:
             self._report_progress(force=True)
         for split, part in self._done:
@@ -234,6 +247,20 @@ class _WriteRuns(beam.DoFn):
 # -- reading runs back -----------------------------------------------------------------------
 
 def _read_range(path: str, start: int, end: int, into: memoryview) -> None:
+    """Bytes ``start:end`` of a staged run into ``into``; locally read straight into it."""
+    if storage.is_local(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            got = 0
+            while got < end - start:
+                n = os.preadv(fd, [into[got:end - start]], start + got)
+                if not n:
+                    raise OSError(f"staged run {path} ended at byte {start + got}, expected "
+                                  f"{end}")
+                got += n
+        finally:
+            os.close(fd)
+        return
     with storage.open_read(path) as handle:
         handle.seek(start)
         got = 0
@@ -351,7 +378,9 @@ def _finalize(entry: _ShardEntry, compression: str, index: bool) -> ShardInfo:
     (key ranges of about :data:`WINDOW_BYTES`). Safe to run again (Beam may retry): the runs
     stay until the commit removes staging, and the same records give the same bytes."""
     tmp = f"{entry.path}.tmp-{uuid.uuid4().hex}"
-    out = storage.CrcCountingWriter(storage.open_write(tmp))
+    # Locally a thread writes while the next window is read and ordered; every buffer handed
+    # to it is a fresh window's or a fresh gather's, never reused.
+    out = storage.open_counted_write(tmp)
     stream = tff.StreamCompressor(out, compression)
     framed_sizes: list[np.ndarray] = []
     records = 0
@@ -369,6 +398,8 @@ def _finalize(entry: _ShardEntry, compression: str, index: bool) -> ShardInfo:
         out.close()
         storage.rename(tmp, entry.path)
     except BaseException:
+        with contextlib.suppress(Exception):  # its own error is the one being raised
+            out.close()
         if storage.exists(tmp):
             storage.delete([tmp])
         raise

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 
 import crc32c
@@ -40,31 +41,49 @@ class StorageWriteError(UserError, OSError):
     the message names the file and the system's reason."""
 
 
+class _Writes:
+    """What the caller and the writing thread share; the thread holds only this, so a
+    dropped :class:`ThreadedFile` can be noticed (and its thread ended)."""
+
+    def __init__(self, path: str, max_pending: int) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(
+            os, "O_CLOEXEC", 0), 0o666)
+        self.max_pending = max_pending
+        self.queue: collections.deque = collections.deque()
+        self.pending = 0
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.closing = False
+        self.abandoned = False
+        self.crc = 0
+
+    def abandon(self) -> None:
+        """The file was dropped unclosed: the thread writes what it holds, closes, ends."""
+        with self.cond:
+            self.closing = self.abandoned = True
+            self.cond.notify_all()
+
+
 class ThreadedFile:
     """Write-only local file; ``bytes`` and ``crc32c`` count what was handed over (exact
     once :meth:`flush` or :meth:`close` returned)."""
 
     def __init__(self, path: str, max_pending: int = _MAX_PENDING) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(
-            os, "O_CLOEXEC", 0), 0o666)
-        self._max_pending = max_pending
-        self._queue: collections.deque = collections.deque()
-        self._pending = 0
-        self._cond = threading.Condition()
-        self._error: BaseException | None = None
-        self._closing = False
+        self._w = _Writes(path, max_pending)
         self._closed = False
         self.bytes = 0
-        self._crc = 0
-        self._thread = threading.Thread(target=self._run, name="write-part", daemon=True)
+        self._thread = threading.Thread(target=_run, args=(self._w,), name="write-part",
+                                        daemon=True)
         self._thread.start()
+        self._dropped = weakref.finalize(self, _Writes.abandon, self._w)
 
     @property
     def crc32c(self) -> int:
         """The CRC-32C of everything written; waits for the writes to finish."""
         self.flush()
-        return self._crc
+        return self._w.crc
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         size = memoryview(data).nbytes
@@ -76,95 +95,103 @@ class ThreadedFile:
 
     def flush(self) -> None:
         """Wait until everything handed over is written; raise the thread's error if any."""
-        with self._cond:
-            while self._pending and self._error is None:
-                self._cond.wait()
+        w = self._w
+        with w.cond:
+            while w.pending and w.error is None:
+                w.cond.wait()
             self._raise()
 
     def close(self) -> None:
         if self._closed:
             return
+        w = self._w
         try:
             self.flush()
         finally:
-            with self._cond:
-                self._closing = True
-                self._cond.notify_all()
+            self._dropped.detach()
+            with w.cond:
+                w.closing = True
+                w.cond.notify_all()
             self._thread.join()
             self._closed = True
-            os.close(self._fd)
+            os.close(w.fd)
         self._raise()
 
     def fileno(self) -> int:
-        return self._fd
+        return self._w.fd
 
     def _raise(self) -> None:
-        if self._error is not None:
-            raise StorageWriteError(f"writing {self.path} failed: {self._error}"
-                                    ) from self._error
+        error = self._w.error
+        if error is not None:
+            raise StorageWriteError(f"writing {self.path} failed: {error}") from error
 
     def _hand_over(self, buffers: list, size: int) -> None:
-        if self._closed or self._closing:
+        w = self._w
+        if self._closed or w.closing:
             raise ValueError(f"write to closed file {self.path}")
         if not size:
             return
-        with self._cond:
-            while self._pending and self._pending + size > self._max_pending and (
-                    self._error is None):
-                self._cond.wait()
+        with w.cond:
+            while w.pending and w.pending + size > w.max_pending and w.error is None:
+                w.cond.wait()
             self._raise()
-            self._queue.append(buffers)
-            self._pending += size
+            w.queue.append(buffers)
+            w.pending += size
             self.bytes += size
-            self._cond.notify_all()
+            w.cond.notify_all()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closing:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                batch = []
-                while self._queue and len(batch) < _IOV_MAX:
-                    batch.extend(self._queue.popleft())
-            try:
-                done = self._write(batch)
-            except BaseException as err:  # noqa: BLE001  (handed to the writing thread)
-                with self._cond:
-                    self._error = err
-                    self._queue.clear()
-                    self._pending = 0
-                    self._cond.notify_all()
-                return
-            with self._cond:
-                self._pending -= done
-                self._cond.notify_all()
 
-    def _write(self, buffers: list) -> int:
-        """Write ``buffers`` in order (at most IOV_MAX per call, partial writes resumed);
-        returns the bytes written."""
-        views = [memoryview(b).cast("B") for b in buffers]
-        crc = self._crc
-        for view in views:
-            crc = crc32c.crc32c(view, crc)
-        total = 0
-        i = 0
-        while i < len(views):
-            j, size = i, 0  # this call's buffers: up to _WRITE_BYTES, at least one
-            while j < len(views) and j - i < _IOV_MAX and (j == i or size + views[j].nbytes
-                                                           <= _WRITE_BYTES):
-                size += views[j].nbytes
-                j += 1
-            chunk = views[i:j]
-            written = os.writev(self._fd, chunk)
-            total += written
-            for view in chunk:  # skip what was written; resume inside a partial buffer
-                if written >= view.nbytes:
-                    written -= view.nbytes
-                    i += 1
-                else:
-                    views[i] = view[written:]
-                    break
-        self._crc = crc
-        return total
+def _run(w: _Writes) -> None:
+    """The writing thread: batches of handed-over buffers, written in order."""
+    while True:
+        with w.cond:
+            while not w.queue and not w.closing:
+                w.cond.wait()
+            if not w.queue:
+                break
+            batch = []
+            while w.queue and len(batch) < _IOV_MAX:
+                batch.extend(w.queue.popleft())
+        try:
+            done = _write(w, batch)
+        except BaseException as err:  # noqa: BLE001  (handed to the writing thread)
+            with w.cond:
+                w.error = err
+                w.queue.clear()
+                w.pending = 0
+                w.cond.notify_all()
+            break
+        with w.cond:
+            w.pending -= done
+            w.cond.notify_all()
+    if w.abandoned:  # nobody will close it
+        os.close(w.fd)
+
+
+def _write(w: _Writes, buffers: list) -> int:
+    """Write ``buffers`` in order (calls of up to _WRITE_BYTES and IOV_MAX buffers, partial
+    writes resumed), keeping the file's CRC-32C; returns the bytes written."""
+    views = [memoryview(b).cast("B") for b in buffers]
+    crc = w.crc
+    for view in views:
+        crc = crc32c.crc32c(view, crc)
+    total = 0
+    i = 0
+    while i < len(views):
+        j, size = i, 0  # this call's buffers: up to _WRITE_BYTES, at least one
+        while j < len(views) and j - i < _IOV_MAX and (j == i or size + views[j].nbytes
+                                                       <= _WRITE_BYTES):
+            size += views[j].nbytes
+            j += 1
+        chunk = views[i:j]
+        written = os.writev(w.fd, chunk)
+        total += written
+        for view in chunk:  # skip what was written; resume inside a partial buffer
+            if written >= view.nbytes:
+                written -= view.nbytes
+                i += 1
+            else:
+                views[i] = view[written:]
+                break
+    w.crc = crc
+    return total

@@ -96,3 +96,24 @@ def test_a_full_disk_is_raised_by_the_next_call_naming_the_file():
         out.write(b"more")
     with pytest.raises(OSError, match="/dev/full"):
         out.close()
+
+
+def test_a_file_dropped_unclosed_is_finished_and_its_thread_ends(tmp_path):
+    """A writer that failed never calls close(): its thread still writes what it was handed,
+    closes the file and ends -- no thread or descriptor is left behind."""
+    import gc
+
+    def threads():
+        return [t for t in threading.enumerate() if t.name == "write-part"]
+
+    before = len(threads())
+    descriptors = len(os.listdir("/proc/self/fd"))
+    out = ThreadedFile(str(tmp_path / "part"))
+    out.writelines([b"a" * 3000, b"b" * 5])
+    thread = out._thread
+    del out
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive() and len(threads()) == before
+    assert (tmp_path / "part").read_bytes() == b"a" * 3000 + b"b" * 5
+    assert len(os.listdir("/proc/self/fd")) == descriptors
