@@ -160,3 +160,13 @@ def test_every_runner_hashes_unique_keys_beside_the_build_with_the_same_splits(r
     result.wait_until_finish()
     counters = result.metrics().query(MetricsFilter().with_name("split_keys_hashed_beside"))
     assert sum(c.committed for c in counters["counters"]) == n
+
+
+def test_a_request_never_collected_does_not_put_the_answers_out_of_step(hasher):
+    """A batch that failed after its keys were sent: the next batch still gets its own
+    digests."""
+    first = pa.array(range(5000), pa.int64())
+    hasher.submit(first)  # ... and the batch's encoding raised: never collected
+    second = pa.array([f"k{i}" for i in range(3000)])
+    hasher.submit(second)
+    assert hasher.collect() == expected(second.to_pylist())

@@ -74,9 +74,12 @@ class KeyHashProcess:
         self.hashed_beside = 0  # keys whose digests came from the child, so far
 
     def submit(self, keys: pa.Array) -> None:
-        """Start hashing ``keys`` (a key column without nulls) in the child, if worth it."""
+        """Start hashing ``keys`` (a key column without nulls) in the child, if worth it.
+
+        A request never collected (its batch failed between the two calls) is collected and
+        dropped first, so the child's answers stay in step with the requests."""
         if self._pending is not None:
-            raise RuntimeError("collect() the previous request first")
+            self.collect()
         self._pending = keys
         self._sent = False
         if self._broken or len(keys) < MIN_KEYS:
