@@ -110,7 +110,7 @@ class _SplitBuffer:
         self.framed = bytearray()
         self.sizes: list[np.ndarray] = []  # framed sizes of the small records
         self.keys: list[np.ndarray] = []
-        self.pieces: list = []  # 3 per large record
+        self.pieces: list = []  # per large record, the buffers that frame it
         self.large_sizes: list[np.ndarray] = []
         self.large_keys: list[np.ndarray] = []
         self.large_bytes = 0
@@ -121,8 +121,16 @@ class _SplitBuffer:
 
     def add(self, records: SerializedBatch, crcs: np.ndarray, keys: np.ndarray) -> None:
         sizes = np.diff(records.offsets) + tff.FRAME_OVERHEAD
-        if records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
-            self.pieces += tff.frame_pieces(records.payload, records.offsets, crcs)
+        if records.pieces is not None:  # the encoder's pieces of large records, unjoined
+            buffers, starts = tff.frame_record_pieces(
+                records.pieces, (sizes - tff.FRAME_OVERHEAD).tolist(), crcs)
+            self.pieces += [buffers[a:b] for a, b in zip(starts, starts[1:])]
+            self.large_sizes.append(sizes)
+            self.large_keys.append(keys)
+            self.large_bytes += int(sizes.sum())
+        elif records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
+            framed = tff.frame_pieces(records.payload, records.offsets, crcs)
+            self.pieces += [framed[j:j + 3] for j in range(0, len(framed), 3)]
             self.large_sizes.append(sizes)
             self.large_keys.append(keys)
             self.large_bytes += int(sizes.sum())
@@ -152,8 +160,7 @@ class _SplitBuffer:
             if i < n_small:
                 buffers.append(view[starts[i]:starts[i] + small_sizes[i]])
             else:
-                j = 3 * (i - n_small)
-                buffers += pieces[j:j + 3]
+                buffers += pieces[i - n_small]
         out.writelines(buffers)
         return keys[order], sizes[order]
 
@@ -186,8 +193,13 @@ class _WriteRuns(beam.DoFn):
             records = SerializedBatch.from_records([bytes(records)])
         if not len(records):
             return
-        crcs = tff.record_crcs(records.payload, records.offsets)
-        keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
+        if records.pieces is not None:  # large records: never joined (an image, 2 GB of them)
+            crcs = tff.record_piece_crcs(records.pieces)
+            keys = sp.record_keys(None, records.offsets, crcs, self._seed,
+                                  sp.sampled_bytes_of_pieces(records.pieces, records.offsets))
+        else:
+            crcs = tff.record_crcs(records.payload, records.offsets)
+            keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
         self._buffers.setdefault(split, _SplitBuffer()).add(records, crcs, keys)
         self._records.inc(len(records))
         self._total_records += len(records)

@@ -16,10 +16,13 @@ from collections import Counter
 import numpy as np
 import pytest
 from beam_tfrecords_tests_helpers import read_examples, read_records, shard_paths
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.sinks import shuffled_shards as ss
+from beam_tfrecords.sinks.format import serialized_batch
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
@@ -299,6 +302,45 @@ def test_a_truncated_staged_run_fails_the_finalize_naming_it(tmp_path, small_run
         for entry in planned:
             ss._finalize(entry, tff.NONE, False)
     assert not [f for f in os.listdir(tmp_path / "v" / "train") if ".tmp-" in f]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=30), max_size=4), max_size=10))
+def test_keys_and_crcs_from_pieces_equal_those_of_the_joined_records(shapes):
+    """Large records reach the shuffle as the encoder's pieces: their CRCs and sampled bytes,
+    hence their keys, are the joined records' -- the same order, the same shards."""
+    offsets = np.zeros(len(shapes) + 1, np.int64)
+    np.cumsum([sum(map(len, parts)) for parts in shapes], out=offsets[1:])
+    joined = b"".join(b"".join(parts) for parts in shapes)
+    crcs = tff.record_piece_crcs(shapes)
+    assert crcs.tolist() == tff.record_crcs(joined, offsets).tolist()
+    sampled = sp.sampled_bytes_of_pieces(shapes, offsets)
+    assert [w.tolist() for w in sampled] == [w.tolist() for w in sp._sampled_bytes(joined,
+                                                                                    offsets)]
+    assert sp.record_keys(None, offsets, crcs, 11, sampled).tolist() == sp.record_keys(
+        joined, offsets, crcs, 11).tolist()
+    sizes = np.diff(offsets).tolist()
+    assert tff.frame_record_pieces(shapes, sizes, crcs) == tff.frame_record_pieces(shapes, sizes)
+
+
+def test_runs_of_unjoined_large_records_equal_runs_of_joined_ones(tmp_path, small_runs,
+                                                                    monkeypatch):
+    rng = random.Random(6)
+    records = [rng.randbytes(8) + bytes(rng.randrange(5000, 9000)) for _ in range(60)]
+    cut = [[r[:10], r[10:4200], r[4200:]] for r in records]
+    sizes = [len(r) for r in records]
+    monkeypatch.setattr(serialized_batch, "LARGE_RECORD_BYTES", 0)
+    kept = SerializedBatch.from_pieces(cut[:30], sizes[:30]), SerializedBatch.from_pieces(
+        cut[30:], sizes[30:])
+    assert all(batch.pieces is not None for batch in kept)
+    joined = SerializedBatch.from_records(records[:30]), SerializedBatch.from_records(
+        records[30:])
+    runs = {}
+    for name, batches in (("kept", kept), ("joined", joined)):
+        parts = write_runs(tmp_path / name, [[("train", b) for b in batches]], 3)
+        runs[name] = [(open(part.path, "rb").read(), open(part.path + ss.KEYS_SUFFIX, "rb")
+                       .read()) for _, part in sorted(parts, key=lambda p: p[1].path)]
+    assert runs["kept"] == runs["joined"] and runs["kept"]
 
 
 # -- label order ------------------------------------------------------------------------------

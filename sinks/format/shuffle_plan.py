@@ -32,7 +32,7 @@ from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 __all__ = ["CELLS", "KEY_SPACE", "MAX_SEED", "RUN_BYTES", "RunCells", "choose_shard_count",
            "gather_framed", "plan_ranges", "record_keys", "record_order", "run_cells",
-           "RunIndex", "seed_words", "windows"]
+           "RunIndex", "sampled_bytes_of_pieces", "seed_words", "windows"]
 
 CELL_BITS = 12
 CELLS = 1 << CELL_BITS  # hash cells per split; a shard is a run of whole or split cells
@@ -83,19 +83,54 @@ def _sampled_bytes(payload: bytes | bytearray | memoryview, offsets: np.ndarray
     return words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64)
 
 
-def record_keys(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
-                crcs: np.ndarray, seed: int) -> np.ndarray:
+def sampled_bytes_of_pieces(records: Sequence[Sequence[bytes | memoryview]],
+                            offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sampled_bytes` of records given as pieces (``b"".join(records[i])`` is record
+    ``i``; ``offsets`` their boundaries as if joined), without joining them: each sampled
+    position is found in its piece, and each piece is read with one numpy gather."""
+    bounds = np.asarray(offsets, np.int64)
+    n = bounds.size - 1
+    flat = [piece for parts in records for piece in parts]
+    if n == 0 or bounds[-1] == 0:
+        return np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    lengths = np.diff(bounds)
+    positions = (bounds[:-1, None] + (lengths[:, None] * _SAMPLE_STEPS) // _SAMPLES).ravel()
+    positions = np.minimum(positions, bounds[-1] - 1)
+    ends = np.cumsum([memoryview(piece).nbytes for piece in flat], dtype=np.int64)
+    which = np.searchsorted(ends, positions, side="right")  # the piece holding each position
+    starts = ends - [memoryview(piece).nbytes for piece in flat]
+    sampled = np.empty(positions.size, np.uint8)
+    order = np.argsort(which, kind="stable")
+    grouped = which[order]
+    cuts = np.flatnonzero(np.diff(grouped)) + 1
+    for lo, hi in zip(np.concatenate(([0], cuts)).tolist(),
+                      np.concatenate((cuts, [grouped.size])).tolist(), strict=True):
+        k = int(grouped[lo])
+        at = order[lo:hi]
+        piece = np.frombuffer(memoryview(flat[k]).cast("B"), np.uint8)
+        sampled[at] = piece[positions[at] - starts[k]]
+    sampled = sampled.reshape(n, _SAMPLES)
+    sampled[lengths == 0] = 0
+    words = np.ascontiguousarray(sampled).view("<u8")
+    return words[:, 0].astype(np.uint64), words[:, 1].astype(np.uint64)
+
+
+def record_keys(payload: bytes | bytearray | memoryview | None, offsets: np.ndarray,
+                crcs: np.ndarray, seed: int,
+                sampled: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The shuffle keys (uint64) of the records ``payload[offsets[i]:offsets[i+1]]``, whose
     plain CRC-32Cs are ``crcs`` (framing computes them anyway), keyed by ``seed``.
 
     A key mixes the record's CRC-32C, its length and its bytes at 16 evenly spaced
     positions: two different records share a key only if all three agree -- a CRC collision
     needs differences spread over the record, which the samples then catch, except by
-    chance. (A second checksum over every byte would cost a call per record.)
+    chance. (A second checksum over every byte would cost a call per record.) ``sampled``:
+    those bytes when the caller has them (:func:`sampled_bytes_of_pieces`; ``payload`` is
+    then not read).
     """
     a, b = (np.uint64(w) for w in seed_words(seed))
     lengths = np.diff(np.asarray(offsets, np.int64)).astype(np.uint64)
-    first, second = _sampled_bytes(payload, offsets)
+    first, second = _sampled_bytes(payload, offsets) if sampled is None else sampled
     with np.errstate(over="ignore"):
         x = _fmix(np.asarray(crcs, np.uint64) ^ a)
         x = _fmix(x ^ (lengths * _GOLDEN + b))

@@ -23,7 +23,7 @@ __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "LEGACY_SUFFIXES", "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
-    "frame_record_pieces",
+    "frame_record_pieces", "record_piece_crcs",
     "record_crcs",
     "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
@@ -131,32 +131,50 @@ def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
 _SMALL_PIECE_BYTES = 4096
 
 
+def record_piece_crcs(records: Sequence[Sequence[bytes | bytearray | memoryview]]
+                      ) -> np.ndarray:
+    """The plain CRC-32C of each record given as pieces, chained over them (uint32)."""
+    crc32c = _crc32c.crc32c
+    out = np.empty(len(records), np.uint32)
+    for k, parts in enumerate(records):
+        crc = 0
+        for part in parts:
+            crc = crc32c(part, crc)
+        out[k] = crc
+    return out
+
+
 def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryview]],
-                        sizes: Sequence[int]) -> tuple[list, list[int]]:
+                        sizes: Sequence[int], crcs: np.ndarray | None = None
+                        ) -> tuple[list, list[int]]:
     """Frame records given as pieces (``b"".join(records[i])`` is record ``i``, of ``sizes[i]``
     bytes) without joining them: the buffers to write in order, and where each record's
     buffers begin in that list (``n + 1`` entries).
 
     Each record's CRC is chained over its pieces; its header, small pieces and footer are
     gathered into a few short buffers around the large pieces (an image), which are passed on
-    uncopied -- the image a reader read is the buffer the file gets.
+    uncopied -- the image a reader read is the buffer the file gets. ``crcs``: the records'
+    plain CRC-32Cs when the caller has them (:func:`record_piece_crcs`).
     """
     crc32c, header, pack = _crc32c.crc32c, _length_header, _U32.pack
+    known = None if crcs is None else np.asarray(crcs, np.uint64).tolist()
     out: list = []
     starts = [0]
-    for parts, size in zip(records, sizes, strict=True):
+    for k, (parts, size) in enumerate(zip(records, sizes, strict=True)):
         run = bytearray(header(size))
         crc, skip = 0, HEADER_SIZE  # a run's data starts after the header in the first run
         for part in parts:
             if len(part) < _SMALL_PIECE_BYTES:
                 run += part
                 continue
-            crc = crc32c(part, crc32c(memoryview(run)[skip:], crc))
+            if known is None:
+                crc = crc32c(part, crc32c(memoryview(run)[skip:], crc))
             out.append(run)
             out.append(part)
             run, skip = bytearray(), 0
-        crc = crc32c(memoryview(run)[skip:], crc)
-        run += pack(mask_crc32c(crc))
+        if known is None:
+            crc = crc32c(memoryview(run)[skip:], crc)
+        run += pack(mask_crc32c(crc if known is None else known[k]))
         out.append(run)
         starts.append(len(out))
     return out, starts
