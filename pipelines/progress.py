@@ -94,7 +94,7 @@ class ProgressReporter:
     ``poll`` returns ``(records, bytes)`` or ``(records, bytes, rejected, reasons)`` across all
     writers (``progress_files.Totals``); ``emit`` prints a line. A poll that fails is skipped:
     progress must never fail a build. Use as a context manager around the pipeline run;
-    nothing is emitted after it exits.
+    nothing is emitted after it exits (its last line, at the exit, has the final totals).
     """
 
     def __init__(self, poll: Callable[[], Sequence], emit: Callable[[str], None],
@@ -111,26 +111,39 @@ class ProgressReporter:
 
     def _loop(self, meter: ProgressMeter) -> None:
         while not self._stop.wait(self._interval):
-            try:
-                totals = self._poll()
-            except Exception as err:  # progress is best effort, the build is what matters
-                _LOG.debug("progress poll failed: %s", err)
-                continue
-            if not self._stop.is_set():
+            totals = self._totals()
+            if totals is not None and not self._stop.is_set():
+                self._shown = tuple(totals)
                 self._emit(meter.update(self._clock(), *totals))
 
+    def _totals(self) -> Sequence | None:
+        try:
+            return self._poll()
+        except Exception as err:  # progress is best effort, the build is what matters
+            _LOG.debug("progress poll failed: %s", err)
+            return None
+
     def start(self) -> ProgressReporter:
-        meter = ProgressMeter(self._clock())
-        self._thread = threading.Thread(target=self._loop, args=(meter,),
+        self._meter = ProgressMeter(self._clock())
+        self._shown: tuple | None = None
+        self._thread = threading.Thread(target=self._loop, args=(self._meter,),
                                         name="beam-tfrecords-progress", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop polling. When lines were shown and the totals moved since the last one, one
+        more line shows the final totals: a build that ends between two polls (rejects are
+        reported after the records they came with) never leaves a stale last line."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+            if self._shown is not None:
+                totals = self._totals()
+                if totals is not None and tuple(totals) != self._shown:
+                    self._shown = tuple(totals)
+                    self._emit(self._meter.update(self._clock(), *totals))
 
     def __enter__(self) -> ProgressReporter:
         return self.start()

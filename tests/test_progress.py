@@ -185,3 +185,30 @@ def test_negative_progress_interval_is_refused(tmp_path):
     with pytest.raises(build.BuildError, match="progress-interval"):
         build.run(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
                    str(tmp_path), "--progress-interval", "-1"])
+
+
+def test_the_last_line_shows_the_final_totals_when_the_build_ends_between_polls():
+    """Rejects reach the totals after the records they came with: a build that ends between
+    two polls gets one more line, at stop, with what it finally counted -- and a reporter that
+    never showed a line stays quiet."""
+    state = {"totals": (100, 5000, 0)}
+    lines: list[str] = []
+    shown = threading.Event()
+
+    def emit(line):
+        lines.append(line)
+        shown.set()
+
+    reporter = ProgressReporter(lambda: state["totals"], emit, interval=0.01)
+    with reporter:
+        assert shown.wait(30)
+        reporter._stop.set()  # no more polls; then the build's last counts arrive
+        reporter._thread.join()
+        reporter._thread = threading.Thread(target=lambda: None)
+        reporter._thread.start()
+        state["totals"] = (100, 5000, 7)
+    assert lines[-1].split(", ")[2] == "7 rejected" and len(lines) >= 2
+    quiet: list[str] = []
+    with ProgressReporter(lambda: (1, 1, 0), quiet.append, interval=3600):
+        pass
+    assert quiet == []
