@@ -84,7 +84,6 @@ CHUNK_BYTES = 8 * 1024 * 1024
 _BATCH = 256  # entries per element before the read step
 # Files in flight per worker on Cloud Storage, where each read waits tens of milliseconds.
 REMOTE_READ_THREADS = 8
-LOCAL_READ_GROUP = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,21 +327,10 @@ def _describe(entry: ImageEntry) -> dict[str, Any]:
 
 def read_threads_for(setting: int, paths: Sequence[str]) -> int:
     """Threads for reading ``paths``: ``setting``, or for 0 (auto) REMOTE_READ_THREADS when
-    any path is remote and 1 otherwise (read in the encoder's thread)."""
+    any path is remote and 1 otherwise."""
     if setting:
         return setting
     return REMOTE_READ_THREADS if any("://" in path for path in paths) else 1
-
-
-def read_group_for(paths: Sequence[str]) -> int:
-    """Files per read task: one per remote object (each waits on the network), a group of
-    LOCAL_READ_GROUP for local files read by threads (``read_threads`` > 1), where a task per
-    file costs the pool's bookkeeping (~15 us) for a ~30 us read."""
-    return 1 if any("://" in path for path in paths) else LOCAL_READ_GROUP
-
-
-def _read_files(paths: Sequence[str]) -> list[tuple[bytes, OSError | None]]:
-    return [_read_file(path) for path in paths]
 
 
 def _read_file(path: str) -> tuple[bytes, OSError | None]:
@@ -361,21 +349,19 @@ def _read_file(path: str) -> tuple[bytes, OSError | None]:
 class _ReadImageBatch(beam.DoFn):
     """A batch of entries -> RecordChunks of image records; bad files -> rejected.
 
-    With ``read_threads`` > 1, files are read that many at a time, in order, in tasks of
-    ``group`` files, a bounded window (two tasks per thread) ahead of the one being turned into
-    records: reading waits on the disk or on Cloud Storage (tens of milliseconds per object
-    there) without holding the GIL, so it overlaps with the encoding and writing that run
-    downstream in this thread. Local files are read here, one at a time, by default: from the
-    page cache a read takes ~30 us, and a reading thread waited for the GIL longer than that
-    at each of its few calls per file (20,000 JPEGs: 3.6 s with one reading thread, 3.2 s
-    without).
+    With ``read_threads`` > 1, files are read that many at a time, in order, a bounded window
+    ahead of the one being turned into a record: reading waits on the disk or on Cloud Storage
+    (tens of milliseconds per object there) without holding the GIL, so it overlaps with the
+    encoding and writing that run downstream in this thread. Local files are read here, one at
+    a time, by default: from the page cache a read takes ~30 us, and a reading thread waited
+    for the GIL longer than that at each of its few calls per file (20,000 JPEGs: 3.6 s with
+    one reading thread, 3.2 s without).
     """
 
-    def __init__(self, source: str, check: bool, read_threads: int, group: int = 1) -> None:
+    def __init__(self, source: str, check: bool, read_threads: int) -> None:
         self._source = source
         self._check = check
         self._threads = read_threads
-        self._group = group
         self._read = Metrics.counter("sources", "images_read")
         self._rejected = Metrics.counter("sources", "images_rejected_at_read")
 
@@ -390,27 +376,21 @@ class _ReadImageBatch(beam.DoFn):
 
     def _files(self, entries: list[ImageEntry]
                ) -> Iterator[tuple[ImageEntry, bytes, OSError | None]]:
-        """(entry, bytes, error) in entry order; at most 2 x read_threads tasks in flight."""
+        """(entry, bytes, error) in entry order; at most 2 x read_threads files in flight."""
         if self._pool is None:
             for entry in entries:
                 yield entry, *_read_file(entry.path)
             return
-        group = max(self._group, 1)
-        tasks = iter([entries[i:i + group] for i in range(0, len(entries), group)])
         pending = collections.deque()
-
-        def submit(task: list[ImageEntry]) -> None:
-            pending.append((task, self._pool.submit(_read_files, [e.path for e in task])))
-
-        for task in itertools.islice(tasks, 2 * self._threads):
-            submit(task)
+        upcoming = iter(entries)
+        for entry in itertools.islice(upcoming, 2 * self._threads):
+            pending.append((entry, self._pool.submit(_read_file, entry.path)))
         while pending:
-            task, future = pending.popleft()
-            following = next(tasks, None)
+            entry, future = pending.popleft()
+            following = next(upcoming, None)
             if following is not None:
-                submit(following)
-            for entry, (data, error) in zip(task, future.result(), strict=True):
-                yield entry, data, error
+                pending.append((following, self._pool.submit(_read_file, following.path)))
+            yield entry, *future.result()
 
     def process(self, packed: bytes) -> Iterator[Any]:
         batch = [ImageEntry(*fields) for fields in pickle.loads(zlib.decompress(packed))]
@@ -534,7 +514,7 @@ class ReadImages(beam.PTransform):
         entries = self._plan()
         threads = read_threads_for(self._threads or 0, [entry.path for entry in entries])
         read = _ReadImageBatch(self._source, True if self._check is None else self._check,
-                               threads, read_group_for([entry.path for entry in entries]))
+                               threads)
         # A batch of entries travels as one pickle of plain tuples: as a list of dataclasses it
         # cost a pickle per entry at every step boundary, and Create walks a list's every
         # value to infer its type (0.15 s for 2,000 images).
