@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_tfrecords.transforms.codec.splits import BYTES_PREFIX, INT_PREFIX
+
 __all__ = ["REQUEST_HEADER", "hash_request", "key_bytes_column", "key_column", "repeats"]
 
 # One request to the hashing process: its kind (b"i" int64 values, b"u" uint64 values, b"b"
 # int64 offsets then the bytes), the number of keys and the payload's length in bytes.
 REQUEST_HEADER = struct.Struct("<cqq")
-INT_PREFIX, BYTES_PREFIX = b"\x02", b"\x04"  # as splits.key_bytes writes them
 
 
 def key_column(batch: pa.RecordBatch, path: Sequence[str]) -> pa.Array | None:

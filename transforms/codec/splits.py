@@ -26,6 +26,7 @@ BUCKETS = 10_000
 
 
 NULL_KEY = b"\x00none"  # key_bytes(None): what a missing key hashes as
+INT_PREFIX, BYTES_PREFIX = b"\x02", b"\x04"  # before an integer's digits, text or bytes
 
 
 def key_bytes(value: Any) -> bytes:
@@ -39,16 +40,16 @@ def key_bytes(value: Any) -> bytes:
     if isinstance(value, (bool, np.bool_)):
         return b"\x01" + (b"1" if value else b"0")
     if isinstance(value, (int, np.integer)):
-        return b"\x02" + str(int(value)).encode()
+        return INT_PREFIX + str(int(value)).encode()
     if isinstance(value, (float, np.floating, decimal.Decimal)):
         number = float(value)
         if number.is_integer():  # 3.0 and 3 are the same key
-            return b"\x02" + str(int(number)).encode()
+            return INT_PREFIX + str(int(number)).encode()
         return b"\x03" + repr(number).encode()
     if isinstance(value, str):
-        return b"\x04" + value.encode("utf-8", "surrogatepass")
+        return BYTES_PREFIX + value.encode("utf-8", "surrogatepass")
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return b"\x04" + bytes(value)
+        return BYTES_PREFIX + bytes(value)
     if isinstance(value, (datetime.date, np.datetime64)):
         return b"\x05" + str(value).encode()
     if isinstance(value, (list, tuple, np.ndarray)):
