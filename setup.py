@@ -82,6 +82,6 @@ setup(
     },
     install_requires=INSTALL_REQUIRES,
     extras_require={"dev": DEV_REQUIRES, "yaml": YAML_REQUIRES},
-    entry_points={"console_scripts": ["beam-tfrecords=beam_tfrecords.pipelines.cli:main"]},
+    entry_points={"console_scripts": ["beam-tfrecords=beam_tfrecords.pipelines.cli:entry"]},
     cmdclass={"build_py": BuildPy},
 )

@@ -4,6 +4,9 @@ UserError, however a runner wrapped it), a traceback for anything else, a traceb
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import apache_beam as beam
 import pytest
 
@@ -138,3 +141,67 @@ def test_a_worker_processes_relayed_report_of_a_user_error_is_dropped():
     assert not drop.filter(record(logging.ERROR, user))
     assert drop.filter(record(logging.WARNING, 'severity: WARN message: "No semi_persistent"'))
     assert drop.filter(record(logging.ERROR, 'message: "Traceback ... KeyError: \'x\'"'))
+
+
+def test_every_command_names_the_module_it_imports():
+    assert set(cli.COMMAND_MODULES) == set(cli.COMMANDS)
+
+
+def _in_a_fresh_process(code: str) -> list[str]:
+    """Run ``code`` in a new interpreter (freezing the collector would last for the rest of
+    this test process) and return its printed lines."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_the_command_is_imported_with_the_collector_paused_and_left_as_it_was(enabled_before):
+    seen = _in_a_fresh_process(f"""
+import gc, sys
+from beam_tfrecords.pipelines import cli
+{'' if enabled_before else 'gc.disable()'}
+during = []
+gc.callbacks.append(lambda phase, info: during.append(phase))
+cli.import_command(["--debug", "verify", "somewhere"])
+print("beam_tfrecords.pipelines.verify" in sys.modules, "apache_beam" in sys.modules,
+      gc.isenabled(), gc.get_freeze_count() > 100000, len(during))
+""")
+    # Unpaused, importing Beam runs hundreds of collections; the few allowed here are for the
+    # allocations between re-enabling the collector and the print.
+    assert seen[:4] == ["True", "True", str(enabled_before), "True"]
+    assert int(seen[4]) <= 4, seen
+
+
+def test_a_failing_import_is_left_for_main_to_report():
+    seen = _in_a_fresh_process("""
+import gc
+from beam_tfrecords.pipelines import cli
+cli.COMMAND_MODULES["verify"] = "beam_tfrecords.no_such_module"
+cli.import_command(["verify", "x"])
+cli.import_command(["no-such-command"])
+cli.import_command([])
+print(gc.isenabled())
+""")
+    assert seen == ["True"]
+
+
+def test_the_console_script_exits_with_mains_status_and_flushes_its_output(tmp_path):
+    import subprocess
+    import sys
+
+    demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+    ok = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "schema",
+                         "--config", str(demo)], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and json.loads(ok.stdout), ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "schema",
+                          "--config", str(tmp_path / "missing.yaml")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("beam-tfrecords schema: ConfigError: cannot read config ")
+    usage = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli"],
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: beam-tfrecords")

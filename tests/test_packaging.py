@@ -34,7 +34,7 @@ def test_wheel_is_one_namespace_without_tests(wheel):
 
 def test_console_script_declared(wheel):
     (entry,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
-    assert "beam-tfrecords = beam_tfrecords.pipelines.cli:main" in wheel.read(entry).decode()
+    assert "beam-tfrecords = beam_tfrecords.pipelines.cli:entry" in wheel.read(entry).decode()
 
 
 def test_dockerfile_beam_version_matches_setup():
