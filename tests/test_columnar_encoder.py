@@ -368,8 +368,8 @@ PLAN_CASES = [
      "decimal128(9, 2) -> int64"),
     ("int_scaled", F("x", "int64", (-1,), source=("c",), scale=3), pa.list_(pa.int32()),
      COLUMNAR, "int32"),
-    ("float_scaled", F("x", "int64", source=("c",), scale=2), pa.float64(), PER_ROW,
-     "converted per row"),
+    ("float_scaled", F("x", "int64", source=("c",), scale=2), pa.float64(), COLUMNAR,
+     "double -> int64"),
     ("dictionary_in_list", F("x", "string", (-1,), source=("c",)),
      pa.large_list(pa.dictionary(pa.int32(), pa.large_string())), COLUMNAR, "shape [-1]"),
     ("dictionary_of_timestamps", F("x", "int64", source=("c",), unit="ms"),
@@ -489,6 +489,54 @@ def test_times_of_day_and_scaled_decimals_are_columnar():
     assert wire.decode_example(out[0])["t"] == ("int64_list", [1000])  # ns truncated to us
     assert wire.decode_example(out[0])["p"] == ("int64_list", [-10])
     assert wire.decode_example(out[0])["tenths"] == ("int64_list", [-1])
+
+
+# Floats into an int64 feature with ``scale:`` (issue #18): the decimal each float is written
+# as, times 10**k. Drawn as decimals of 0 to 6 places (most accepted at some scales, refused at
+# others), raw doubles, and magnitudes around 2**50 and the int64 range once scaled.
+SCALED_FLOATS = st.one_of(
+    st.decimals(places=3, allow_nan=False, allow_infinity=False, min_value=-10**9,
+                max_value=10**9).map(float),
+    st.integers(-10**6, 10**6).flatmap(
+        lambda n: st.integers(0, 6).map(lambda places: float(decimal.Decimal(n).scaleb(-places)))),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.floats(width=32),
+    st.sampled_from([0.0, -0.0, 12.34, 1.005, 0.125, 0.1 + 0.2, 2.0**50, 2.0**53, 1e15, 1e16,
+                     -1e17, 9.2e18, 9.3e18, 1e19, 1.5e300, 11258999068426.24, 1125899906842.624,
+                     112589990684262.4, 5e-324]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), SCALED_FLOATS), max_size=8),
+       st.sampled_from([0, 1, 2, 3, 6, 18]), st.sampled_from([pa.float64(), pa.float32()]),
+       st.booleans())
+def test_scaled_floats_equal_the_row_encoder(values, scale, kind, as_list):
+    if kind == pa.float32():
+        values = [None if v is None else float(np.float32(v)) if abs(v) < 3e38 or
+                  not math.isfinite(v) else 1.0 for v in values]
+    column = pa.array([[v] for v in values] if as_list else values,
+                      pa.list_(kind) if as_list else kind)
+    spec = F("x", "int64", (-1,) if as_list else (), source=("c",), missing="omit", scale=scale)
+    encoder = assert_same_as_rows([spec], pa.record_batch({"c": column}))
+    assert encoder.plan(pa.schema([("c", column.type)]))["x"].mode == COLUMNAR
+
+
+def test_scaled_floats_are_the_decimal_they_are_written_as():
+    values = [12.34, 0.1 + 0.2, 1.005, -7.0, 2.0**49 / 100, math.nan, 1e300, None]
+    batch = pa.record_batch({"p": pa.array(values, pa.float64())})
+    encoder = assert_same_as_rows([F("p", "int64", scale=2, missing="omit")], batch)
+    out, good, rejects = encoder.encode(batch)
+    assert good.tolist() == [0, 3, 4, 7]
+    assert [wire.decode_example(r).get("p") for r in out] == [
+        ("int64_list", [1234]), ("int64_list", [-700]), ("int64_list", [2**49]), None]
+    assert [i for i, _ in rejects] == [1, 2, 5, 6]
+    assert "more than 2 decimal places" in str(rejects[0][1])
+    # Past 2**50 once scaled, one batch goes per row, where the test is exact.
+    big = pa.record_batch({"p": pa.array([12.34, 1e16], pa.float64())})
+    encoder = assert_same_as_rows([F("p", "int64", scale=2)], big)
+    assert [wire.decode_example(r)["p"] for r in encoder.encode(big)[0]] == [
+        ("int64_list", [1234]), ("int64_list", [10**18])]
 
 
 def test_struct_fields_literal_dotted_columns_and_parent_nulls():

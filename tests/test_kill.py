@@ -342,6 +342,47 @@ def test_a_signal_stops_the_build_in_one_line_and_the_next_build_cleans_up(
     assert not (out / killed.group(1)).exists()  # the next build removed the leftovers
 
 
+def _staged(out: pathlib.Path, runs: bool) -> bool:
+    """Whether a shuffled build has staged bytes of its sorted runs (``runs``) or, after them,
+    of its finalized shards."""
+    return any(size > 0 and path.endswith(".run") == runs
+               for path, size in written(out).items() if "/.staging/" in path)
+
+
+@pytest.mark.parametrize("phase,signum", [("runs", signal.SIGINT), ("finalize", signal.SIGINT),
+                                          ("finalize", signal.SIGTERM)])
+def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(tmp_path, long_config,
+                                                                     phase, signum):
+    shuffled = tmp_path / "shuffled.yaml"
+    shuffled.write_text(long_config.read_text().replace(
+        "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
+    assert "shuffle: {seed: 7}" in shuffled.read_text()
+    out = tmp_path / "out"
+    proc = start_build(tmp_path, shuffled, out)
+    wait_for(lambda: _staged(out, runs=phase == "runs"), proc, f"the staged bytes of its {phase}")
+    os.kill(proc.pid, signum)
+    _, stderr = proc.communicate(timeout=60)
+
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
+    name, what = interrupted_line(stderr)
+    assert name == signal.Signals(signum).name
+    killed = re.fullmatch(r"nothing committed; version (\S+) left for the next build to clean",
+                          what)
+    assert killed, what
+    left = written(out)
+    time.sleep(1)
+    assert written(out) == left  # no writing thread outlived the command
+    assert not (out / ".lease").exists()
+    assert not (out / "LATEST").exists()
+
+    after = build.run(["--config", str(shuffled), "--output", str(out),
+                       "--input", str(ROOT / "configs" / "data" / "demo.csv"),
+                       "--version", "next"])
+    assert after["counts"]["read"] == 10_000
+    assert (out / "LATEST").read_text().strip() == "next"
+    assert not (out / killed.group(1)).exists()  # the next build removed the leftovers
+
+
 def test_a_signal_after_the_commit_says_the_version_was_committed(tmp_path):
     out = tmp_path / "out"
     proc = start_build(tmp_path, DEMO, out, "--version", "done", hangs="summary")

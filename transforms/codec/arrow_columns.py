@@ -33,6 +33,7 @@ __all__ = [
     "list_depth",
     "never_coerces",
     "numbers",
+    "scaled_floats",
     "resolve",
     "take_rows",
     "temporal_values",
@@ -226,6 +227,37 @@ def decimal_values(arr: pa.Array, idx: np.ndarray | None, dtype: str, scale: int
     return whole, rest != 0
 
 
+# Below 2**50 a float times 10**k lands within 1/4 of the decimal's integer and that integer
+# over 10**k rounds back to exactly one double; past it two decimals may share a double.
+_EXACT_SCALED = 2.0**50
+# Far enough past 2**63 that no value the row path accepts rounds there.
+_SURELY_OUT_OF_RANGE = 2.0**64
+
+
+def scaled_floats(values: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 values, rows refused) of floats times ``10**scale``, as the row path computes
+    them: a float is the decimal it is written as (its shortest round-trip form), so 12.34
+    with scale 2 is 1234 though the double is 12.3399999...; NaN, infinities, values with
+    more than ``scale`` decimal places and values far outside the int64 range are refused.
+
+    The test is exact for magnitudes under 2**50 once scaled: ``d = rint(x * 10**k)`` is the
+    decimal's integer when there is one, and ``d / 10**k == x`` (one correctly rounded
+    division by an exact power of ten) holds exactly when that decimal rounds to ``x``,
+    which is when its shortest form has at most k places. Between 2**50 and 2**64 this
+    raises :class:`Unsupported`: the batch's feature goes per row, exactly."""
+    values = values.astype(np.float64, copy=False)
+    power = 10.0**scale
+    with np.errstate(invalid="ignore", over="ignore"):
+        whole = np.rint(values * power)
+        size = np.abs(whole)
+        finite = np.isfinite(values)
+        if (finite & (size >= _EXACT_SCALED) & (size < _SURELY_OUT_OF_RANGE)).any():
+            raise Unsupported(f"a float times 10**{scale} at 2**50 or more: converted per "
+                              "row, exactly")
+        exact = finite & (size < _EXACT_SCALED) & (whole / power == values)
+    return np.where(exact, whole, 0.0).astype(np.int64), ~exact
+
+
 def binary_layout(arr: pa.Array, idx: np.ndarray | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(data buffer, starts, lengths) of the string/binary slots ``idx`` (None: all)."""
@@ -314,9 +346,7 @@ def check_type(spec: FeatureSpec, t: pa.DataType) -> str:
     """Why a column of type ``t`` is columnar for ``spec``; raises Unsupported if it is not."""
     t = undict(t)
     depth, leaf = list_depth(t)
-    kind = leaf_kind(leaf)  # raises for the types converted per row
-    if spec.scale and kind == "float":
-        raise Unsupported(f"{leaf} times 10**{spec.scale} is converted per row (exactly)")
+    leaf_kind(leaf)  # raises for the types converted per row
     # Any depth: rows nested unlike the shape are rejected, as the row path's walk rejects
     # them (one level for several dimensions: the values already flat).
     if not spec.shape and depth:

@@ -29,8 +29,8 @@ feature) is columnar too: its rows are rejected -- unless the feature has a date
 then the strings are dates and datetimes, parsed over the whole column by
 :mod:`text_values`. A batch whose values the vectorised conversion cannot match exactly (a
 decimal wider than 53 bits into a float, a timestamp past the year 9999, a time of day
-outside one day) encodes that feature per row. Everything else -- maps, floats into a feature
-with ``scale``, paths that go through non-struct values -- is encoded per row for that
+outside one day, a float that scales past 2**50) encodes that feature per row. Everything
+else -- maps, paths that go through non-struct values -- is encoded per row for that
 feature only and merged in key order; SequenceExamples and specs whose stored keys collide
 are encoded per row entirely. The choice and its reason are logged once per feature and
 schema (:meth:`plan`).
@@ -64,6 +64,7 @@ from beam_tfrecords.transforms.codec.arrow_columns import (
     never_coerces,
     numbers,
     resolve,
+    scaled_floats,
     take_rows,
     temporal_values,
     valid_mask,
@@ -439,6 +440,10 @@ class ColumnarEncoder:
                     self._flag(enc, owner, wrong, checked)
                     values = np.where(wrong, 0, values)
                 values = values.astype(np.int64) * 10**spec.scale
+            elif spec.scale and kind == "float":  # the decimal each float is written as
+                values, wrong = scaled_floats(values, spec.scale)
+                if wrong.any():
+                    self._flag(enc, owner, wrong, checked)
             elif kind == "uint":
                 self._flag(enc, owner, values > np.uint64(2**63 - 1), checked)
             elif kind == "float":
