@@ -47,7 +47,7 @@ __all__ = ["CLEANUP_SECONDS", "EXIT_STATUS", "handle_signals", "watch_lease", "w
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
 CLEANUP_SECONDS = 20.0
-_POLL = 0.1  # seconds between the watcher's looks at its stop flag
+_POLL = 0.02  # seconds between the watcher's looks at its stop flag; a build's end waits one
 
 _active: _Watcher | None = None
 

@@ -360,15 +360,17 @@ def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(tmp_path, l
     out = tmp_path / "out"
     proc = start_build(tmp_path, shuffled, out)
     wait_for(lambda: _staged(out, runs=phase == "runs"), proc, f"the staged bytes of its {phase}")
+    children = processes_under(proc.pid)  # the keyed splits' hashing child
     os.kill(proc.pid, signum)
     _, stderr = proc.communicate(timeout=60)
 
     assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
     name, what = interrupted_line(stderr)
     assert name == signal.Signals(signum).name
-    killed = re.fullmatch(r"nothing committed; version (\S+) left for the next build to clean",
-                          what)
+    killed = re.fullmatch(r"nothing committed; version (\S+) left for the next build to clean"
+                          r"(?:; stopped \d+ process(?:es)? it had started)?", what)
     assert killed, what
+    assert not [pid for pid in children if running(pid)], children
     left = written(out)
     time.sleep(1)
     assert written(out) == left  # no writing thread outlived the command
