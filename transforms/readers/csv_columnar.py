@@ -32,8 +32,9 @@ per-row reader. What the proof rests on:
 * **Types.** :func:`type_batch` accepts a value from Arrow's casts only where Arrow's
   grammar is a subset of :func:`read_csv.parse_cell`'s and the values agree (decimal integers
   without ``+``; floats Arrow parses to a finite value; exact ``true``/``false``; whole
-  numbers and dates as :mod:`text_values` decides them); every other cell goes through
-  :func:`read_csv.parse_cell` itself, one by one.
+  numbers and dates as :mod:`text_values` decides them; for a feature with ``scale``, plain
+  decimals of one number of places, as a decimal128 equal to each cell's ``Decimal``); every
+  other cell goes through :func:`read_csv.parse_cell` itself, one by one.
 
 Pure: no Beam, no file systems (callers pass an open binary stream).
 """
@@ -86,6 +87,11 @@ _INT_RE = r"^-?[0-9]{1,18}$"  # always within int64; Arrow and int() agree on th
 _FLOAT_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 # ASCII classes, not (?i): RE2 folds the long s (U+017F) onto "s"; str.lower() does not.
 _BOOL_RE = r"^(?:[tT][rR][uU][eE]|[fF][aA][lL][sS][eE])$"
+# Decimal text whose Decimal(cell) and Arrow's decimal128 agree digit for digit, repr
+# included: an optional sign, digits, optionally a point and more digits.
+_PLAIN_DECIMAL_RE = r"^[+-]?[0-9]+(?:\.[0-9]+)?$"
+_NEGATIVE_ZERO_RE = r"^-[0.]*$"  # Decimal keeps the sign of -0.00; a decimal128 cannot
+_DECIMAL_DIGITS = 38  # decimal128's precision
 
 
 class NeedsRows(Exception):
@@ -740,7 +746,7 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
     ``(feature, reason, cell)`` for the first failing column, as the per-row reader reports;
     the caller drops them from the batch. Raises :class:`NeedsRows` for a value an int64
     column cannot hold (the per-row reader keeps it; the encoder rejects it later), and for
-    a feature with ``scale`` (its cells are exact Decimals, read per row).
+    a feature with ``scale`` whose cells :func:`_decimal_cells` cannot type exactly.
     """
     null_set = pa.array(list(nulls), pa.string()) if nulls else None
     arrays = []
@@ -754,9 +760,8 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
                 isnull = mask
         spec = specs.get(column)
         if spec is not None and getattr(spec, "scale", 0):
-            # Decimal text of a feature with scale: is its exact value (parse_cell's Decimal),
-            # which no int64 or float64 column holds: the per-row reader reads the block.
-            raise NeedsRows(f"column {column!r}: decimal text for scale: {spec.scale}")
+            arrays.append(_decimal_cells(cells, isnull, column))
+            continue
         if spec is None or spec.dtype not in ("int64", "float"):
             arrays.append(cells if isnull is None else
                           pc.if_else(isnull, pa.scalar(None, pa.string()), cells))
@@ -778,6 +783,37 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
     rejected = {row: (name, reason, batch.column(index)[row].as_py())
                 for row, (index, name, reason) in errors.items()}
     return pa.RecordBatch.from_arrays(arrays, names=list(columns)), rejected
+
+
+def _decimal_cells(cells: pa.Array, isnull: pa.Array | None, column: str) -> pa.Array:
+    """The cells of a feature with ``scale`` as one decimal128 column whose values are what
+    parse_cell gives each cell -- its exact ``Decimal``, digit for digit, so that a value's
+    repr in a dead letter is the same on either path (``12.30`` stays ``Decimal('12.30')``)
+    -- and which the encoder scales column-wise. That holds when every present cell is plain
+    decimal text (sign, digits, point, digits) with the same number of decimal places and
+    none is a negative zero; any other block raises :class:`NeedsRows` and the per-row
+    reader reads it (true/false, exponents, spaces, mixed places)."""
+    present = cells if isnull is None else pc.if_else(isnull, pa.scalar(None, pa.string()),
+                                                      cells)
+    why = f"column {column!r}: decimal text for scale:"
+    if present.null_count == len(present):
+        return pa.nulls(len(present), pa.decimal128(1, 0))
+    plain = pc.match_substring_regex(present, _PLAIN_DECIMAL_RE)
+    if not pc.all(plain, skip_nulls=True, min_count=0).as_py():
+        raise NeedsRows(f"{why} not all plain decimal text")
+    point = pc.find_substring(present, ".")
+    places = pc.if_else(pc.equal(point, -1), 0,
+                        pc.subtract(pc.subtract(pc.utf8_length(present), point), 1))
+    bounds = pc.min_max(places)
+    fewest, most = bounds["min"].as_py(), bounds["max"].as_py()
+    if fewest != most or most > _DECIMAL_DIGITS:
+        raise NeedsRows(f"{why} decimal places differ ({fewest} to {most})")
+    if pc.any(pc.match_substring_regex(present, _NEGATIVE_ZERO_RE)).as_py():
+        raise NeedsRows(f"{why} a negative zero")
+    try:
+        return pc.cast(present, pa.decimal128(_DECIMAL_DIGITS, most))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # more than 38 digits
+        raise NeedsRows(f"{why} more digits than a decimal128 holds") from None
 
 
 def _type_cells(cells: pa.Array, spec: Any, parse_cell: CellParser,
