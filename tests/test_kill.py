@@ -275,6 +275,37 @@ def interrupted_line(stderr: str) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
+def assert_stopped_and_left(proc, signum, stderr: str, children: dict[int, str],
+                            out: pathlib.Path) -> str:
+    """The build a signal stopped before its commit: exit 130/143, one line naming the
+    version it left, the processes it had started stopped, nothing written after it exited,
+    its lease released, nothing committed. Returns the version."""
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
+    name, what = interrupted_line(stderr)
+    assert name == signal.Signals(signum).name
+    killed = re.fullmatch(r"nothing committed; version (\S+) left for the next build to clean"
+                          r"(?:; stopped \d+ process(?:es)? it had started)?", what)
+    assert killed, what
+    assert not [pid for pid in children if running(pid)], children  # workers stopped
+    left = written(out)
+    time.sleep(1)
+    assert written(out) == left  # nobody keeps writing, no writing thread outlived it
+    assert not (out / ".lease").exists()  # released: the next build need not wait
+    assert not (out / killed.group(1) / "manifest.json").exists()
+    assert not (out / "LATEST").exists()
+    return killed.group(1)
+
+
+def assert_next_build_cleans_up(config: pathlib.Path, out: pathlib.Path, left: str) -> None:
+    """The next build (no --wait-for-lease) commits and removes the version ``left``."""
+    after = build.run(["--config", str(config), "--output", str(out),
+                       "--input", str(ROOT / "configs" / "data" / "demo.csv"),
+                       "--version", "next"])
+    assert after["counts"]["read"] == 10_000
+    assert (out / "LATEST").read_text().strip() == "next"
+    assert not (out / left).exists()  # the next build removed the leftovers
+
+
 @pytest.fixture(scope="module")
 def long_input(tmp_path_factory) -> pathlib.Path:
     """2,000,000 demo-like rows in 20 hard-linked CSV files: long enough that every local runner
@@ -319,27 +350,9 @@ def test_a_signal_stops_the_build_in_one_line_and_the_next_build_cleans_up(
     _, stderr = proc.communicate(timeout=60)
     took = time.monotonic() - started
 
-    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
-    name, what = interrupted_line(stderr)
-    assert name == signal.Signals(signum).name
-    killed = re.fullmatch(r"nothing committed; version (\S+) left for the next build to clean"
-                          r"(?:; stopped \d+ process(?:es)? it had started)?", what)
-    assert killed, what
     assert took < 15, took
-    assert not [pid for pid in children if running(pid)], children  # workers stopped
-    left = written(out)
-    time.sleep(1)
-    assert written(out) == left  # nobody keeps writing
-    assert not (out / ".lease").exists()  # released: the next build need not wait
-    assert not (out / killed.group(1) / "manifest.json").exists()
-    assert not (out / "LATEST").exists()
-
-    after = build.run(["--config", str(long_config), "--output", str(out),
-                       "--input", str(ROOT / "configs" / "data" / "demo.csv"),
-                       "--version", "next"])  # no --wait-for-lease
-    assert after["counts"]["read"] == 10_000
-    assert (out / "LATEST").read_text().strip() == "next"
-    assert not (out / killed.group(1)).exists()  # the next build removed the leftovers
+    version = assert_stopped_and_left(proc, signum, stderr, children, out)
+    assert_next_build_cleans_up(long_config, out, version)
 
 
 def _staged(out: pathlib.Path, runs: bool) -> bool:
@@ -364,25 +377,8 @@ def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(tmp_path, l
     os.kill(proc.pid, signum)
     _, stderr = proc.communicate(timeout=60)
 
-    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
-    name, what = interrupted_line(stderr)
-    assert name == signal.Signals(signum).name
-    killed = re.fullmatch(r"nothing committed; version (\S+) left for the next build to clean"
-                          r"(?:; stopped \d+ process(?:es)? it had started)?", what)
-    assert killed, what
-    assert not [pid for pid in children if running(pid)], children
-    left = written(out)
-    time.sleep(1)
-    assert written(out) == left  # no writing thread outlived the command
-    assert not (out / ".lease").exists()
-    assert not (out / "LATEST").exists()
-
-    after = build.run(["--config", str(shuffled), "--output", str(out),
-                       "--input", str(ROOT / "configs" / "data" / "demo.csv"),
-                       "--version", "next"])
-    assert after["counts"]["read"] == 10_000
-    assert (out / "LATEST").read_text().strip() == "next"
-    assert not (out / killed.group(1)).exists()  # the next build removed the leftovers
+    version = assert_stopped_and_left(proc, signum, stderr, children, out)
+    assert_next_build_cleans_up(shuffled, out, version)
 
 
 def test_a_signal_after_the_commit_says_the_version_was_committed(tmp_path):
