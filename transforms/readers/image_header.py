@@ -68,8 +68,7 @@ def read_header(data: bytes) -> ImageInfo:
     if not data:
         raise ImageHeaderError("not an image: the file is empty")
     if data.startswith(b"\xff\xd8"):
-        info, end = _jpeg(data)
-        return dataclasses.replace(info, header_end=end)
+        return _jpeg(data)
     if _PNG_SIGNATURE.startswith(data[:8]):
         return _png(data)
     if data[:6] in (b"GIF87a", b"GIF89a") or (
@@ -96,7 +95,7 @@ def check_complete(data: bytes, info: ImageInfo) -> None:
     if len(data) < 30 and info.format in ("WEBP", "BMP"):
         raise ImageHeaderError(f"truncated {info.format}: only {len(data)} bytes")
     if info.format == "JPEG":
-        end = info.header_end or _jpeg(data)[1]
+        end = info.header_end or _jpeg(data).header_end
         # Searched from the end: a complete file ends with the marker, found at once.
         if data.rfind(b"\xff\xd9", end) < 0:
             raise ImageHeaderError(
@@ -125,14 +124,14 @@ def _need(data: bytes, end: int, fmt: str, what: str) -> None:
             f"truncated {fmt}: {what} needs {end} bytes, the data ends at byte {len(data)}")
 
 
-def _dims(fmt: str, height: int, width: int, channels: int) -> ImageInfo:
+def _dims(fmt: str, height: int, width: int, channels: int, header_end: int = 0) -> ImageInfo:
     if height <= 0 or width <= 0:
         raise ImageHeaderError(f"invalid {fmt}: the header says {width}x{height} pixels")
-    return ImageInfo(fmt, height, width, channels)
+    return ImageInfo(fmt, height, width, channels, header_end)
 
 
-def _jpeg(data: bytes) -> tuple[ImageInfo, int]:
-    """The frame header's info and the offset just past the SOF segment."""
+def _jpeg(data: bytes) -> ImageInfo:
+    """The frame header's info, its ``header_end`` just past the SOF segment."""
     pos = 2
     size = len(data)
     while True:
@@ -181,7 +180,7 @@ def _jpeg(data: bytes) -> tuple[ImageInfo, int]:
                 raise ImageHeaderError(
                     f"unsupported JPEG: SOF{marker - 0xC0} at byte {start} leaves the height "
                     "to a DNL marker after the scan")
-            return _dims("JPEG", height, width, components), pos + length
+            return _dims("JPEG", height, width, components, pos + length)
         pos += length
 
 
