@@ -234,17 +234,23 @@ def _csv_columns(pa: Any, path: str, delimiter: str
         delimiter=delimiter), convert_options=pcsv.ConvertOptions(
         column_types={n: pa.string() for n in table.column_names}, null_values=[],
         strings_can_be_null=False))
+    import pyarrow.compute as pc
+
+    marker_set = pa.array(markers, pa.string())
     seen = set()
     for column in as_text.columns:
-        seen.update(v for v in column.to_pylist() if v in markers)
+        seen.update(pc.unique(column.filter(pc.is_in(column, value_set=marker_set))).to_pylist())
+    absent = pa.array(sorted(seen | {""}), pa.string())
     columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table), text_times=True)
     for column in columns:
-        cells = as_text.column(column.source[0]).to_pylist()
+        text = as_text.column(column.source[0])
         if column.dtype == "string" and not column.shape:  # JSON array cells: a list
+            cells = text.to_pylist()
             _json_list_cells(column, cells, seen)
             _date_text(column, [c for c in cells if c not in seen and c != ""])
         elif column.dtype in ("int64", "float"):
-            _check_cells(column, [c for c in cells if c not in seen and c != ""])
+            present = text.filter(pc.invert(pc.is_in(text, value_set=absent)))
+            _check_cells(column, present.combine_chunks())
     # An empty cell is a missing value (the reader's default) whether or not the sample has one.
     options = {"delimiter": delimiter, "header": True, "null_values": sorted(seen | {""})}
     if not whole:
@@ -287,25 +293,43 @@ def _date_text(column: Column, cells: Sequence[Any]) -> None:
     column.note = f"ISO-8601 {what} text -> {unit} since 1970-01-01 UTC (no offset: UTC)"
 
 
-def _check_cells(column: Column, cells: Sequence[str]) -> None:
-    """Keep a number type only where our CSV reader parses every sampled cell as one (Arrow
-    reads ``0x1F`` as an integer, we do not): else a float, else text."""
+def _check_cells(column: Column, cells: Any) -> None:
+    """Keep a number type only where our CSV reader parses every sampled cell (a pyarrow
+    string array) as one (Arrow reads ``0x1F`` as an integer, we do not): else a float, else
+    text."""
     from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-    from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
 
     for dtype in ("int64", "float", "string")[("int64", "float").index(column.dtype):]:
         if dtype == "string":
             column.dtype, column.note = "string", "numbers our CSV reader does not parse"
             return
-        spec = FeatureSpec(column.name, dtype)
-        try:
-            for cell in cells:
-                parse_cell(spec, cell)
-        except CellError:
+        if not _reader_parses_all(FeatureSpec(column.name, dtype), cells):
             continue
         if dtype != column.dtype:
             column.dtype, column.note = dtype, ""
         return
+
+
+def _reader_parses_all(spec: Any, cells: Any) -> bool:
+    """Whether our CSV reader reads every cell as ``spec``'s type: column-wise, as it types a
+    block (parse_cell for the cells Arrow's casts do not settle), or cell by cell where the
+    reader would read the block per row."""
+    import pyarrow as pa
+
+    from beam_tfrecords.transforms.readers import csv_columnar as cc
+    from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
+
+    batch = pa.RecordBatch.from_arrays([cells], names=["c"])
+    try:
+        _, bad = cc.type_batch(batch, ["c"], {"c": spec}, (), parse_cell, CellError)
+        return not bad
+    except cc.NeedsRows:  # e.g. an integer past int64, which the per-row reader keeps
+        try:
+            for cell in cells.to_pylist():
+                parse_cell(spec, cell)
+        except CellError:
+            return False
+        return True
 
 
 def _json_list_cells(column: Column, cells: Sequence[str], nulls: set) -> None:

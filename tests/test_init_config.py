@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
@@ -205,3 +207,29 @@ def test_a_table_nobody_here_wrote(tmp_path):
     assert found, "numpy ships its validation tables in this pinned version"
     _, manifest = init_and_build(tmp_path, str(found[0]))
     assert_clean(manifest)
+
+
+_CELLS = st.one_of(
+    st.text(alphabet="0123456789+-.eEnaiftyrulsxTRUEFALS \t\u0663", max_size=10),
+    st.sampled_from(["true", "FALSE", "-nan", "+inf", "1e400", "-0", "007", "0x1f", "1_0",
+                     "9223372036854775807", "9223372036854775808", "-9223372036854775809",
+                     "1.", ".5", "517.0", "1e3", " 12 ", "1e19", "\u0663", "+5"]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_CELLS, min_size=1, max_size=25), st.sampled_from(["int64", "float"]))
+def test_the_sampled_cells_check_is_the_readers_cell_by_cell_answer(cells, dtype):
+    """init keeps a number type only where our CSV reader parses every sampled cell; checked
+    column-wise (csv_columnar.type_batch) it must answer as parse_cell cell by cell does."""
+    from beam_tfrecords.pipelines.init_config import _reader_parses_all
+    from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+    from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
+
+    spec = FeatureSpec("c", dtype)
+    try:
+        for cell in cells:
+            parse_cell(spec, cell)
+        expected = True
+    except CellError:
+        expected = False
+    assert _reader_parses_all(spec, pa.array(cells, pa.string())) == expected
