@@ -536,6 +536,16 @@ class _ChunkReader:
                 self._buf, self._pos = chunk, take
         return b"".join(parts)
 
+    def window(self) -> tuple[bytes, int]:
+        """The chunk at hand and the position in it: what :meth:`skip_to` may move over
+        without a read."""
+        return self._buf, self._pos
+
+    def skip_to(self, pos: int) -> None:
+        """Move within the chunk at hand (``pos`` <= its length), past bytes taken from
+        :meth:`window`."""
+        self._pos = pos
+
     def pieces(self, n: int) -> Iterator[bytes | memoryview]:
         """The next ``n`` bytes (fewer at end of stream) in the pieces they arrive in, none
         of them copied or kept: how a record too large to hold is passed through its CRC."""
@@ -590,7 +600,38 @@ def _parse(reader: _ChunkReader, path: str, verify_crc: bool, decompressed: bool
             raise fail(f"data CRC mismatch (stored {stored:#010x}, computed {computed:#010x}) "
                        f"for a record of {length} bytes")
 
-    while header := reader.read(HEADER_SIZE):
+    crc32c_of = _crc32c.crc32c
+    unpack_header, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
+    while True:
+        # The records lying whole in the chunk at hand, sound and small, in a tight loop: a
+        # record-by-record read cost ~2.8 us each (verify read 23 MB/s of 65-byte records).
+        # Anything else -- a record crossing chunks, a large one, a bad CRC, a truncation --
+        # is left to the general path below, which reads it again and says what is wrong.
+        buf, pos = reader.window()
+        end = len(buf)
+        while pos + HEADER_SIZE <= end:
+            length, length_crc = unpack_header(buf, pos)
+            start = pos + HEADER_SIZE
+            stop = start + length + FOOTER_SIZE
+            if length > small or stop > end or (
+                    size is not None and offset + stop - pos > size):
+                break
+            data = buf[start:start + length]
+            if verify_crc:
+                c = crc32c_of(buf[pos:pos + 8])
+                if length_crc != (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF:
+                    break
+                c = crc32c_of(data)
+                if unpack_u32(buf, start + length)[0] != (
+                        ((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF:
+                    break
+            reader.skip_to(stop)
+            yield offset, length, data
+            offset += stop - pos
+            pos = stop
+        header = reader.read(HEADER_SIZE)
+        if not header:
+            return
         if len(header) < HEADER_SIZE:
             raise fail(f"truncated record header: {len(header)} of {HEADER_SIZE} bytes")
         length, length_crc = _HEADER.unpack(header)
