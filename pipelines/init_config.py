@@ -307,7 +307,26 @@ def _check_cells(column: Column, cells: Any) -> None:
             continue
         if dtype != column.dtype:
             column.dtype, column.note = dtype, ""
+        if dtype == "float":
+            _fixed_places(column, cells)
         return
+
+
+def _fixed_places(column: Column, cells: Any) -> None:
+    """A float column whose every sampled cell is written with the same k decimal places (a
+    price, 12.34) gets a note: as an int64 with ``scale: k`` its values are stored exactly,
+    where a float feature keeps a float32 (9999.99 becomes 9999.990234375)."""
+    from beam_tfrecords.transforms.readers import csv_columnar as cc
+
+    if not len(cells):
+        return
+    try:
+        places = cc.decimal_cells(cells, None, column.name).type.scale
+    except cc.NeedsRows:  # mixed places, exponents, nan ...
+        return
+    if places:
+        column.note = (f"every sampled value has {places} decimal places: {{type: int64, "
+                       f"scale: {places}}} would store them exactly")
 
 
 def _reader_parses_all(spec: Any, cells: Any) -> bool:

@@ -233,3 +233,23 @@ def test_the_sampled_cells_check_is_the_readers_cell_by_cell_answer(cells, dtype
     except CellError:
         expected = False
     assert _reader_parses_all(spec, pa.array(cells, pa.string())) == expected
+
+
+def test_a_float_column_written_with_fixed_decimal_places_is_pointed_at_scale(tmp_path):
+    rows = ["id,price,ratio,big", *(f"{i},{i * 7 % 1000}.{i % 100:02d},{i / 7},{i}.5e3"
+                                    for i in range(300))]
+    (tmp_path / "in.csv").write_text("\n".join(rows) + "\n")
+    text = init_config(str(tmp_path / "in.csv"))
+    price = next(line for line in text.splitlines() if line.strip().startswith("price:"))
+    assert "{type: float}" in price
+    assert "every sampled value has 2 decimal places: {type: int64, scale: 2}" in price
+    for other in ("ratio:", "big:"):  # varying places; an exponent
+        line = next(line for line in text.splitlines() if line.strip().startswith(other))
+        assert "scale" not in line, line
+    # The suggestion holds: the config with it builds every row, exactly.
+    config = yaml.safe_load(text)
+    config["features"]["price"] = {"type": "int64", "scale": 2}
+    config["output"]["path"] = str(tmp_path / "out")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    manifest = build.run(["--config", str(tmp_path / "c.yaml"), "--version", "v"])
+    assert manifest["counts"]["written"] == 300 and manifest["counts"]["rejected"] == 0

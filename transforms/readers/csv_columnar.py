@@ -66,6 +66,7 @@ __all__ = [
     "Prefixed",
     "RowSpan",
     "RowSplitter",
+    "decimal_cells",
     "dialect_supported",
     "has_empty_line",
     "lift_csv_field_limit",
@@ -746,7 +747,7 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
     ``(feature, reason, cell)`` for the first failing column, as the per-row reader reports;
     the caller drops them from the batch. Raises :class:`NeedsRows` for a value an int64
     column cannot hold (the per-row reader keeps it; the encoder rejects it later), and for
-    a feature with ``scale`` whose cells :func:`_decimal_cells` cannot type exactly.
+    a feature with ``scale`` whose cells :func:`decimal_cells` cannot type exactly.
     """
     null_set = pa.array(list(nulls), pa.string()) if nulls else None
     arrays = []
@@ -760,7 +761,7 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
                 isnull = mask
         spec = specs.get(column)
         if spec is not None and getattr(spec, "scale", 0):
-            arrays.append(_decimal_cells(cells, isnull, column))
+            arrays.append(decimal_cells(cells, isnull, column))
             continue
         if spec is None or spec.dtype not in ("int64", "float"):
             arrays.append(cells if isnull is None else
@@ -785,7 +786,7 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
     return pa.RecordBatch.from_arrays(arrays, names=list(columns)), rejected
 
 
-def _decimal_cells(cells: pa.Array, isnull: pa.Array | None, column: str) -> pa.Array:
+def decimal_cells(cells: pa.Array, isnull: pa.Array | None, column: str) -> pa.Array:
     """The cells of a feature with ``scale`` as one decimal128 column whose values are what
     parse_cell gives each cell -- its exact ``Decimal``, digit for digit, so that a value's
     repr in a dead letter is the same on either path (``12.30`` stays ``Decimal('12.30')``)
