@@ -81,6 +81,9 @@ def _leaf(pa: Any, t: Any, text_times: bool) -> tuple[str, str, str] | str:
     if types.is_floating(t):
         return "float", "", ""
     if types.is_decimal(t):
+        if 0 < t.scale <= 18 and t.precision <= 18:  # every value fits an int64 once scaled
+            return "float", "", (f"decimal -> float32; {{type: int64, scale: {t.scale}}} "
+                                 "would store it exactly")
         return "float", "", "decimal -> float32"
     if types.is_string(t) or types.is_large_string(t):
         return "string", "", ""

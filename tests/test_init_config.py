@@ -100,6 +100,9 @@ def test_parquet_with_the_hard_parts(tmp_path):
     assert features["flag"] == {"type": "int64"}
     assert features["clock"] == {"type": "int64", "unit": "us"}  # since midnight
     assert config["splits"]["key"] == "row_id"
+    price = next(line for line in init_config(str(tmp_path / "t.parquet")).splitlines()
+                 if line.strip().startswith("price:"))
+    assert "decimal -> float32; {type: int64, scale: 2} would store it exactly" in price
 
 
 def test_csv_with_null_markers_bools_nan_and_json_arrays(tmp_path):
