@@ -34,7 +34,8 @@ def _schema(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="beam-tfrecords schema",
                                      description="Print the tf.io parse spec as JSON "
                                                  "(or as Python with --python).")
-    parser.add_argument("path", nargs="?", help="a version directory or its manifest.json")
+    parser.add_argument("path", nargs="?", help="a version directory or its manifest.json, "
+                                                "or an output root (its LATEST version)")
     parser.add_argument("--config", help="a data set config instead of a built version")
     parser.add_argument("--python", action="store_true",
                         help="print ready-to-paste Python building the tf.io objects")
@@ -44,9 +45,15 @@ def _schema(argv: Sequence[str]) -> int:
     if args.config:
         spec = tf_parse_spec(load_config(args.config).features)
     else:
+        from beam_tfrecords.pipelines.verify import version_at
+
         path = args.path.rstrip("/")
         if not path.endswith(".json"):
-            path = storage.join(path, mf.MANIFEST)
+            version = version_at(path)
+            if version is None:
+                raise storage.NoMatch(f"{args.path} is neither a version directory (no "
+                                      "manifest.json) nor an output root (no LATEST)")
+            path = storage.join(version, mf.MANIFEST)
         spec = json.loads(storage.read_text(path))["feature_spec"]
     if args.python:
         from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec_python
@@ -117,7 +124,8 @@ def _inspect(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="beam-tfrecords inspect",
         description="Print the first examples as JSON and a per-feature summary.")
-    parser.add_argument("path", help="a version directory, its manifest.json, or a glob")
+    parser.add_argument("path", help="a version directory, its manifest.json, an output root "
+                                     "(its LATEST version), or a glob")
     parser.add_argument("--limit", type=int, default=5, help="examples to print (default 5)")
     parser.add_argument("--scan", type=int, default=100_000,
                         help="examples the summary reads (default 100000)")

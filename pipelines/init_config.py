@@ -27,6 +27,7 @@ import datetime
 import json
 import posixpath
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,8 @@ def _leaf(pa: Any, t: Any, text_times: bool) -> tuple[str, str, str] | str:
     types = pa.types
     if types.is_dictionary(t):
         return _leaf(pa, t.value_type, text_times)
+    if getattr(t, "extension_name", None) == "arrow.uuid":  # Parquet's UUID
+        return "string", "", "uuid -> its canonical text"
     if types.is_boolean(t):
         return "int64", "", "true/false -> 1/0"
     if types.is_integer(t):
@@ -379,6 +382,7 @@ def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Col
     a key absent from some records counts as missing there."""
     if not records:
         raise InitError(f"{where}: no records to learn from")
+    records = [_plain_values(record) for record in records]
     try:
         # pa.array unites the keys of every record (Table.from_pylist keeps the first's).
         table = pa.Table.from_struct_array(pa.array(records))
@@ -391,6 +395,19 @@ def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Col
             cells = table.column(column.source[0]).drop_null().to_pylist()
             _date_text(column, cells)
     return columns, table
+
+
+def _plain_values(value: Any) -> Any:
+    """A sampled record with its UUIDs (Avro's ``uuid`` strings, as fastavro returns them) as
+    the text our readers store: Arrow infers an extension type for them that a struct of
+    records cannot hold."""
+    if isinstance(value, dict):
+        return {key: _plain_values(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_values(item) for item in value]
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
 
 
 def _jsonl_records(path: str) -> tuple[list[dict], bool]:

@@ -20,7 +20,12 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from beam_tfrecords.pipelines.verify import ManifestError, check_manifest
+from beam_tfrecords.pipelines.verify import (
+    ManifestError,
+    check_manifest,
+    matched_files,
+    version_at,
+)
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -47,10 +52,14 @@ class Undecoded:
 
 
 def shard_paths(path: str) -> tuple[list[str], str]:
-    """The shard files of a version directory / manifest / glob, and their compression."""
+    """The shard files of a version directory / manifest / output root (the version its
+    LATEST names) / glob, and their compression."""
     stripped = path.rstrip("/")
-    manifest_path = stripped if stripped.endswith(".json") else storage.join(stripped,
-                                                                             mf.MANIFEST)
+    if stripped.endswith(".json"):
+        manifest_path = stripped
+    else:
+        version = version_at(stripped)
+        manifest_path = storage.join(version if version is not None else stripped, mf.MANIFEST)
     if storage.exists(manifest_path):
         try:  # the same checks as verify: shard paths stay inside the version directory
             manifest = check_manifest(json.loads(storage.read_text(manifest_path)))
@@ -60,9 +69,10 @@ def shard_paths(path: str) -> tuple[list[str], str]:
         files = [storage.join(base, shard["path"]) for _, info in sorted(
             manifest["splits"].items()) for shard in info["shards"]]
         return files, manifest.get("compression", "auto")
-    files = [m.path for m in storage.match(path) if not m.path.endswith(".index")]
+    files = [file for file in matched_files(path, "TFRecord files")
+             if not file.endswith(".index")]
     if not files:
-        raise storage.NoMatch(f"nothing to inspect at {path}")
+        raise storage.NoMatch(f"nothing to inspect at {path}: only index files")
     return files, "auto"
 
 

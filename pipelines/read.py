@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.pipelines.verify import ManifestError, check_manifest
+from beam_tfrecords.pipelines.verify import ManifestError, check_manifest, version_at
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -60,20 +60,14 @@ class ReadError(UserError, ValueError):
 def resolve_version(path: str) -> str:
     """The version directory at ``path``: itself when it holds a manifest, else the version
     its ``LATEST`` names (an output root)."""
-    path = path.rstrip("/") or "/"
-    if path.endswith(".json"):
-        path = path.rsplit("/", 1)[0]
-    if storage.exists(storage.join(path, lay.MANIFEST)):
-        return path
-    latest = storage.join(path, lay.LATEST)
-    if storage.exists(latest):
-        version = storage.read_text(latest).strip()
-        candidate = storage.join(path, lay.check_name("version", version))
-        if storage.exists(storage.join(candidate, lay.MANIFEST)):
-            return candidate
-        raise ReadError(f"{latest} names version {version!r}, which has no manifest.json")
-    raise ReadError(f"{path} is neither a committed version (no manifest.json) nor an output "
-                    "root (no LATEST)")
+    try:
+        found = version_at(path)
+    except ManifestError as err:
+        raise ReadError(str(err)) from None
+    if found is None:
+        raise ReadError(f"{path.rstrip('/') or '/'} is neither a committed version (no "
+                        "manifest.json) nor an output root (no LATEST)")
+    return found
 
 
 def shard_files(version_dir: str, split: str | None = None

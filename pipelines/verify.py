@@ -106,15 +106,48 @@ def check_file(path: str, compression: str = "auto",
 
 
 def _manifest_path(path: str) -> str | None:
+    """The manifest ``path`` names: itself (a ``.json``), a version directory's, or that of
+    the version an output root's ``LATEST`` names; None for anything else (a glob)."""
     path = path.rstrip("/")
     if path.endswith(".json"):
         return path
-    candidate = storage.join(path, mf.MANIFEST)
-    return candidate if storage.exists(candidate) else None
+    version = version_at(path)
+    return None if version is None else storage.join(version, mf.MANIFEST)
 
 
 class ManifestError(UserError, ValueError):
     """A manifest that cannot be trusted to describe its version: unreadable or malformed."""
+
+
+def version_at(path: str) -> str | None:
+    """The version directory ``path`` names: itself when it holds a manifest.json (or is
+    one), else the version its ``LATEST`` names when it is an output root -- what the
+    config's ``output.path`` is; None when it is neither. A ``LATEST`` naming a version
+    without a manifest is a ManifestError."""
+    path = path.rstrip("/") or "/"
+    if path.endswith(".json"):
+        path = path.rsplit("/", 1)[0] if "/" in path else "."
+    if storage.exists(storage.join(path, mf.MANIFEST)):
+        return path
+    latest = storage.join(path, lay.LATEST)
+    if not storage.exists(latest):
+        return None
+    version = storage.read_text(latest).strip()
+    candidate = storage.join(path, lay.check_name("version", version))
+    if storage.exists(storage.join(candidate, mf.MANIFEST)):
+        return candidate
+    raise ManifestError(f"{latest} names version {version!r}, which has no manifest.json")
+
+
+def matched_files(path: str, what: str) -> list[str]:
+    """The files a glob (or one file's path) matches, folders left out; NoMatch naming
+    ``what`` was looked for when there are none."""
+    files = [m.path for m in storage.match(path)
+             if not (storage.is_local(m.path) and os.path.isdir(m.path))]
+    if not files:
+        raise storage.NoMatch(f"{path} is neither a version directory (no manifest.json), an "
+                              f"output root (no LATEST) nor a glob that matches {what}")
+    return files
 
 
 def _expect(condition: bool, what: str) -> None:
@@ -290,15 +323,12 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
 
 
 def verify_path(path: str) -> list[ShardCheck]:
-    """Check a version directory, a manifest.json, or a glob of shard files."""
+    """Check a version directory, a manifest.json, an output root (the version its LATEST
+    names), or a glob of shard files."""
     manifest_path = _manifest_path(path)
     if manifest_path is not None:
         return list(_verify_manifest(manifest_path))
-    files = [m.path for m in storage.match(path)]
-    if not files:
-        raise storage.NoMatch(f"{path} is neither a version directory with a manifest.json "
-                                "nor a glob that matches files")
-    return [check_file(f) for f in files]
+    return [check_file(f) for f in matched_files(path, "files")]
 
 
 def format_table(checks: list[ShardCheck]) -> str:

@@ -10,6 +10,7 @@ import datetime
 import decimal
 import math
 import struct
+import uuid
 
 import numpy as np
 import pytest
@@ -76,6 +77,9 @@ ACCEPTED = [
     ("string_from_str", "string", "✓ text", "✓ text"),
     ("string_from_utf8_bytes", "string", "ü".encode(), "ü"),
     ("empty_string_is_a_value", "string", "", ""),
+    # a UUID (fastavro's uuid strings, pyarrow's uuid extension values): its canonical text
+    ("uuid_string", "string", uuid.UUID(int=2**100 + 7), str(uuid.UUID(int=2**100 + 7))),
+    ("uuid_bytes", "bytes", uuid.UUID(int=5), str(uuid.UUID(int=5)).encode()),
 ]
 
 

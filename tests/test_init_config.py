@@ -256,3 +256,64 @@ def test_a_float_column_written_with_fixed_decimal_places_is_pointed_at_scale(tm
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     manifest = build.run(["--config", str(tmp_path / "c.yaml"), "--version", "v"])
     assert manifest["counts"]["written"] == 300 and manifest["counts"]["rejected"] == 0
+
+
+def test_avro_logical_types_from_another_writer(tmp_path):
+    """fastavro's uuid, decimal (bytes and fixed), date, time-micros, timestamp-micros and
+    local-timestamp-millis, an enum and a map: init's config builds every record, and a UUID
+    is stored as its canonical text."""
+    import uuid
+
+    import fastavro
+    from beam_tfrecords_tests_helpers import read_examples, shard_paths
+
+    schema = {"type": "record", "name": "T", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                   "scale": 2}},
+        {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "clock", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "local", "type": ["null", {"type": "long",
+                                            "logicalType": "local-timestamp-millis"}]},
+        {"name": "weight", "type": {"type": "fixed", "name": "W", "size": 8,
+                                    "logicalType": "decimal", "precision": 12, "scale": 3}},
+        {"name": "color", "type": {"type": "enum", "name": "C", "symbols": ["RED", "GREEN"]}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+    ]}
+    utc = datetime.timezone.utc
+    rows = [{"id": i, "price": decimal.Decimal(f"{i}.25"), "uid": str(uuid.UUID(int=i * 977)),
+             "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 30),
+             "clock": datetime.time(1, 2, 3, i), "ts": datetime.datetime(2024, 1, 1, tzinfo=utc)
+             + datetime.timedelta(seconds=i), "local": None if i % 5 == 0 else
+             datetime.datetime(2024, 1, 1) + datetime.timedelta(milliseconds=i),
+             "weight": decimal.Decimal(f"{i}.125"), "color": "RED" if i % 2 else "GREEN",
+             "attrs": {"a": i}} for i in range(200)]
+    with open(tmp_path / "t.avro", "wb") as handle:
+        fastavro.writer(handle, fastavro.parse_schema(schema), rows, codec="deflate")
+    config, manifest = init_and_build(tmp_path, str(tmp_path / "t.avro"))
+    assert_clean(manifest)
+    assert config["features"]["uid"] == {"type": "string"}
+    version = tmp_path / "out" / manifest["version"]
+    uids = {example["id"][1][0]: example["uid"][1][0]
+            for path in shard_paths(version, manifest) for example in read_examples(path)}
+    assert uids == {i: str(uuid.UUID(int=i * 977)).encode() for i in range(200)}
+
+
+def test_a_parquet_uuid_column_is_its_canonical_text(tmp_path):
+    import uuid
+
+    from beam_tfrecords_tests_helpers import read_examples, shard_paths
+
+    ids = [uuid.UUID(int=i * 7919) for i in range(50)]
+    column = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([u.bytes for u in ids],
+                                                                pa.binary(16)))
+    pq.write_table(pa.table({"id": pa.array(range(50)), "uid": column}), tmp_path / "u.parquet")
+    config, manifest = init_and_build(tmp_path, str(tmp_path / "u.parquet"))
+    assert_clean(manifest)
+    assert config["features"]["uid"] == {"type": "string"}
+    version = tmp_path / "out" / manifest["version"]
+    stored = {example["id"][1][0]: example["uid"][1][0]
+              for path in shard_paths(version, manifest) for example in read_examples(path)}
+    assert stored == {i: str(u).encode() for i, u in enumerate(ids)}

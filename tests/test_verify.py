@@ -238,6 +238,30 @@ def test_errors_are_one_line_with_nonzero_exit(tmp_path, capsys):
     assert code != 0 and err.count("\n") == 1 and err.startswith("beam-tfrecords verify:")
 
 
+@pytest.mark.parametrize("command", ["verify", "inspect", "schema"])
+def test_an_output_root_means_the_version_its_latest_names(built, command, capsys):
+    """The config's output.path, where LATEST lives, is what a user points the commands at."""
+    root = built.parent
+    assert (root / "LATEST").read_text().strip() == built.name
+    assert cli.main([command, str(root)]) == 0
+    from_root = capsys.readouterr().out
+    assert cli.main([command, str(built)]) == 0
+    assert from_root == capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "schema"])
+def test_a_folder_that_is_no_version_nor_output_root_is_one_line(tmp_path, command, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "stale").mkdir()
+    (tmp_path / "stale" / "LATEST").write_text("gone\n")
+    for folder, says in (("empty", "is neither a version directory (no manifest.json)"),
+                         ("stale", "names version 'gone', which has no manifest.json")):
+        code = cli.main([command, str(tmp_path / folder)])
+        err = capsys.readouterr().err
+        assert code != 0 and err.count("\n") == 1, err
+        assert err.startswith(f"beam-tfrecords {command}: ") and says in err, err
+
+
 # --- records of any size, in bounded memory (issue #15) ----------------------------------------
 
 def write_zeros_shard(path: pathlib.Path, size: int, compression: str = "gzip") -> None:

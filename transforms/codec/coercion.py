@@ -31,6 +31,7 @@ import datetime
 import decimal
 import math
 import numbers
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -235,7 +236,8 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
 
 
 def to_bytes(feature: str, value: Any) -> bytes:
-    """One value as bytes; text is encoded as UTF-8, binary stays as it is."""
+    """One value as bytes; text is encoded as UTF-8, binary stays as it is, a UUID is its
+    canonical text (``12345678-1234-...``: what Avro's ``uuid`` string holds)."""
     if isinstance(value, bytes):  # includes numpy.bytes_
         return bytes(value)
     if isinstance(value, str):  # includes numpy.str_
@@ -245,6 +247,8 @@ def to_bytes(feature: str, value: Any) -> bytes:
             return _fail(feature, value, "bytes", f"not encodable as UTF-8: {err.reason}")
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
+    if isinstance(value, uuid.UUID):  # Avro's and Parquet's uuid: its canonical text
+        return str(value).encode("ascii")
     return _fail(feature, value, "bytes", "not bytes or str")
 
 
