@@ -139,6 +139,10 @@ def features_from_arrow(pa: Any, schema: Any, nulls: Mapping[str, int], *,
             return
         shape, element = _list_shape(pa, t)
         name = "_".join(path)
+        if "" in path:  # pandas' to_csv writes its index under an empty header
+            out.append(Column(name, path, skip="no name in the header (as pandas writes "
+                                               "its index): a source cannot name it"))
+            return
         if pa.types.is_struct(element):
             out.append(Column(name, path, skip="a list of records has no feature type"))
             return
@@ -331,8 +335,9 @@ def _fixed_places(column: Column, cells: Any) -> None:
     except cc.NeedsRows:  # mixed places, exponents, nan ...
         return
     if places:
-        column.note = (f"every sampled value has {places} decimal places: {{type: int64, "
-                       f"scale: {places}}} would store them exactly")
+        column.note = (f"every sampled value has {places} decimal place"
+                       f"{'s' if places > 1 else ''}: {{type: int64, scale: {places}}} would "
+                       "store them exactly")
 
 
 def _reader_parses_all(spec: Any, cells: Any) -> bool:
@@ -587,7 +592,8 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
     lines += [_feature_line(c) for c in kept]
     for column in columns:
         if column.skip:
-            lines.append(f"  # {'.'.join(column.source)}: not a feature: {column.skip}")
+            where = ".".join(column.source) or repr("")
+            lines.append(f"  # {where}: not a feature: {column.skip}")
     key = _split_key(kept, unique)
     if key is not None:
         lines += ["splits:", f"  key: {_scalar(key.name)}   # id-like: unique in the sample",

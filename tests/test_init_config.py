@@ -317,3 +317,30 @@ def test_a_parquet_uuid_column_is_its_canonical_text(tmp_path):
     stored = {example["id"][1][0]: example["uid"][1][0]
               for path in shard_paths(version, manifest) for example in read_examples(path)}
     assert stored == {i: str(u).encode() for i, u in enumerate(ids)}
+
+
+def test_files_pandas_writes_with_its_defaults(tmp_path):
+    """DataFrame.to_csv writes its index under an empty header, to_json(lines=True) epoch
+    milliseconds, to_parquet a time zone, categories and nullable integers: init's config
+    builds each with no rejects, and the unnamed index is a comment, not a failure."""
+    import pandas as pd
+
+    n = 120
+    frame = pd.DataFrame({
+        "a": range(n),
+        "when": pd.date_range("2024-01-01", periods=n, freq="h", tz="Europe/Paris"),
+        "cat": pd.Categorical(["x", "y", "z"] * (n // 3)),
+        "f": [None if i % 7 == 0 else i / 4 for i in range(n)],
+        "n": pd.array([None if i % 3 == 0 else i for i in range(n)], dtype="Int64")})
+    frame.index = frame.index * 2
+    frame.to_csv(tmp_path / "t.csv")
+    frame.to_json(tmp_path / "t.jsonl", orient="records", lines=True)
+    frame.to_parquet(tmp_path / "t.parquet")
+    for name in ("t.csv", "t.jsonl", "t.parquet"):
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        config, manifest = init_and_build(folder, str(tmp_path / name))
+        assert_clean(manifest)
+        assert set(config["features"]) == {"a", "when", "cat", "f", "n"}, name
+    text = init_config(str(tmp_path / "t.csv"))
+    assert "  # '': not a feature: no name in the header (as pandas writes its index)" in text
