@@ -178,10 +178,14 @@ def _is_list(pa: Any, t: Any) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
-def _null_counts_parquet(pq_file: Any) -> dict[str, int]:
-    """Missing values per dotted path from the row groups' statistics (the whole file); a
-    column without statistics counts as having some."""
+def _null_counts_parquet(pq_file: Any) -> tuple[dict[str, int], set[str], dict[str, int]]:
+    """From the row groups' statistics (the whole file): missing values per dotted path (a
+    column without a null count counts as having some), the paths without one (INT96
+    timestamps, some writers' columns), and each path's largest value where the statistics
+    give one for an unsigned 64-bit column."""
     counts: dict[str, int] = {}
+    unknown: set[str] = set()
+    largest: dict[str, int] = {}
     meta = pq_file.metadata
     for group in range(meta.num_row_groups):
         row_group = meta.row_group(group)
@@ -191,11 +195,17 @@ def _null_counts_parquet(pq_file: Any) -> dict[str, int]:
             # list<...> paths hold ".list.element" (or ".list.item") parts: drop them.
             path = re.sub(r"\.(list|bag)\.(element|item|array)", "", path)
             stats = column.statistics
-            missing = stats.null_count if stats is not None and stats.has_null_count else 1
+            if stats is not None and stats.has_null_count:
+                missing = stats.null_count
+            else:
+                missing = 1
+                unknown.add(path)
             counts[path] = counts.get(path, 0) + missing
+            if stats is not None and stats.has_min_max and isinstance(stats.max, int):
+                largest[path] = max(largest.get(path, stats.max), stats.max)
             for prefix in _prefixes(path):
                 counts.setdefault(prefix, 0)
-    return counts
+    return counts, unknown, largest
 
 
 def _prefixes(path: str) -> Iterable[str]:
@@ -441,19 +451,26 @@ def columns_of(path: str, fmt: str, delimiter: str = ","
         with storage.open_read(path) as handle:
             pq_file = pq.ParquetFile(handle)
             schema = pq_file.schema_arrow
-            nulls = _null_counts_parquet(pq_file)
+            nulls, unknown, largest = _null_counts_parquet(pq_file)
             rows = pq_file.metadata.num_rows
-            # A list's leaf statistics count empty lists as nulls: read the list columns
-            # that seem to have some and count at the Arrow level (a whole file up to
+            # A list's leaf statistics count empty lists as nulls, and some columns have no
+            # null count: read those and count at the Arrow level (a whole file up to
             # LIST_ROWS rows; past that its first row group, the rest judged by statistics).
-            lists = [f.name for f in schema if _is_list(pa, f.type) and nulls.get(f.name)]
+            lists = [f.name for f in schema if nulls.get(f.name) and (
+                _is_list(pa, f.type) or f.name in unknown)]
             if lists:
                 read = (pq_file.read(columns=lists) if rows <= LIST_ROWS
                         else pq_file.read_row_group(0, columns=lists))
                 for name in lists:
                     if rows <= LIST_ROWS or read.num_rows == rows:
                         nulls[name] = read.column(name).null_count
-        return features_from_arrow(pa, schema, nulls), {}, f"its schema ({rows} rows)", None
+        columns = features_from_arrow(pa, schema, nulls)
+        for column in columns:  # an unsigned 64-bit column holding values no int64 can
+            top = largest.get(".".join(column.source), 0)
+            if column.dtype == "int64" and top > 2**63 - 1:
+                column.skip = (f"uint64 values up to {top}, past int64's 2**63-1: no Example "
+                               "type holds them (cast the column, or hash it to a string)")
+        return columns, {}, f"its schema ({rows} rows)", None
     if fmt == "csv":
         columns, options, table = _csv_columns(pa, path, delimiter)
         partial = options.pop("_partial", False)

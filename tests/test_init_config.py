@@ -344,3 +344,29 @@ def test_files_pandas_writes_with_its_defaults(tmp_path):
         assert set(config["features"]) == {"a", "when", "cat", "f", "n"}, name
     text = init_config(str(tmp_path / "t.csv"))
     assert "  # '': not a feature: no name in the header (as pandas writes its index)" in text
+
+
+def test_parquet_int96_timestamps_half_floats_and_uint64_past_int64(tmp_path):
+    """Spark-style INT96 timestamps carry no null count in their statistics (counted from
+    the data instead, not assumed missing); a uint64 column holding values past 2**63-1 is
+    a comment, since the config's build would refuse every such row; float16 is a float."""
+    n = 100
+    table = pa.table({
+        "id": pa.array(range(n)),
+        "ts": pa.array([datetime.datetime(2024, 1, 1) + datetime.timedelta(seconds=i)
+                        for i in range(n)], pa.timestamp("ns")),
+        "small": pa.array(range(n), pa.uint64()),
+        "big": pa.array([2**64 - 1 - i for i in range(n)], pa.uint64()),
+        "h": pa.array([i / 2 for i in range(n)], pa.float16()),
+    })
+    pq.write_table(table, tmp_path / "s.parquet", use_deprecated_int96_timestamps=True)
+    stats = pq.ParquetFile(tmp_path / "s.parquet").metadata.row_group(0).column(1).statistics
+    assert stats is None or not stats.has_null_count  # what makes this case: INT96's stats
+    config, manifest = init_and_build(tmp_path, str(tmp_path / "s.parquet"))
+    assert_clean(manifest)
+    assert config["features"]["ts"] == {"type": "int64", "unit": "ns"}  # not missing: omit
+    assert config["features"]["small"] == {"type": "int64"}
+    assert config["features"]["h"] == {"type": "float"}
+    assert "big" not in config["features"]
+    text = init_config(str(tmp_path / "s.parquet"))
+    assert "# big: not a feature: uint64 values up to 18446744073709551615" in text
