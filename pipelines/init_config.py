@@ -392,24 +392,55 @@ def _json_list_cells(column: Column, cells: Sequence[str], nulls: set) -> None:
     column.shape, column.note = (-1,), "a JSON array cell -> a variable-length list"
 
 
+def _arrow_refusals() -> tuple[type[Exception], ...]:
+    import pyarrow as pa
+
+    return (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError)
+
+
 def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Column], Any]:
     """Columns of sampled records (JSON Lines, Avro) and their table: Arrow infers the types;
     a key absent from some records counts as missing there."""
     if not records:
         raise InitError(f"{where}: no records to learn from")
     records = [_plain_values(record) for record in records]
+    refused: dict[str, str] = {}
     try:
         # pa.array unites the keys of every record (Table.from_pylist keeps the first's).
         table = pa.Table.from_struct_array(pa.array(records))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
-        raise InitError(f"{where}: the sampled records do not share one type per field "
-                        f"({err}); write those features by hand") from None
+    except _arrow_refusals():  # one field Arrow cannot type: the others still can
+        table, refused = _field_by_field(pa, records)
+        if table is None:
+            raise InitError(f"{where}: no field of the sampled records has one type "
+                            f"({'; '.join(refused.values())}); write the features by hand"
+                            ) from None
     columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table))
     for column in columns:
         if len(column.source) == 1 and column.dtype == "string":
-            cells = table.column(column.source[0]).drop_null().to_pylist()
-            _date_text(column, cells)
+            _date_text(column, table.column(column.source[0]).drop_null().to_pylist())
+    columns += [Column(name, (name,), skip=why) for name, why in refused.items()]
     return columns, table
+
+
+def _field_by_field(pa: Any, records: list[dict]) -> tuple[Any, dict[str, str]]:
+    """A table of the fields Arrow can type one by one (None if none), and why each other
+    field could not be (an integer past 64 bits, a number in one record and text in another)."""
+    names = list(dict.fromkeys(key for record in records for key in record))
+    arrays, kept, refused = [], [], {}
+    for name in names:
+        values = [record.get(name) for record in records]
+        try:
+            arrays.append(pa.array(values))
+            kept.append(name)
+        except _arrow_refusals() as err:
+            whole = [v for v in values if v is not None]
+            if whole and all(isinstance(v, int) and not isinstance(v, bool) for v in whole):
+                refused[name] = (f"integers from {min(whole)} to {max(whole)}, past int64's "
+                                 "range: write them as strings, or hash them")
+            else:
+                refused[name] = f"no one type in the sample ({err})"
+    return (pa.table(arrays, names=kept) if kept else None), refused
+
 
 
 def _plain_values(value: Any) -> Any:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.pipelines.init_config import features_from_arrow, init_config
+from beam_tfrecords.pipelines.init_config import InitError, features_from_arrow, init_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {"csv": "configs/data/people.csv", "jsonl": "configs/data/events.jsonl",
@@ -370,3 +370,24 @@ def test_parquet_int96_timestamps_half_floats_and_uint64_past_int64(tmp_path):
     assert "big" not in config["features"]
     text = init_config(str(tmp_path / "s.parquet"))
     assert "# big: not a feature: uint64 values up to 18446744073709551615" in text
+
+
+def test_a_jsonl_field_arrow_cannot_type_is_a_comment_and_the_rest_is_inferred(tmp_path):
+    """One field of integers past 64 bits, or of numbers in some lines and text in others,
+    made init refuse the whole file; now that field is a comment saying why."""
+    lines = [json.dumps({"id": i, "big": 2**64 - 1 - i, "huge": 10**30 if i == 5 else i,
+                         "either": i if i % 2 else f"t{i}", "score": i / 4, "ok": i % 2 == 0})
+             for i in range(60)]
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    config, manifest = init_and_build(tmp_path, str(tmp_path / "t.jsonl"))
+    assert_clean(manifest)
+    assert config["features"] == {"id": {"type": "int64"}, "score": {"type": "float"},
+                                  "ok": {"type": "int64"}}
+    text = init_config(str(tmp_path / "t.jsonl"))
+    assert (f"# big: not a feature: integers from {2**64 - 60} to {2**64 - 1}, past int64's "
+            "range") in text
+    assert f"# huge: not a feature: integers from 0 to {10**30}, past int64's range" in text
+    assert "# either: not a feature: no one type in the sample (" in text
+    (tmp_path / "bad.jsonl").write_text('{"x": 1}\n{"x": "a"}\n')
+    with pytest.raises(InitError, match="no field of the sampled records has one type"):
+        init_config(str(tmp_path / "bad.jsonl"))
