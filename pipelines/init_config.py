@@ -239,13 +239,43 @@ def _sample_bytes(path: str, limit: int = SAMPLE_BYTES) -> tuple[bytes, bool]:
     return data[: data.rfind(b"\n") + 1], False
 
 
-def _csv_columns(pa: Any, path: str, delimiter: str
+# Cell separators init tries when none is given, in order of preference on a tie.
+DELIMITERS = (",", "\t", ";", "|")
+_SNIFF_LINES = 50
+_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+\Z")
+
+
+def sniff_delimiter(text: str) -> str:
+    """The separator among :data:`DELIMITERS` that splits the first lines of ``text`` into
+    the most columns, the same number in every line (quotes respected, as our reader reads
+    them); ``,`` when none splits them into more than one. Pure."""
+    import csv
+    import io
+
+    lines = text.splitlines(keepends=True)[:_SNIFF_LINES]
+    if len(lines) > 1 and not text.endswith(("\n", "\r")):
+        lines = lines[:-1]  # the sample may cut its last line short
+    best, most = ",", 1
+    for delimiter in DELIMITERS:
+        try:
+            widths = {len(row) for row in csv.reader(io.StringIO("".join(lines)),
+                                                     delimiter=delimiter) if row}
+        except csv.Error:
+            continue
+        if len(widths) == 1 and (width := widths.pop()) > most:
+            best, most = delimiter, width
+    return best
+
+
+def _csv_columns(pa: Any, path: str, delimiter: str | None
                  ) -> tuple[list[Column], dict[str, Any], Any]:
     import pyarrow.csv as pcsv
 
     data, whole = _sample_bytes(path)
     if not data.strip():
         raise InitError(f"{path}: no rows to learn from")
+    if delimiter is None:
+        delimiter = sniff_delimiter(data[:1 << 16].decode("utf-8", errors="replace"))
     markers = [m for m in _CSV_NULLS]
     table = pcsv.read_csv(pa.py_buffer(data), parse_options=pcsv.ParseOptions(
         delimiter=delimiter), convert_options=pcsv.ConvertOptions(
@@ -267,7 +297,12 @@ def _csv_columns(pa: Any, path: str, delimiter: str
         if column.dtype == "string" and not column.shape:  # JSON array cells: a list
             cells = text.to_pylist()
             _json_list_cells(column, cells, seen)
-            _date_text(column, [c for c in cells if c not in seen and c != ""])
+            present = [c for c in cells if c not in seen and c != ""]
+            _date_text(column, present)
+            if column.dtype == "string" and present and all(
+                    _DECIMAL_COMMA.match(c) for c in present):
+                column.note = ("numbers written with a decimal comma (1,5): read as text; "
+                               "write them with a point to build numbers")
         elif column.dtype in ("int64", "float"):
             present = text.filter(pc.invert(pc.is_in(text, value_set=absent)))
             _check_cells(column, present.combine_chunks())
@@ -470,7 +505,7 @@ def _jsonl_records(path: str) -> tuple[list[dict], bool]:
     return records, whole and len(records) < SAMPLE_RECORDS
 
 
-def columns_of(path: str, fmt: str, delimiter: str = ","
+def columns_of(path: str, fmt: str, delimiter: str | None = None
                ) -> tuple[list[Column], dict, str, Any]:
     """(columns, the source's format options, a note on what was read, the sampled rows as
     an Arrow table -- None for Parquet, whose schema was read, not its rows) for one file."""
@@ -698,7 +733,7 @@ def _is_folder(path: str) -> bool:
 
 
 def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
-                name: str | None = None, delimiter: str = ",") -> str:
+                name: str | None = None, delimiter: str | None = None) -> str:
     """The config text for the input ``pattern`` (a file, a glob, or an image folder)."""
     if fmt == "images" or (fmt is None and _is_folder(pattern)):
         name = name or _name_of(pattern)
@@ -725,7 +760,9 @@ def make_parser() -> argparse.ArgumentParser:
                         help="default: from the file name (a folder: images)")
     parser.add_argument("--output", help="the data set's output path (default output/<name>)")
     parser.add_argument("--name", help="the data set's name (default: from the input)")
-    parser.add_argument("--delimiter", default=",", help="CSV cell separator (default ,)")
+    parser.add_argument("--delimiter", help="CSV cell separator (default: whichever of , tab "
+                                            "; | splits the first lines into the most "
+                                            "columns, evenly)")
     return parser
 
 

@@ -391,3 +391,31 @@ def test_a_jsonl_field_arrow_cannot_type_is_a_comment_and_the_rest_is_inferred(t
     (tmp_path / "bad.jsonl").write_text('{"x": 1}\n{"x": "a"}\n')
     with pytest.raises(InitError, match="no field of the sampled records has one type"):
         init_config(str(tmp_path / "bad.jsonl"))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("id,name\n1,a\n2,b\n", ","),
+    ("id\tname\tscore\n1\ta\t1.5\n", "\t"),
+    ("id;name;score\n1;a;1,5\n2;b;2,5\n", ";"),  # European: the comma is the decimal mark
+    ("a|b\n1|2\n", "|"),
+    ('id,note\n1,"x;y;z"\n2,"p;q;r"\n', ","),  # separators inside quotes do not count
+    ("only\n1\n2\n", ","),  # one column: the default
+    ("a;b\n1;2;3\n", ","),  # uneven: no separator splits every line alike
+    ("a\tb\n1\t2\n3\t", "\t"),  # the sample's last line may be cut short
+])
+def test_sniff_delimiter(text, expected):
+    from beam_tfrecords.pipelines.init_config import sniff_delimiter
+
+    assert sniff_delimiter(text) == expected
+
+
+def test_a_tab_or_semicolon_separated_file_builds_without_naming_its_separator(tmp_path):
+    rows = [f"{i}\tname {i}\t{i / 2}" for i in range(50)]
+    (tmp_path / "t.tsv").write_text("id\tname\tscore\n" + "\n".join(rows) + "\n")
+    config, manifest = init_and_build(tmp_path, str(tmp_path / "t.tsv"))
+    assert_clean(manifest)
+    assert config["source"]["csv"]["delimiter"] == "\t"
+    assert set(config["features"]) == {"id", "name", "score"}
+    (tmp_path / "eu.csv").write_text("id;price\n1;1,50\n2;2,25\n")
+    text = init_config(str(tmp_path / "eu.csv"))
+    assert 'delimiter: ";"' in text and "numbers written with a decimal comma (1,5)" in text
