@@ -258,6 +258,19 @@ def test_a_float_column_written_with_fixed_decimal_places_is_pointed_at_scale(tm
     assert manifest["counts"]["written"] == 300 and manifest["counts"]["rejected"] == 0
 
 
+def _uids_stored(tmp_path: Path, name: str) -> dict[int, bytes]:
+    """Build the file ``name`` from init's config (no rejects, ``uid`` typed string) and
+    return each record's stored ``uid`` by its ``id``."""
+    from beam_tfrecords_tests_helpers import read_examples, shard_paths
+
+    config, manifest = init_and_build(tmp_path, str(tmp_path / name))
+    assert_clean(manifest)
+    assert config["features"]["uid"] == {"type": "string"}
+    version = tmp_path / "out" / manifest["version"]
+    return {example["id"][1][0]: example["uid"][1][0]
+            for path in shard_paths(version, manifest) for example in read_examples(path)}
+
+
 def test_avro_logical_types_from_another_writer(tmp_path):
     """fastavro's uuid, decimal (bytes and fixed), date, time-micros, timestamp-micros and
     local-timestamp-millis, an enum and a map: init's config builds every record, and a UUID
@@ -265,7 +278,6 @@ def test_avro_logical_types_from_another_writer(tmp_path):
     import uuid
 
     import fastavro
-    from beam_tfrecords_tests_helpers import read_examples, shard_paths
 
     schema = {"type": "record", "name": "T", "fields": [
         {"name": "id", "type": "long"},
@@ -292,31 +304,18 @@ def test_avro_logical_types_from_another_writer(tmp_path):
              "attrs": {"a": i}} for i in range(200)]
     with open(tmp_path / "t.avro", "wb") as handle:
         fastavro.writer(handle, fastavro.parse_schema(schema), rows, codec="deflate")
-    config, manifest = init_and_build(tmp_path, str(tmp_path / "t.avro"))
-    assert_clean(manifest)
-    assert config["features"]["uid"] == {"type": "string"}
-    version = tmp_path / "out" / manifest["version"]
-    uids = {example["id"][1][0]: example["uid"][1][0]
-            for path in shard_paths(version, manifest) for example in read_examples(path)}
-    assert uids == {i: str(uuid.UUID(int=i * 977)).encode() for i in range(200)}
+    assert _uids_stored(tmp_path, "t.avro") == {i: str(uuid.UUID(int=i * 977)).encode()
+                                               for i in range(200)}
 
 
 def test_a_parquet_uuid_column_is_its_canonical_text(tmp_path):
     import uuid
 
-    from beam_tfrecords_tests_helpers import read_examples, shard_paths
-
     ids = [uuid.UUID(int=i * 7919) for i in range(50)]
     column = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([u.bytes for u in ids],
                                                                 pa.binary(16)))
     pq.write_table(pa.table({"id": pa.array(range(50)), "uid": column}), tmp_path / "u.parquet")
-    config, manifest = init_and_build(tmp_path, str(tmp_path / "u.parquet"))
-    assert_clean(manifest)
-    assert config["features"]["uid"] == {"type": "string"}
-    version = tmp_path / "out" / manifest["version"]
-    stored = {example["id"][1][0]: example["uid"][1][0]
-              for path in shard_paths(version, manifest) for example in read_examples(path)}
-    assert stored == {i: str(u).encode() for i, u in enumerate(ids)}
+    assert _uids_stored(tmp_path, "u.parquet") == {i: str(u).encode() for i, u in enumerate(ids)}
 
 
 def test_files_pandas_writes_with_its_defaults(tmp_path):
