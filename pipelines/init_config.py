@@ -269,6 +269,7 @@ def sniff_delimiter(text: str) -> str:
 
 def _csv_columns(pa: Any, path: str, delimiter: str | None
                  ) -> tuple[list[Column], dict[str, Any], Any]:
+    import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
     data, whole = _sample_bytes(path)
@@ -284,8 +285,6 @@ def _csv_columns(pa: Any, path: str, delimiter: str | None
         delimiter=delimiter), convert_options=pcsv.ConvertOptions(
         column_types={n: pa.string() for n in table.column_names}, null_values=[],
         strings_can_be_null=False))
-    import pyarrow.compute as pc
-
     marker_set = pa.array(markers, pa.string())
     seen = set()
     for column in as_text.columns:
