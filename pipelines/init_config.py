@@ -232,8 +232,13 @@ def _nulls_of(pa: Any, table: Any) -> dict[str, int]:
 def _sample_bytes(path: str, limit: int = SAMPLE_BYTES) -> tuple[bytes, bool]:
     """The first ``limit`` bytes of ``path`` cut after the last newline, and whether that is
     the whole file."""
+    from beam_tfrecords.transforms.readers.events import foreign_encoding
+
     with storage.open_read(path) as handle:
         data = handle.read(limit + 1)
+    foreign = foreign_encoding(data[:4])
+    if foreign is not None:
+        raise InitError(f"{path}: {foreign}")
     if len(data) <= limit:
         return data, True
     return data[: data.rfind(b"\n") + 1], False

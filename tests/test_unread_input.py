@@ -172,6 +172,37 @@ def test_csv_header_over_the_limit_leaves_the_file_unread(tmp_path):
         assert "header is" in letters[0]["reason"] and counts["read"] == 0
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_utf16_and_utf32_text_is_one_unread_file_saying_so(tmp_path, fmt, encoding):
+    """Excel's "Unicode Text" and PowerShell write UTF-16 with a byte order mark; read as
+    UTF-8 its header would be garbled names and every row a dead letter. The whole file is
+    one unread region saying what it is and how to convert it; a UTF-8 file (its BOM
+    included) reads as before."""
+    text = ("a,b\n1,x\n2,y\n" if fmt == "csv"
+            else '{"a": 1, "b": "x"}\n{"a": 2, "b": "y"}\n')
+    # Python's utf-16 and utf-32 codecs write a (little-endian) mark; utf-16-be writes none.
+    data = ("\ufeff" + text if encoding == "utf-16-be" else text).encode(encoding)
+    path = tmp_path / f"t.{fmt}"
+    path.write_bytes(data)
+    specs = [F("a", "int64"), F("b", "string")]
+    for columnar in (True, False):
+        fn = (_ReadCsvFile(CsvOptions(), specs, columnar=columnar) if fmt == "csv"
+              else _ReadJsonlFile(JsonlOptions(), specs, columnar=columnar))
+        records, letters, counts = run(fn, path)
+        assert not records and counts["read"] == 0
+        (letter,) = letters
+        assert (letter["kind"], letter["offset"], letter["bytes"]) == ("unread", 0, len(data))
+        family = "UTF-32" if encoding == "utf-32" else "UTF-16"
+        assert letter["reason"].startswith(f"the file is {family} text (")
+        assert f"iconv -f {family} -t UTF-8" in letter["reason"]
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # UTF-8, with Excel's BOM
+    records, letters, counts = run(
+        _ReadCsvFile(CsvOptions(), specs) if fmt == "csv" else _ReadJsonlFile(JsonlOptions(),
+                                                                              specs), path)
+    assert [r for _, r in records] == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}] and not letters
+
+
 # -- JSON Lines -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("columnar", [True, False])

@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from beam_tfrecords.transforms.codec.text_values import ISO8601, time_values, whole_values
+from beam_tfrecords.transforms.readers.events import Unread, foreign_encoding
 
 __all__ = [
     "BLOCK_BYTES",
@@ -74,6 +75,7 @@ __all__ = [
     "pick_cells",
     "quoting_is_clean",
     "type_batch",
+    "utf8_stream",
 ]
 
 BOM = b"\xef\xbb\xbf"
@@ -213,6 +215,23 @@ class ByteBlocks:
     def rest(self) -> BinaryIO:
         """The bytes not returned yet, as a stream (the pending buffer, then the handle)."""
         return io.BufferedReader(Prefixed(self._buf, self._handle))
+
+
+def utf8_stream(handle: BinaryIO) -> tuple[BinaryIO, Unread | None]:
+    """``handle`` to read from the start, or -- when its byte order mark says UTF-16 or
+    UTF-32 -- the whole file as one :class:`Unread` saying so (read to its end to count its
+    bytes): read as UTF-8 it would be a header of garbled names and rows of dead letters."""
+    head = handle.read(4)
+    why = foreign_encoding(head)
+    if why is None:
+        if handle.seekable():
+            handle.seek(0)
+            return handle, None
+        return io.BufferedReader(Prefixed(head, handle)), None
+    size = len(head)
+    while chunk := handle.read(1 << 20):
+        size += len(chunk)
+    return handle, Unread(0, size, None, None, why)
 
 
 class Prefixed(io.RawIOBase):

@@ -22,12 +22,28 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, BinaryIO
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Reject", "Unread", "bounded_line"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Reject", "Unread", "bounded_line", "foreign_encoding"]
 
 # ``source.max_record_bytes``: the largest record (CSV row, JSON line, Avro block) a reader
 # holds in memory; a larger one is a dead letter (or, for an Avro block, unread input).
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
 PREVIEW_BYTES = 200  # how much of a record too large to hold a dead letter shows
+# The byte order marks of text our CSV and JSON Lines readers do not read (UTF-8's own is
+# dropped): Excel's "Unicode Text" and PowerShell write UTF-16 with one. UTF-32 first: its
+# little-endian mark starts with UTF-16's.
+FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32", "little"), (b"\x00\x00\xfe\xff", "UTF-32", "big"),
+                (b"\xff\xfe", "UTF-16", "little"), (b"\xfe\xff", "UTF-16", "big"))
+
+
+def foreign_encoding(head: bytes) -> str | None:
+    """Why a text file starting with ``head`` (at least its first 4 bytes) cannot be read as
+    UTF-8, told by its byte order mark, with the command that converts it; None otherwise."""
+    for mark, family, order in FOREIGN_BOMS:
+        if head.startswith(mark):
+            return (f"the file is {family} text ({order}-endian byte order mark "
+                    f"{mark.hex(' ').upper()}); the CSV and JSON Lines readers read UTF-8: "
+                    f"convert it first, e.g. iconv -f {family} -t UTF-8")
+    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

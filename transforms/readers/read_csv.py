@@ -266,6 +266,9 @@ class _ReadCsvFile(ReadFileFn):
         self._every_column = extra_fields is None
 
     def events(self, path: str, raw: Any) -> Iterator[Any]:
+        raw, foreign = cc.utf8_stream(raw)
+        if foreign is not None:
+            return iter([foreign])
         opts = self._options
         if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
             return self._columnar_events(path, raw)
