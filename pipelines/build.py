@@ -53,7 +53,7 @@ from beam_tfrecords.transforms.codec.label_order import is_class_ordered
 from beam_tfrecords.transforms.codec.reader_files import image_features, reader_documents
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers import top_level_fields
-from beam_tfrecords.transforms.readers.events import foreign_encoding
+from beam_tfrecords.transforms.readers.events import HEAD_BYTES, unreadable_text
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED
 from beam_tfrecords.transforms.readers.read_avro import ReadAvro
 from beam_tfrecords.transforms.readers.read_csv import ReadCsv, read_csv_header
@@ -301,9 +301,9 @@ def first_columns(config: Config, path: str) -> list[str] | None:
     JSON Lines, those of its first records); None when there is nothing to check against.
     Reads at most about ``source.max_record_bytes`` of any one record, as the readers do."""
     limit = config.source.max_record_bytes
-    if config.source.format in ("csv", "jsonl"):  # UTF-16 text would give garbled names
+    if config.source.format in ("csv", "jsonl"):  # UTF-16 or gzip would give garbled names
         with storage.open_read(path) as raw:
-            foreign = foreign_encoding(raw.read(4))
+            foreign = unreadable_text(raw.read(HEAD_BYTES))
         if foreign is not None:
             raise BuildError(f"{path}: {foreign}")
     if config.source.format == "jsonl":

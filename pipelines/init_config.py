@@ -232,11 +232,11 @@ def _nulls_of(pa: Any, table: Any) -> dict[str, int]:
 def _sample_bytes(path: str, limit: int = SAMPLE_BYTES) -> tuple[bytes, bool]:
     """The first ``limit`` bytes of ``path`` cut after the last newline, and whether that is
     the whole file."""
-    from beam_tfrecords.transforms.readers.events import foreign_encoding
+    from beam_tfrecords.transforms.readers.events import HEAD_BYTES, unreadable_text
 
     with storage.open_read(path) as handle:
         data = handle.read(limit + 1)
-    foreign = foreign_encoding(data[:4])
+    foreign = unreadable_text(data[:HEAD_BYTES])
     if foreign is not None:
         raise InitError(f"{path}: {foreign}")
     if len(data) <= limit:

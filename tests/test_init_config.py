@@ -420,7 +420,7 @@ def test_a_tab_or_semicolon_separated_file_builds_without_naming_its_separator(t
     assert 'delimiter: ";"' in text and "numbers written with a decimal comma (1,5)" in text
 
 
-def test_utf16_input_is_named_at_init_and_at_launch(tmp_path):
+def test_utf16_and_gzip_input_is_named_at_init_and_at_launch(tmp_path):
     (tmp_path / "u.csv").write_bytes("id,name\n1,é\n".encode("utf-16"))
     with pytest.raises(InitError, match=r"u.csv: the file is UTF-16 text \(little-endian byte "
                                          r"order mark FF FE\).*iconv -f UTF-16 -t UTF-8"):
@@ -429,4 +429,11 @@ def test_utf16_input_is_named_at_init_and_at_launch(tmp_path):
     config.write_text(f"name: u\nsource: {{format: csv, path: {tmp_path / 'u.csv'}}}\n"
                       f"features: {{id: {{type: int64}}}}\noutput: {{path: {tmp_path / 'o'}}}\n")
     with pytest.raises(build.BuildError, match="the file is UTF-16 text"):
+        build.run(["--config", str(config)])
+    import gzip
+
+    (tmp_path / "u.csv").write_bytes(gzip.compress(b"id,name\n1,a\n"))
+    with pytest.raises(InitError, match="the file is gzip-compressed; .* e.g. gunzip"):
+        init_config(str(tmp_path / "u.csv"))
+    with pytest.raises(build.BuildError, match="the file is gzip-compressed"):
         build.run(["--config", str(config)])

@@ -7,10 +7,14 @@ equal the rows written into each file."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import time
 import tracemalloc
+import zipfile
 
 import apache_beam as beam
 import fastavro
@@ -201,6 +205,43 @@ def test_utf16_and_utf32_text_is_one_unread_file_saying_so(tmp_path, fmt, encodi
         _ReadCsvFile(CsvOptions(), specs) if fmt == "csv" else _ReadJsonlFile(JsonlOptions(),
                                                                               specs), path)
     assert [r for _, r in records] == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}] and not letters
+
+
+def _zipped(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("t.csv", data)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind,compress", [
+    ("gzip", gzip.compress),
+    ("bzip2", bz2.compress),
+    ("xz", lzma.compress),
+    ("zip", _zipped),
+])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_compressed_text_file_is_one_unread_file_saying_so(tmp_path, fmt, kind, compress):
+    """A .csv.gz read as text would be a garbled header and dead letters: the readers read
+    uncompressed text, and say so for the whole file."""
+    text = b"a,b\n1,x\n" if fmt == "csv" else b'{"a": 1, "b": "x"}\n'
+    path = tmp_path / f"t.{fmt}.gz"
+    path.write_bytes(data := compress(text))
+    specs = [F("a", "int64"), F("b", "string")]
+    for columnar in (True, False):
+        fn = (_ReadCsvFile(CsvOptions(), specs, columnar=columnar) if fmt == "csv"
+              else _ReadJsonlFile(JsonlOptions(), specs, columnar=columnar))
+        records, letters, _ = run(fn, path)
+        assert not records and [(d["kind"], d["bytes"]) for d in letters] == [
+            ("unread", len(data))]
+        assert letters[0]["reason"].startswith(f"the file is {kind}-compressed; ")
+
+
+def test_a_header_that_starts_like_a_magic_number_is_still_text():
+    from beam_tfrecords.transforms.readers.events import unreadable_text
+
+    assert unreadable_text(b"BZhash,PK,x\n1,2,3\n"[:10]) is None
+    assert unreadable_text(b"PK,id\n") is None
 
 
 # -- JSON Lines -------------------------------------------------------------------------------

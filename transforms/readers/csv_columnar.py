@@ -56,7 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from beam_tfrecords.transforms.codec.text_values import ISO8601, time_values, whole_values
-from beam_tfrecords.transforms.readers.events import Unread, foreign_encoding
+from beam_tfrecords.transforms.readers.events import HEAD_BYTES, Unread, unreadable_text
 
 __all__ = [
     "BLOCK_BYTES",
@@ -75,7 +75,7 @@ __all__ = [
     "pick_cells",
     "quoting_is_clean",
     "type_batch",
-    "utf8_stream",
+    "text_stream",
 ]
 
 BOM = b"\xef\xbb\xbf"
@@ -217,12 +217,13 @@ class ByteBlocks:
         return io.BufferedReader(Prefixed(self._buf, self._handle))
 
 
-def utf8_stream(handle: BinaryIO) -> tuple[BinaryIO, Unread | None]:
-    """``handle`` to read from the start, or -- when its byte order mark says UTF-16 or
-    UTF-32 -- the whole file as one :class:`Unread` saying so (read to its end to count its
-    bytes): read as UTF-8 it would be a header of garbled names and rows of dead letters."""
-    head = handle.read(4)
-    why = foreign_encoding(head)
+def text_stream(handle: BinaryIO) -> tuple[BinaryIO, Unread | None]:
+    """``handle`` to read from the start, or -- when its first bytes say UTF-16 or UTF-32
+    text, or a compressed file (:func:`events.unreadable_text`) -- the whole file as one
+    :class:`Unread` saying so (read to its end to count its bytes): read as UTF-8 text it
+    would be a header of garbled names and rows of dead letters."""
+    head = handle.read(HEAD_BYTES)
+    why = unreadable_text(head)
     if why is None:
         if handle.seekable():
             handle.seek(0)

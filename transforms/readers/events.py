@@ -20,9 +20,10 @@ Pure: no Beam, no file systems.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, BinaryIO
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Reject", "Unread", "bounded_line", "foreign_encoding"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "Reject", "Unread", "bounded_line", "unreadable_text"]
 
 # ``source.max_record_bytes``: the largest record (CSV row, JSON line, Avro block) a reader
 # holds in memory; a larger one is a dead letter (or, for an Avro block, unread input).
@@ -33,16 +34,29 @@ PREVIEW_BYTES = 200  # how much of a record too large to hold a dead letter show
 # little-endian mark starts with UTF-16's.
 FOREIGN_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32", "little"), (b"\x00\x00\xfe\xff", "UTF-32", "big"),
                 (b"\xff\xfe", "UTF-16", "little"), (b"\xfe\xff", "UTF-16", "big"))
+# The magic numbers of compressed files (bzip2's with its first block's, so that no CSV
+# header starting "BZh" matches), and the command that decompresses each.
+COMPRESSED = ((re.compile(rb"\A\x1f\x8b"), "gzip", "gunzip"),
+              (re.compile(rb"\ABZh[1-9]1AY&SY"), "bzip2", "bunzip2"),
+              (re.compile(rb"\A\x28\xb5\x2f\xfd"), "zstd", "unzstd"),
+              (re.compile(rb"\A\xfd7zXZ\x00"), "xz", "unxz"),
+              (re.compile(rb"\APK\x03\x04"), "zip", "unzip"))
+HEAD_BYTES = 10  # enough of a file's start for every mark and magic number above
 
 
-def foreign_encoding(head: bytes) -> str | None:
-    """Why a text file starting with ``head`` (at least its first 4 bytes) cannot be read as
-    UTF-8, told by its byte order mark, with the command that converts it; None otherwise."""
+def unreadable_text(head: bytes) -> str | None:
+    """Why a CSV or JSON Lines file starting with ``head`` (its first :data:`HEAD_BYTES`
+    bytes) cannot be read -- UTF-16 or UTF-32 text by its byte order mark, or a compressed
+    file by its magic number -- with the command that converts it; None otherwise."""
     for mark, family, order in FOREIGN_BOMS:
         if head.startswith(mark):
             return (f"the file is {family} text ({order}-endian byte order mark "
                     f"{mark.hex(' ').upper()}); the CSV and JSON Lines readers read UTF-8: "
                     f"convert it first, e.g. iconv -f {family} -t UTF-8")
+    for magic, kind, command in COMPRESSED:
+        if magic.match(head):
+            return (f"the file is {kind}-compressed; the CSV and JSON Lines readers read "
+                    f"uncompressed text: decompress it first, e.g. {command}")
     return None
 
 

@@ -266,7 +266,7 @@ class _ReadCsvFile(ReadFileFn):
         self._every_column = extra_fields is None
 
     def events(self, path: str, raw: Any) -> Iterator[Any]:
-        raw, foreign = cc.utf8_stream(raw)
+        raw, foreign = cc.text_stream(raw)
         if foreign is not None:
             return iter([foreign])
         opts = self._options

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping
-from beam_tfrecords.transforms.readers.csv_columnar import BOM, Prefixed, utf8_stream
+from beam_tfrecords.transforms.readers.csv_columnar import BOM, Prefixed, text_stream
 from beam_tfrecords.transforms.readers.events import (
     DEFAULT_MAX_RECORD_BYTES,
     PREVIEW_BYTES,
@@ -100,7 +100,7 @@ class _ReadJsonlFile(ReadFileFn):
     by ``pyarrow.json`` where the result is provably the same (see ``_block_items``)."""
 
     def events(self, path: str, handle: Any) -> Iterator[Any]:
-        handle, foreign = utf8_stream(handle)
+        handle, foreign = text_stream(handle)
         if foreign is not None:
             yield foreign
             return
