@@ -442,7 +442,6 @@ def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Col
     a key absent from some records counts as missing there."""
     if not records:
         raise InitError(f"{where}: no records to learn from")
-    records = [_plain_values(record) for record in records]
     refused: dict[str, str] = {}
     try:
         # pa.array unites the keys of every record (Table.from_pylist keeps the first's).
@@ -556,7 +555,7 @@ def columns_of(path: str, fmt: str, delimiter: str | None = None
         from beam_tfrecords.transforms.readers.read_avro import ReadAvro
 
         reader = ReadAvro(path).file_reader()
-        records = [r for _, r in sample_events(reader, path, SAMPLE_RECORDS)
+        records = [_plain_values(r) for _, r in sample_events(reader, path, SAMPLE_RECORDS)
                    if isinstance(r, dict)]
         columns, table = _records_columns(pa, records, path)
         return columns, {}, f"the first {len(records)} records", table
