@@ -220,15 +220,22 @@ class ByteBlocks:
 def text_stream(handle: BinaryIO) -> tuple[BinaryIO, Unread | None]:
     """``handle`` to read from the start, or -- when its first bytes say UTF-16 or UTF-32
     text, or a compressed file (:func:`events.unreadable_text`) -- the whole file as one
-    :class:`Unread` saying so (read to its end to count its bytes): read as UTF-8 text it
-    would be a header of garbled names and rows of dead letters."""
+    :class:`Unread` saying so (its size from a seek where the stream allows one, else by
+    reading it to its end): read as UTF-8 text it would be a header of garbled names and
+    rows of dead letters."""
     head = handle.read(HEAD_BYTES)
     why = unreadable_text(head)
+    seekable = handle.seekable()
     if why is None:
-        if handle.seekable():
+        if seekable:
             handle.seek(0)
             return handle, None
         return io.BufferedReader(Prefixed(head, handle)), None
+    if seekable:
+        try:
+            return handle, Unread(0, handle.seek(0, io.SEEK_END), None, None, why)
+        except (OSError, ValueError):  # a stream that seeks from its start only
+            pass
     size = len(head)
     while chunk := handle.read(1 << 20):
         size += len(chunk)
