@@ -28,7 +28,6 @@ __all__ = ["entry", "main"]
 def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.pipelines.config import load_config
     from beam_tfrecords.sinks import storage
-    from beam_tfrecords.sinks.format import manifest as mf
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
     parser = argparse.ArgumentParser(prog="beam-tfrecords schema",
@@ -45,15 +44,12 @@ def _schema(argv: Sequence[str]) -> int:
     if args.config:
         spec = tf_parse_spec(load_config(args.config).features)
     else:
-        from beam_tfrecords.pipelines.verify import version_at
+        from beam_tfrecords.pipelines.verify import manifest_path_at
 
-        path = args.path.rstrip("/")
-        if not path.endswith(".json"):
-            version = version_at(path)
-            if version is None:
-                raise storage.NoMatch(f"{args.path} is neither a version directory (no "
-                                      "manifest.json) nor an output root (no LATEST)")
-            path = storage.join(version, mf.MANIFEST)
+        path = manifest_path_at(args.path)
+        if path is None:
+            raise storage.NoMatch(f"{args.path} is neither a version directory (no "
+                                  "manifest.json) nor an output root (no LATEST)")
         spec = json.loads(storage.read_text(path))["feature_spec"]
     if args.python:
         from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec_python

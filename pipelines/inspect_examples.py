@@ -23,11 +23,10 @@ from typing import Any
 from beam_tfrecords.pipelines.verify import (
     ManifestError,
     check_manifest,
+    manifest_path_at,
     matched_files,
-    version_at,
 )
 from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 
@@ -54,13 +53,8 @@ class Undecoded:
 def shard_paths(path: str) -> tuple[list[str], str]:
     """The shard files of a version directory / manifest / output root (the version its
     LATEST names) / glob, and their compression."""
-    stripped = path.rstrip("/")
-    if stripped.endswith(".json"):
-        manifest_path = stripped
-    else:
-        version = version_at(stripped)
-        manifest_path = storage.join(version if version is not None else stripped, mf.MANIFEST)
-    if storage.exists(manifest_path):
+    manifest_path = manifest_path_at(path)
+    if manifest_path is not None and storage.exists(manifest_path):
         try:  # the same checks as verify: shard paths stay inside the version directory
             manifest = check_manifest(json.loads(storage.read_text(manifest_path)))
         except ValueError as err:

@@ -105,7 +105,7 @@ def check_file(path: str, compression: str = "auto",
     return check
 
 
-def _manifest_path(path: str) -> str | None:
+def manifest_path_at(path: str) -> str | None:
     """The manifest ``path`` names: itself (a ``.json``), a version directory's, or that of
     the version an output root's ``LATEST`` names; None for anything else (a glob)."""
     path = path.rstrip("/")
@@ -325,7 +325,7 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
 def verify_path(path: str) -> list[ShardCheck]:
     """Check a version directory, a manifest.json, an output root (the version its LATEST
     names), or a glob of shard files."""
-    manifest_path = _manifest_path(path)
+    manifest_path = manifest_path_at(path)
     if manifest_path is not None:
         return list(_verify_manifest(manifest_path))
     return [check_file(f) for f in matched_files(path, "files")]
