@@ -28,6 +28,7 @@ __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_NODES",
+    "PRESCAN_DEPTH",
     "DuplicateKeyError",
     "YamlLimitError",
     "safe_load_limited",
@@ -163,6 +164,95 @@ def _construct_key(constructor: Any, node: yaml.ScalarNode) -> tuple[Any] | None
     return (key,)
 
 
+PRESCAN_DEPTH = 2 * MAX_DEPTH  # the text pass's bound; the composed graph is measured exactly
+
+
+def _check_text_depth(text: str) -> None:
+    """Refuse a document whose text nests deeper than :data:`PRESCAN_DEPTH`, before PyYAML
+    reads it.
+
+    PyYAML's own limits differ by version and backend (libyaml refuses 1,000 flow levels with
+    its own message, the pure-Python parser recurses until the stack overflows), so the bound
+    this module promises is checked on the text first, by a pass that follows just enough of
+    YAML's syntax to count nesting: quoted scalars, comments and block scalars are skipped;
+    ``[``/``{`` open a level where a node may start; each block indentation level and each
+    ``- ``/``? `` indicator opening a line's node adds one. The count can exceed the true depth
+    by a level or two (an empty innermost collection, a sequence of scalars), never fall
+    short of it, so the bound is set well above :data:`MAX_DEPTH` and the exact depth is
+    measured on the composed graph afterwards.
+    """
+    indents: list[int] = []  # block indentation levels open at this line
+    flow = 0  # open [ and { levels
+    quote = ""  # the quote character of a scalar spanning lines
+    block_scalar_indent = -1  # lines indented deeper than this belong to a | or > scalar
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if block_scalar_indent >= 0:
+            if not stripped.strip() or indent > block_scalar_indent:
+                continue
+            block_scalar_indent = -1
+        start, dashes, peak = 0, 0, flow
+        if not quote and flow == 0:
+            if not stripped or stripped.startswith("#"):
+                continue
+            if stripped.startswith(("---", "...")) and stripped[3:4] in ("", " ", "\t"):
+                indents.clear()
+                start = indent + 3
+            else:
+                while indents and indents[-1] > indent:
+                    indents.pop()
+                if not indents or indents[-1] < indent:
+                    indents.append(indent)
+                start = indent
+        i, node_start = start, True
+        while i < len(line):
+            char = line[i]
+            if quote:
+                if char == "\\" and quote == '"':
+                    i += 2
+                    continue
+                if char == quote:
+                    if quote == "'" and line[i + 1:i + 2] == "'":
+                        i += 2
+                        continue
+                    quote, node_start = "", False
+                i += 1
+                continue
+            if char in " \t":
+                i += 1
+                continue
+            if char == "#" and (i == 0 or line[i - 1] in " \t"):
+                break
+            after = line[i + 1:i + 2]
+            if char in "[{" and (node_start or flow):
+                flow += 1
+                node_start = True
+                peak = max(peak, flow)
+            elif char in "]}" and flow:
+                flow -= 1
+                node_start = False
+            elif char == "," and flow:
+                node_start = True
+            elif char == ":" and (flow or after in ("", " ", "\t")):
+                node_start = True
+            elif char in "-?" and node_start and not flow and after in ("", " ", "\t"):
+                dashes += 1  # a block sequence item or complex key opens a level
+            elif node_start and char in "\"'":
+                quote = char
+            elif node_start and char in "|>" and not flow:
+                block_scalar_indent = indent
+                break
+            elif node_start and char in "&!*":
+                while i + 1 < len(line) and line[i + 1] not in " \t,[]{}":
+                    i += 1  # an anchor, tag or alias: the node (if any) starts after it
+            else:
+                node_start = False
+            i += 1
+        if len(indents) + dashes + peak > PRESCAN_DEPTH:
+            raise YamlLimitError(f"nested deeper than {MAX_DEPTH} levels")
+
+
 def safe_load_limited(text: str) -> Any:
     """Parse one YAML document with the safe loader, refusing hostile shapes first.
 
@@ -174,6 +264,7 @@ def safe_load_limited(text: str) -> Any:
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise YamlLimitError(f"larger than {MAX_BYTES} bytes")
+    _check_text_depth(text)
     try:
         root = yaml.compose(text, Loader=_Loader)
     except RecursionError:

@@ -2,8 +2,11 @@
 
 PyYAML keeps the last of two equal keys in one mapping without a word; these tests pin down
 what counts as a duplicate (keys equal once constructed, at any depth, two literal ``<<``
-keys) and what does not (a merge key's values overridden: YAML's documented semantics).
-The size and alias limits are tested in tests/test_hostile_input.py.
+keys) and what does not (a merge key's values overridden: YAML's documented semantics); and
+that nesting is bounded by our own pass over the text, which must fire before any PyYAML
+version's own limit (libyaml refuses 1,000 flow levels with its own message) and must never
+refuse a document the exact measure accepts. The size and alias limits are tested in
+tests/test_hostile_input.py.
 """
 
 from __future__ import annotations
@@ -12,8 +15,16 @@ import datetime
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from beam_tfrecords.pipelines.safe_yaml import DuplicateKeyError, safe_load_limited
+from beam_tfrecords.pipelines.safe_yaml import (
+    MAX_DEPTH,
+    DuplicateKeyError,
+    YamlLimitError,
+    _check_text_depth,
+    safe_load_limited,
+)
 
 
 def duplicate(text: str) -> DuplicateKeyError:
@@ -133,3 +144,66 @@ def test_a_very_long_duplicate_key_is_shown_short():
     name = "k" * 5000
     err = duplicate(f"? {name}\n: 1\n? {name}\n: 2\n")
     assert err.key == name and err.lines == (1, 3) and len(str(err)) < 200
+
+
+# --- nesting is bounded by our own pass over the text, before PyYAML reads it ------------------
+
+def _deep_block(levels: int) -> str:
+    return "".join("  " * i + f"k{i}:\n" for i in range(levels)) + "  " * levels + "v: 1\n"
+
+
+@pytest.mark.parametrize("text", [
+    "name: " + "[" * 5000 + "]" * 5000,              # libyaml refuses 1,000 flow levels itself
+    "name: " + "{a: " * 3000 + "1" + "}" * 3000,
+    "- " * 3000 + "x\n",                               # compact block sequences on one line
+    "a:\n" + "".join(" " * i + "- \n" for i in range(1, 1200)),
+    _deep_block(900),                                  # indentation, one level per line
+    "x: [\n" + "[\n" * 2000 + "]\n" * 2000 + "]\n",     # flow levels across lines
+], ids=["flow", "flow_mappings", "compact", "dashes_per_line", "block", "flow_lines"])
+def test_deep_documents_are_refused_with_our_message_on_every_pyyaml(text):
+    with pytest.raises(YamlLimitError, match="^nested deeper than 64 levels$"):
+        _check_text_depth(text)
+    with pytest.raises(YamlLimitError, match="^nested deeper than 64 levels$"):
+        safe_load_limited(text)
+
+
+@pytest.mark.parametrize("text", [
+    "name: '" + "[" * 500 + "'\n",                     # brackets in quoted scalars
+    'name: "' + "{" * 500 + '\\" ' + "[" * 200 + '"\n',
+    "doc: |\n  " + "[" * 500 + "\n  " + "- " * 200 + "\nname: x\n",   # a block scalar
+    "doc: >-\n  " + "{" * 500 + "\nname: x\n",
+    "# " + "[" * 500 + "\nname: x  # " + "{" * 500 + "\n",            # comments
+    "name: a[b{c" + "[" * 300 + "\n",                  # plain scalars may hold brackets
+    "name: it's [" + "[" * 300 + "\n",
+    'x: {"a":"' + "{" * 300 + '"}\n',                  # JSON-style flow with quoted values
+    "k: &anchor !!str " + "'" + "[" * 300 + "'\n",
+])
+def test_brackets_that_do_not_nest_are_not_counted(text):
+    _check_text_depth(text)
+    safe_load_limited(text)
+
+
+nested = st.recursive(
+    st.one_of(st.integers(), st.text(alphabet="ab[]{}'\"#:- |>", max_size=6), st.none()),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(st.text(alphabet="abc", min_size=1, max_size=3), children, max_size=3)),
+    max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=nested, flow=st.booleans())
+def test_the_text_pass_never_refuses_what_the_exact_measure_accepts(value, flow):
+    text = yaml.safe_dump({"root": value}, default_flow_style=flow)
+    assert safe_load_limited(text) == {"root": value}
+
+
+@settings(max_examples=100, deadline=None)
+@given(depth=st.integers(MAX_DEPTH + 1, 400), flow=st.booleans())
+def test_every_document_past_the_limit_is_refused_with_our_message(depth, flow):
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    text = yaml.safe_dump({"root": value}, default_flow_style=flow)
+    with pytest.raises(YamlLimitError, match="^nested deeper than 64 levels$"):
+        safe_load_limited(text)
