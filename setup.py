@@ -7,7 +7,9 @@ and never collide with other top-level packages (Beam[gcp] already installs a to
 to workers from this file (``--setup_file ./setup.py``).
 
 Pinned versions live here and only here; the Dockerfile's ``BEAM_VERSION`` must equal
-``BEAM_VERSION`` below (tests/test_packaging.py checks it).
+``BEAM_VERSION`` below (tests/test_packaging.py checks it). What is installed comes from the
+locks in locks/, resolved from these pins by ``python3 scripts/lock.py`` (tests check that
+every pin here holds in every lock).
 """
 
 import os
@@ -26,7 +28,9 @@ INSTALL_REQUIRES = [
     "crc32c==2.9.post0",
     "pyarrow==25.0.1",  # Beam 2.77 needs pyarrow<26
     "google-cloud-storage==3.17.1",
-    "PyYAML>=6.0,<7",
+    # 6.0.2 is the first release with wheels for every Python we support (3.13 included);
+    # our own nesting check runs before PyYAML's on every version the range allows.
+    "PyYAML>=6.0.2,<7",
 ]
 # Beam YAML pipelines (`python -m apache_beam.yaml.main`) need Beam's `yaml` extra (jinja2,
 # jsonschema, ...); the pinned Beam's own extra, so its versions always agree with Beam's.
@@ -34,7 +38,8 @@ YAML_REQUIRES = [f"apache-beam[gcp,yaml]=={BEAM_VERSION}"]
 DEV_REQUIRES = [
     *YAML_REQUIRES,  # tests run our transforms from Beam YAML pipelines
     "pytest==9.2.0",
-    "hypothesis==6.170.15",
+    "hypothesis==6.170.15; python_version >= '3.11'",
+    "hypothesis==6.168.5; python_version < '3.11'",  # the last release for Python 3.10
     "grpcio-tools==1.80.1",  # protoc whose gencode matches protobuf>=6.31.1,<7
     "gcp-storage-emulator==2026.7.19",
     "ruff==0.17.6",
@@ -64,7 +69,21 @@ setup(
     version=_version(),
     description="Apache Beam pipelines that write TFRecord files of tf.train.Example "
                 "protos, sized and committed atomically, without TensorFlow.",
-    python_requires=">=3.10,<3.13",
+    python_requires=">=3.10,<3.14",
+    # Each Python listed here is exercised by CI (tests/test_packaging.py checks that every
+    # classifier's Python has a lock and a CI run).
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     package_dir={"beam_tfrecords": "."},
     packages=[
         "beam_tfrecords",

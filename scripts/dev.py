@@ -7,7 +7,9 @@ Each command creates what it needs and reuses it next time:
   .venv/     the project's virtual environment (this package, editable, with its dev extras)
   .venv-tf/  TensorFlow, only a test oracle, in its own environment because it needs
              protobuf 7 while Apache Beam needs protobuf 6 (tests talk to it via files)
-An environment is reinstalled when the file that pins it changes.
+Every package comes from a lock in locks/ (exact versions and hashes, installed with
+--require-hashes --no-deps; scripts/lock.py makes them), so a fresh machine installs what CI
+tested. An environment is reinstalled when its lock changes.
 """
 
 from __future__ import annotations
@@ -22,37 +24,51 @@ import venv
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 TF_VENV = ROOT / ".venv-tf"
-TF_REQUIREMENTS = ROOT / "tests" / "tf_oracle" / "requirements.txt"
+LOCKS = ROOT / "locks"
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def _python(env: pathlib.Path) -> pathlib.Path:
     return env / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
-def _ensure_env(env: pathlib.Path, pins: pathlib.Path, install: list[str]) -> pathlib.Path:
-    """Create ``env`` and run ``pip install <install>`` unless ``pins`` is unchanged."""
+def _lock(name: str) -> pathlib.Path:
+    lock = LOCKS / f"{name}-py{PYTHON}.txt"
+    if not lock.exists():
+        known = sorted(p.name for p in LOCKS.glob(f"{name}-py*.txt"))
+        sys.exit(f"[dev] no lock for Python {PYTHON} ({lock.relative_to(ROOT)}); run this "
+                 f"script with a Python that has one: {', '.join(known)}")
+    return lock
+
+
+def _ensure_env(env: pathlib.Path, lock: pathlib.Path, project: bool) -> pathlib.Path:
+    """Create ``env`` from ``lock`` (and this package, editable, when ``project``) unless the
+    lock and setup.py are unchanged since the last install."""
     stamp = env / ".installed"
-    digest = hashlib.sha256(pins.read_bytes()).hexdigest()
+    pinned = [lock, ROOT / "setup.py"] if project else [lock]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in pinned)).hexdigest()
     python = _python(env)
     if python.exists() and stamp.exists() and stamp.read_text() == digest:
         return python
-    print(f"[dev] setting up {env.name} (first run takes a few minutes)", flush=True)
-    if not python.exists():
-        venv.EnvBuilder(with_pip=True, clear=True).create(env)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-                   check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *install], check=True,
+    print(f"[dev] setting up {env.name} from {lock.relative_to(ROOT)} (the first run takes a "
+          "few minutes)", flush=True)
+    venv.EnvBuilder(with_pip=True, clear=True).create(env)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(lock)], check=True,
                    cwd=ROOT)
+    if project:
+        subprocess.run([*pip, "--no-deps", "-e", "."], check=True, cwd=ROOT)
+    subprocess.run([str(python), "-m", "pip", "check"], check=True, cwd=ROOT)
     stamp.write_text(digest)
     return python
 
 
 def project_env() -> pathlib.Path:
-    return _ensure_env(VENV, ROOT / "setup.py", ["-e", ".[dev]"])
+    return _ensure_env(VENV, _lock("dev"), project=True)
 
 
 def tf_env() -> pathlib.Path:
-    return _ensure_env(TF_VENV, TF_REQUIREMENTS, ["-r", str(TF_REQUIREMENTS)])
+    return _ensure_env(TF_VENV, _lock("tf-oracle"), project=False)
 
 
 def demo(args: list[str]) -> int:
@@ -62,11 +78,15 @@ def demo(args: list[str]) -> int:
     return subprocess.run(cmd, cwd=ROOT).returncode
 
 
-def test(args: list[str]) -> int:
-    python = project_env()
+def run_pytest(python: pathlib.Path, args: list[str]) -> int:
+    """Run the suite with ``python`` (a venv holding this package), the TensorFlow oracle
+    made first."""
     env = dict(os.environ, BEAM_TFRECORDS_TF_PYTHON=str(tf_env()))
-    cmd = [str(python), "-m", "pytest", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+
+
+def test(args: list[str]) -> int:
+    return run_pytest(project_env(), args)
 
 
 COMMANDS = {"demo": demo, "test": test}
