@@ -194,6 +194,7 @@ class _ReadJsonlFile(ReadFileFn):
         null (missing and null look alike in Arrow), a float that is integral (``1`` and
         ``1.0`` look alike) or not finite goes through ``json``; anything Arrow refuses
         sends the whole block there. Arrow's float parsing rounds correctly, as ``float``.
+        Records keep their file order (see ``_runs``).
         """
         if not block:
             return
@@ -228,17 +229,45 @@ class _ReadJsonlFile(ReadFileFn):
                 with np.errstate(invalid="ignore"):
                     slow |= ~np.isfinite(values) | (values == np.floor(values))
         numbers = records + line + 1
-        for index in np.flatnonzero(slow).tolist():
-            event = self._line_event(int(numbers[index]),
-                                     block[starts[records[index]]:ends[records[index]]])
-            if event is not None:
-                yield event
-        if slow.all():
+        if not slow.any():
+            yield records_chunk(path, [], numbers.tolist(),
+                                table.combine_chunks().to_batches()[0])
             return
-        if slow.any():
-            table = table.filter(pa.array(~slow))
-            numbers = numbers[~slow]
-        yield records_chunk(path, [], numbers.tolist(), table.combine_chunks().to_batches()[0])
+        # Records leave in file order: runs of rows Arrow read exactly become chunks, the
+        # rows between them go through ``json`` in their place. A short run is not worth a
+        # chunk of its own (each costs Beam a step per element), so it goes through json too.
+        for start, stop, fast in _runs(slow, MIN_CHUNK_RUN):
+            if fast:
+                chunk = table.slice(start, stop - start).combine_chunks().to_batches()[0]
+                yield records_chunk(path, [], numbers[start:stop].tolist(), chunk)
+                continue
+            for index in range(start, stop):
+                event = self._line_event(int(numbers[index]),
+                                         block[starts[records[index]]:ends[records[index]]])
+                if event is not None:
+                    yield event
+
+
+MIN_CHUNK_RUN = 64  # rows: a shorter run of Arrow-read rows goes through json in its place
+
+
+def _runs(slow: np.ndarray, min_fast: int) -> Iterator[tuple[int, int, bool]]:
+    """``(start, stop, fast)`` runs covering ``slow`` in order: ``fast`` runs are maximal
+    stretches of False at least ``min_fast`` long; everything else is a slow run."""
+    change = np.flatnonzero(np.diff(slow.astype(np.int8))) + 1
+    bounds = np.concatenate(([0], change, [len(slow)])).tolist()
+    pending = None  # start of a slow run not yet yielded
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        fast = not slow[start] and stop - start >= min_fast
+        if fast:
+            if pending is not None:
+                yield pending, start, False
+                pending = None
+            yield start, stop, True
+        elif pending is None:
+            pending = start
+    if pending is not None:
+        yield pending, len(slow), False
 
 
 def _arrow_json(block: bytes) -> Any:
