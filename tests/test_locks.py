@@ -55,14 +55,16 @@ def _pins(lock: pathlib.Path) -> dict[str, str]:
     return pins
 
 
+@pytest.mark.parametrize("kind", ["dev", "runtime"])
 @pytest.mark.parametrize("python", _classifier_pythons())
-def test_every_pin_in_setup_holds_in_the_lock_of_each_python(python):
-    lock = LOCKS / f"dev-py{python}.txt"
+def test_every_pin_in_setup_holds_in_the_lock_of_each_python(python, kind):
+    lock = LOCKS / f"{kind}-py{python}.txt"
     assert lock.exists(), f"no lock for Python {python}: run `python3 scripts/lock.py`"
     pins = _pins(lock)
     environment = dict(default_environment(), python_version=python,
-                       python_full_version=f"{python}.0", extra="dev")
-    wanted = [*_setup_literal("INSTALL_REQUIRES"), *_setup_literal("DEV_REQUIRES")]
+                       python_full_version=f"{python}.0", extra=kind)
+    wanted = [*_setup_literal("INSTALL_REQUIRES"),
+              *(_setup_literal("DEV_REQUIRES") if kind == "dev" else [])]
     for text in wanted:
         requirement = Requirement(text)
         if requirement.marker and not requirement.marker.evaluate(environment):
@@ -78,8 +80,9 @@ def test_every_supported_python_is_a_classifier_with_a_lock():
     assert pythons == ["3.10", "3.11", "3.12", "3.13"]
     text = (ROOT / "setup.py").read_text()
     assert 'python_requires=">=3.10,<3.14"' in text
-    assert sorted(p.name for p in LOCKS.glob("dev-py*.txt")) == [
-        f"dev-py{p}.txt" for p in pythons]
+    for kind in ("dev", "runtime"):
+        assert sorted(p.name for p in LOCKS.glob(f"{kind}-py*.txt")) == [
+            f"{kind}-py{p}.txt" for p in pythons]
 
 
 @pytest.mark.parametrize("lock", sorted(LOCKS.glob("*.txt")), ids=lambda p: p.name)

@@ -1,0 +1,152 @@
+"""What a user gets from the wheel, on every Python we support, outside the repository.
+
+    python3 scripts/smoke.py              # every Python that setup.py's classifiers name
+    python3 scripts/smoke.py 3.10 3.13    # only these
+
+1. The sdist and the wheel are built (``python -m build``) and checked (``twine check``).
+2. For each Python: a fresh virtual environment in a temporary folder, the lock of a plain
+   install (locks/runtime-py<X>.txt) with ``--require-hashes --no-deps``, the wheel with
+   ``--no-deps``, and ``pip check``.
+3. There, in a folder outside the repository: ``beam-tfrecords --version``; ``init`` on the
+   demo's CSV; ``build`` of the demo config; ``verify``; the records read back with
+   ``btf.read_examples`` (no TensorFlow); and a Python pipeline of dicts written with
+   ``btf.WriteTFRecordDataset``.
+
+An interpreter is found with pyenv (``$(pyenv root)/versions/3.X.*``) or as ``python3.X`` on
+PATH; a supported Python that cannot be found fails the run, so CI never skips one silently.
+Exit status 0 when every Python passed.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import dev  # noqa: E402 -- beside this script
+import lock  # noqa: E402
+
+API_SNIPPET = """
+import apache_beam as beam
+import beam_tfrecords as btf
+
+features = {"age": {"type": "int64"}, "name": {"type": "string", "missing": "omit"},
+            "emb": {"type": "float", "shape": [3]}}
+rows = [{"id": i, "age": i, "name": None if i % 7 == 0 else f"n{i}",
+         "emb": [i, i + 0.5, -i]} for i in range(200)]
+with beam.Pipeline() as p:
+    _ = (p | beam.Create(rows)
+           | btf.WriteTFRecordDataset(output="api_out", name="people", features=features,
+                                      splits={"key": "id", "train": 80, "eval": 20}))
+seen = sorted(int(r["age"]) for r in btf.read_examples("api_out"))
+assert seen == list(range(200)), seen[:10]
+print("api ok", len(seen))
+"""
+
+READ_SNIPPET = """
+import sys
+import beam_tfrecords as btf
+records = list(btf.read_examples(sys.argv[1]))
+assert len(records) == 10000 and {"feature0", "feature3"} <= set(records[0]), len(records)
+print("read ok", len(records))
+"""
+
+
+def interpreter(python: str) -> str:
+    """The path of a Python ``python`` (``"3.12"``) interpreter, or exit with a reason."""
+    candidates = []
+    try:
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        candidates += sorted(glob.glob(f"{root}/versions/{python}.*/bin/python{python}"))
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    found = shutil.which(f"python{python}")
+    if found and "/shims/" not in found:  # a pyenv shim fails unless that version is active
+        candidates.append(found)
+    if not candidates:
+        sys.exit(f"[smoke] no Python {python} here (pyenv or python{python} on PATH): "
+                 "install it, since setup.py claims it")
+    return candidates[0]
+
+
+def build_dists(out: pathlib.Path) -> pathlib.Path:
+    python = str(dev.project_env())
+    subprocess.run([python, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), "."],
+                   cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    dists = sorted(out.iterdir())
+    subprocess.run([python, "-m", "twine", "check", "--strict", *map(str, dists)], check=True)
+    (wheel,) = [d for d in dists if d.suffix == ".whl"]
+    return wheel
+
+
+def run(args: list[str], cwd: pathlib.Path, env: dict) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"[smoke] `{' '.join(args)}` exited {done.returncode}:\n"
+                         f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def smoke(python: str, wheel: pathlib.Path, work: pathlib.Path) -> float:
+    start = time.monotonic()
+    env_dir = work / f"venv-{python}"
+    subprocess.run([interpreter(python), "-m", "venv", str(env_dir)], check=True)
+    bin_dir = env_dir / "bin"
+    pip = [str(bin_dir / "python"), "-m", "pip", "install", "--quiet",
+           "--disable-pip-version-check"]
+    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r",
+                    str(lock.runtime_lock(python))], check=True)
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "check"], check=True)
+
+    here = work / f"user-{python}"  # a user's folder: nothing of the repository in it
+    (here / "data").mkdir(parents=True)
+    shutil.copy(ROOT / "configs" / "data" / "demo.csv", here / "data" / "demo.csv")
+    config = (ROOT / "configs" / "demo.yaml").read_text().replace(
+        "configs/data/demo.csv", "data/demo.csv")
+    (here / "demo.yaml").write_text(config)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    cli = str(bin_dir / "beam-tfrecords")
+    ours = re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)
+    version = run([cli, "--version"], here, env).strip()
+    assert version == f"beam-tfrecords {ours.group(1)}", version
+    inferred = run([cli, "init", "--input", "data/demo.csv"], here, env)
+    assert re.search(r"^\s+feature3: \{type: float", inferred, re.M), inferred[:2000]
+    run([cli, "build", "--config", "demo.yaml", "--output", "out"], here, env)
+    version_dir = here / "out" / (here / "out" / "LATEST").read_text().strip()
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    assert manifest["counts"]["written"] == 10000, manifest["counts"]
+    run([cli, "verify", str(version_dir)], here, env)
+    run([str(bin_dir / "python"), "-c", READ_SNIPPET, str(version_dir)], here, env)
+    run([str(bin_dir / "python"), "-c", API_SNIPPET], here, env)
+    return time.monotonic() - start
+
+
+def main(argv: list[str]) -> int:
+    pythons = argv or list(lock.PYTHONS)
+    with tempfile.TemporaryDirectory(prefix="beam-tfrecords-smoke-") as temp:
+        work = pathlib.Path(temp)
+        wheel = build_dists(work / "dist")
+        print(f"[smoke] built and checked {wheel.name}", flush=True)
+        for python in pythons:
+            seconds = smoke(python, wheel, work)
+            print(f"[smoke] Python {python}: wheel installed outside the repository; "
+                  f"--version, init, build, verify, read_examples and the API passed "
+                  f"({seconds:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
