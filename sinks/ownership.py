@@ -46,7 +46,8 @@ _BUILD_FILES = re.compile(
     r"(\.tmp-[0-9a-f]{32})?")
 
 
-_OUR_TEMPORARY = re.compile(r"(LATEST|\.lease)\.tmp-[0-9a-f]{32}")
+_OUR_TEMPORARY = re.compile(
+    rf"({re.escape(lay.LATEST)}|{re.escape(lay.LEASE)})\.tmp-[0-9a-f]{{32}}")
 
 
 @dataclasses.dataclass(frozen=True)
