@@ -263,7 +263,10 @@ def _splits_named_by(plan: ImagePlan, path: str) -> SplitSpec:
         raise BuildError(f"source {path!r}: no image names a usable split ({len(refused)} "
                          f"refused; {why})")
     share = 100.0 / len(usable)
-    return SplitSpec(shares=tuple((name, share) for name in usable), field=("split",))
+    try:
+        return SplitSpec(shares=tuple((name, share) for name in usable), field=("split",))
+    except ValueError as err:
+        raise BuildError(f"source {path!r}: {err}") from None
 
 
 def _manifest_metadata(config: Config, image_paths: Sequence[str]) -> list:

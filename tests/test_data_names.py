@@ -207,3 +207,14 @@ def test_the_sink_refuses_a_hostile_split_before_writing(tmp_path, split):
     with pytest.raises(UnsafePath, match="refusing to write"):
         fn.process((split, SerializedBatch.from_records([b"record"])))
     assert files(tmp_path) == {}
+
+
+def test_image_split_folders_differing_only_by_case_are_refused_at_launch(place, capsys):
+    images = place / "images"
+    for rel in ("train/cat/a.png", "Train/cat/b.png"):
+        (images / rel).parent.mkdir(parents=True, exist_ok=True)
+        (images / rel).write_bytes(png())
+    assert build(images_config(place, images, "folders")) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "differ only by case" in err
+    assert not (place / "out").exists()

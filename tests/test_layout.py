@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format.layout import (
     RESERVED,
@@ -15,6 +16,7 @@ from beam_tfrecords.sinks.format.layout import (
     index_path,
     resolve_in_version,
 )
+from beam_tfrecords.transforms.codec.specs import parse_splits
 
 # Names that must never become a path segment of the output, and why.
 HOSTILE = [
@@ -161,3 +163,11 @@ def test_a_layout_refuses_a_bad_version_and_resolves_its_own_files():
     for bad in ("..", "v1\n", "LATEST", "a/b"):
         with pytest.raises(InvalidName):
             lay.Layout("/out", bad)
+
+
+@pytest.mark.parametrize("raw", [{"train": 50, "Train": 50},
+                                 {"field": "s", "names": ["eval", "EVAL"]}])
+def test_split_names_that_differ_only_by_case_are_refused(raw):
+    """On a case-insensitive filesystem they would be one folder."""
+    with pytest.raises(UserError, match="differ only by case"):
+        parse_splits(raw)

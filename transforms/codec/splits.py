@@ -112,6 +112,8 @@ class SplitSpec:
         names = [name for name, _ in self.shares]
         if len(set(names)) != len(names):
             raise ValueError(f"split names repeat: {names}")
+        if len({name.lower() for name in names}) != len(names):  # one folder where case folds
+            raise ValueError(f"split names differ only by case: {names}")
         if self.field and self.key:
             raise ValueError("a split spec takes the split from a field or hashes a key, "
                              "not both")
