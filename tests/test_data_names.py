@@ -10,6 +10,8 @@ import io
 import json
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
@@ -218,3 +220,21 @@ def test_image_split_folders_differing_only_by_case_are_refused_at_launch(place,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "differ only by case" in err
     assert not (place / "out").exists()
+
+
+def test_through_the_console_script_a_path_in_a_manifest_cell_writes_nothing_outside(place):
+    """The reported attack as a user runs it: a manifest cell ``../../x`` once wrote a shard
+    beside the output, over a file that was not ours."""
+    data = place / "in"
+    data.mkdir()
+    for name in ("a.png", "b.png"):
+        (data / name).write_bytes(png())
+    (data / "list.csv").write_text("path,label,split\na.png,cat,train\nb.png,dog,../../x\n")
+    config = images_config(place, data / "list.csv", "manifest")
+    script = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+    done = subprocess.run([str(script), "build", "--config", config, "--version", "v1"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "split name '../../x'" in done.stderr
+    assert not (place / "out" / "v1").exists()
+    untouched(place, "in")
