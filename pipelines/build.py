@@ -45,7 +45,7 @@ from beam_tfrecords.sinks.commit import (
 from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.layout import InvalidName, Layout, check_name
+from beam_tfrecords.sinks.format.layout import PROGRESS, InvalidName, Layout, check_name
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
@@ -238,13 +238,35 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
         listed = _manifest_metadata(config, image_paths)
     _, fingerprint = input_fingerprint(source.path, listed)
     if plan.splits and config.splits == SplitSpec():
-        share = 100.0 / len(plan.splits)
-        config = dataclasses.replace(config, splits=SplitSpec(
-            shares=tuple((name, share) for name in plan.splits), field=("split",)))
+        config = dataclasses.replace(config, splits=_splits_named_by(plan, source.path))
     fields = list(RESERVED) + (["split"] if plan.splits else [])
     fields += [name for name, _ in (plan.entries[0].extra if plan.entries else ())]
     check_columns(config, fields, source.path)
     return config, Inputs(image_paths, fingerprint, plan)
+
+
+def _splits_named_by(plan: ImagePlan, path: str) -> SplitSpec:
+    """The splits an image plan's ``split`` values name, taken from its records' own field.
+
+    A value that cannot be a split name (``..``, ``a/b``, ``.staging``) names no split: the
+    records that carry it become dead letters saying why. A plan with no usable split name at
+    all is refused here, in one line, since every record would be rejected.
+    """
+    usable, refused = [], {}
+    for name in plan.splits:
+        try:
+            usable.append(check_name("split", name))
+        except InvalidName as err:
+            refused[name] = str(err)
+    if not usable:
+        why = next(iter(refused.values()))
+        raise BuildError(f"source {path!r}: no image names a usable split ({len(refused)} "
+                         f"refused; {why})")
+    share = 100.0 / len(usable)
+    try:
+        return SplitSpec(shares=tuple((name, share) for name in usable), field=("split",))
+    except ValueError as err:
+        raise BuildError(f"source {path!r}: {err}") from None
 
 
 def _manifest_metadata(config: Config, image_paths: Sequence[str]) -> list:
@@ -469,7 +491,7 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
         from beam_tfrecords.pipelines.progress import ProgressReporter
         from beam_tfrecords.sinks.progress_files import ProgressOptions, read_totals
 
-        progress_dir = storage.join(layout.staging, ".progress")  # removed by the commit
+        progress_dir = storage.join(layout.staging, PROGRESS)  # removed by the commit
         options.view_as(ProgressOptions).tfrecords_progress_dir = progress_dir
         progress = ProgressReporter(lambda: read_totals(progress_dir),
                                     lambda line: print(line, file=sys.stderr, flush=True),

@@ -9,10 +9,13 @@ or whose ``offset length`` lines do not address the shard's records is a problem
 The version folder is listed once and compared with the manifest: a file it lists that is
 missing (a shard, an index, a dead letter, a metadata file) is a problem, and so is a file in a
 split folder that it does not list -- a ``<split>/*`` glob, as tf.data and Beam users write,
-would read it as data. Any other file it does not list (at the version root, under ``index/``
-or ``dead_letter/``, a leftover ``.staging/``) is a warning: no reader of a split reads it, but
-the version holds more than it says. Given a glob of shards instead, every file is checked for
-framing and counted. Exit status 1 on any problem, 0 with warnings only, for schedulers.
+would read it as data -- and so is a TFRecord file anywhere else (the version root, ``index/``,
+a new folder), told by its name or, reading only its first bytes, by a valid first frame: any
+glob a reader writes may match it. Any other file it does not list (a note at the root, a
+stray ``.jsonl`` under ``dead_letter/``, a leftover ``.staging/``) is a warning: no reader of a
+split reads it, but the version holds more than it says. Given a glob of shards instead, every
+file is checked for framing and counted. Exit status 1 on any problem, 0 with warnings only,
+for schedulers.
 """
 
 from __future__ import annotations
@@ -252,23 +255,51 @@ def _other_listed(manifest: dict) -> Iterator[tuple[str, str]]:
             yield path, what
 
 
+def _tfrecord_evidence(path: str) -> str:
+    """Why the file at ``path`` is a TFRecord file ("its name", "its first bytes"), or "".
+
+    Its first bytes are read, never the whole file: a frame whose CRC matches, as they are or
+    once the start of a GZIP or ZLIB stream is inflated. A file that cannot be opened is judged
+    by its name alone."""
+    if tff.named_like_tfrecord(path):
+        return "by its name"
+    try:
+        with storage.open_read(path) as handle:
+            head = handle.read(tff.SNIFF_BYTES)
+    except OSError:
+        return ""
+    return "by its first bytes" if tff.starts_like_tfrecord(head) else ""
+
+
 def _unlisted(version_dir: str, paths: list[str], splits: dict) -> Iterator[ShardCheck]:
-    """One finding per file the manifest does not list (one for a whole ``.staging/``)."""
+    """One finding per file the manifest does not list (one for a whole ``.staging/``).
+
+    A TFRecord file anywhere (the version root, ``index/``, a folder of its own) is a problem
+    like any file in a split folder: a reader's glob (``*/*.tfrecord``, ``**``) may read it as
+    data. Other files are warnings. The staging folder stays one warning: it is the build's
+    own, holds its parts until the commit removes it, and the next build cleans it."""
     staging = [p for p in paths if p.startswith(lay.STAGING + "/")]
     if staging:
+        framed = sum(tff.named_like_tfrecord(p) for p in staging)
+        held = f", {framed} of them TFRecord parts" if framed else ""
         yield ShardCheck(storage.join(version_dir, lay.STAGING), warnings=[
-            f"a build's staging folder ({len(staging)} file(s)): the build is still writing, "
-            "or did not finish removing it"])
+            f"a build's staging folder ({len(staging)} file(s){held}): the build is still "
+            "writing, or did not finish removing it"])
     for path in paths:
         folder = path.split("/", 1)[0] if "/" in path else None
         if folder == lay.STAGING:
             continue
+        full = storage.join(version_dir, path)
         if folder in splits:
-            yield ShardCheck(storage.join(version_dir, path), problems=[
+            yield ShardCheck(full, problems=[
                 f"extra: a file in split folder {folder!r} the manifest does not list "
                 f"(a {folder}/* glob reads it as data)"])
+        elif evidence := _tfrecord_evidence(full):
+            yield ShardCheck(full, problems=[
+                f"extra: a TFRecord file ({evidence}) the manifest does not list (a reader's "
+                "glob may read it as data)"])
         else:
-            yield ShardCheck(storage.join(version_dir, path), warnings=[
+            yield ShardCheck(full, warnings=[
                 "not listed in the manifest (no reader of a split reads it)"])
 
 

@@ -60,7 +60,7 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 _LATEST_TRIES = 20
-PUBLISHING = f"{lay.STAGING}/publishing"  # relative to a version folder
+PUBLISHING = f"{lay.STAGING}/{lay.PUBLISHING}"  # relative to a version folder
 
 
 class CommitError(UserError):
@@ -360,8 +360,8 @@ def _publish_dead_letters(dead: Sequence[DeadLetterFile], folder: str) -> list[t
     """Move staged dead-letter files to ``<folder>/dead_letter/rejected-i-of-n.jsonl``."""
     finals = []
     for index, item in enumerate(sorted(dead, key=lambda d: d.path)):
-        final = storage.join(folder, lay.DEAD_LETTER,
-                             f"rejected-{index:05d}-of-{len(dead):05d}.jsonl")
+        final = lay.resolve_in_version(folder, lay.DEAD_LETTER,
+                                       f"rejected-{index:05d}-of-{len(dead):05d}.jsonl")
         if storage.exists(item.path):
             storage.rename(item.path, final)
         finals.append((final, item.rows))
@@ -385,7 +385,7 @@ def _fail(spec: CommitSpec, reason: str, shards: Mapping[str, Sequence[Any]],
         "dead_letter": [{"path": mf.relative_path(p, kept), "records": n} for p, n in finals],
         **(extra or {}),
     }
-    storage.write_atomic(storage.join(kept, lay.FAILURE), mf.dumps(document))
+    storage.write_atomic(lay.resolve_in_version(kept, lay.FAILURE), mf.dumps(document))
     _rollback(layout, shards)
     where = f"; dead letters kept in {kept}/{lay.DEAD_LETTER}" if finals else ""
     reasons = ("; top reasons: " + " | ".join(f"{n} x {r}" for r, n in top)) if top else ""
@@ -440,7 +440,7 @@ def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[s
         raise ValueError(f"not a reader file of the layout: {unknown}")
     for name in lay.METADATA_FILES:
         if name in files:
-            storage.write_atomic(storage.join(spec.layout.version_dir, name),
+            storage.write_atomic(lay.resolve_in_version(spec.layout.version_dir, name),
                                  files[name].encode())
     tfds = ({"loadable": True} if lay.TFDS_INFO in files
             else {"loadable": False, "why": tfds_note})
@@ -492,7 +492,8 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     _fence(spec)  # the last moment before the commit point
     # Says "the manifest may exist but LATEST may not name it yet" until staging goes, after
     # LATEST moved: what the next build's roll-forward looks for.
-    storage.write_atomic(storage.join(layout.version_dir, PUBLISHING), b"")
+    storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
+                                                within=(lay.STAGING,)), b"")
     if conditional.create(layout.manifest, mf.dumps(document)) is None:
         raise CommitError(f"{layout.manifest} appeared while this build committed; a "
                           "committed version is never rewritten")

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 import apache_beam as beam
 
 from beam_tfrecords.sinks import early_stop, storage
+from beam_tfrecords.sinks.format.layout import DEAD_LETTER, resolve_in_version
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.progress_files import ProgressFile
 
@@ -103,7 +104,7 @@ class WriteDeadLetters(beam.DoFn):
 
     def process(self, row: dict) -> None:
         if self._handle is None:
-            self._path = storage.join(self._staging, "dead_letter", f"{uuid.uuid4().hex}.jsonl")
+            self._path = resolve_in_version(self._staging, DEAD_LETTER, f"{uuid.uuid4().hex}.jsonl")
             self._handle = storage.open_write(self._path)
             if self._watch is not None:  # closed by whichever step stops the build
                 self._watch.holding(self, self._close)
@@ -164,7 +165,7 @@ def staged_dead_letters(staging: str) -> list[DeadLetterFile]:
     """The dead-letter files staged under ``staging`` (by bundles that never finished, when a
     build stopped early), each with its rows and reasons counted from its complete lines."""
     found = []
-    for path in storage.list_files(storage.join(staging, "dead_letter")):
+    for path in storage.list_files(storage.join(staging, DEAD_LETTER)):
         if not path.endswith(".jsonl"):
             continue
         rows, reasons = 0, Counter()

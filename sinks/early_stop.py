@@ -40,6 +40,7 @@ from typing import Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format.layout import EARLY_STOP
 
 __all__ = ["DEFAULT_WINDOW", "FOLDER", "LOOK_SECONDS", "STOP_SHARE", "RejectWindow",
            "StopPolicy", "StoppedEarly", "Watch", "read_notes", "should_stop", "stop_reason",
@@ -48,7 +49,7 @@ __all__ = ["DEFAULT_WINDOW", "FOLDER", "LOOK_SECONDS", "STOP_SHARE", "RejectWind
 _LOG = logging.getLogger(__name__)
 DEFAULT_WINDOW = 10_000  # records a worker reads before it may stop the build
 STOP_SHARE = 0.5  # with max_bad_fraction above 0: the rejected share that stops a build
-FOLDER = "early_stop"  # under the version's staging folder, removed with it
+FOLDER = EARLY_STOP  # under the version's staging folder, removed with it
 LOOK_SECONDS = 2.0  # how often a worker looks for another's note
 
 

@@ -37,14 +37,17 @@ TOOL = "beam-tfrecords"
 # Shards end .tfrecord[.gz|.deflate] (.zlib: versions written before); index sidecars are
 # index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
 _SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
+_ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, *lay.METADATA_FILES)))
 _BUILD_FILES = re.compile(
-    rf"(manifest\.json|feature_spec\.json|schema\.pbtxt|features\.json|dataset_info\.json"
+    rf"({_ROOT_FILES}"
     rf"|[^/]+/{_SHARD}(\.index)?"
-    rf"|{lay.INDEX}/[^/]+/{_SHARD}\.index|dead_letter/rejected-\d{{5}}-of-\d{{5}}\.jsonl)"
+    rf"|{re.escape(lay.INDEX)}/[^/]+/{_SHARD}\.index"
+    rf"|{re.escape(lay.DEAD_LETTER)}/rejected-\d{{5}}-of-\d{{5}}\.jsonl)"
     r"(\.tmp-[0-9a-f]{32})?")
 
 
-_OUR_TEMPORARY = re.compile(r"(LATEST|\.lease)\.tmp-[0-9a-f]{32}")
+_OUR_TEMPORARY = re.compile(
+    rf"({re.escape(lay.LATEST)}|{re.escape(lay.LEASE)})\.tmp-[0-9a-f]{{32}}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,7 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.layout import index_path
+from beam_tfrecords.sinks.format.layout import SHUFFLE, index_path, resolve_in_version
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
@@ -219,8 +219,8 @@ class _WriteRuns(beam.DoFn):
 
     def _spill(self, split: str, buffer: _SplitBuffer) -> RunPart:
         self._count += 1
-        path = storage.join(self._staging, "shuffle", split,
-                            f"{self._attempt}-{self._count:05d}.run")
+        path = resolve_in_version(self._staging, f"{self._attempt}-{self._count:05d}.run",
+                                  within=(SHUFFLE,), split=split)
         # Locally a thread writes the run while the next one fills: one run at a time (the
         # previous is waited for here, so memory holds at most one run being written), and
         # every run is whole before the bundle hands its runs on.
@@ -374,8 +374,8 @@ def _plan(parts: list[tuple[str, RunPart]], splits: tuple[str, ...], version_dir
         cell_bytes = index.cell_bytes()
         ranges = sp.plan_ranges(cell_bytes, _stored_ratio(runs, index, compression), size)
         for number, (lo, hi) in enumerate(ranges):
-            path = storage.join(version_dir, split,
-                                shard_file_name(name, number, len(ranges), compression))
+            path = resolve_in_version(
+                version_dir, shard_file_name(name, number, len(ranges), compression), split=split)
             windows = tuple(_Window(a, b, index.slices(a, b))
                             for a, b in sp.windows(cell_bytes, lo, hi, WINDOW_BYTES))
             yield _ShardEntry(split, path, lo, hi, runs, windows)

@@ -37,7 +37,7 @@ from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path
+from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path, resolve_in_version
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards, should_roll_before
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
@@ -136,8 +136,8 @@ class _WriteParts(beam.DoFn):
 
     def _new_writer(self, split: str) -> _PartWriter:
         self._count += 1
-        path = storage.join(self._staging, split, f"{self._attempt}-{self._count:05d}"
-                            f"{tff.file_suffix(self._compression)}")
+        path = resolve_in_version(self._staging, f"{self._attempt}-{self._count:05d}"
+                                  f"{tff.file_suffix(self._compression)}", split=split)
         writer = _PartWriter(path, self._compression, self._index)
         self._open[split] = writer
         return writer
@@ -237,8 +237,8 @@ def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: s
     for split, split_parts in sorted(by_split.items()):
         groups = plan_shards(split_parts, size)
         for index, group in enumerate(groups):
-            path = storage.join(version_dir, split,
-                                shard_file_name(name, index, len(groups), compression))
+            path = resolve_in_version(
+                version_dir, shard_file_name(name, index, len(groups), compression), split=split)
             yield split, path, tuple(group)
 
 

@@ -633,3 +633,44 @@ def test_records_whole_in_a_chunk_read_as_the_general_path_reads_them(records, d
     fast = _spans(io.BytesIO(bytes(blob)), verify_crc, max_bytes)
     general = _spans(SeekableTrickle(bytes(blob), 5), verify_crc, max_bytes)
     assert fast == general
+
+
+# -- telling a TFRecord file from others (verify's unlisted files) --
+
+@pytest.mark.parametrize("name, expected", [
+    ("demo-00000-of-00002.tfrecord", True),
+    ("x.tfrecord.gz", True),
+    ("x.tfrecord.deflate", True),
+    ("x.tfrecord.zlib", True),
+    ("X.TFRecord.GZ", True),
+    ("train.tfrecords", True),
+    ("train.tfr", True),
+    ("mnist-train.tfrecord-00000-of-00010", True),
+    ("dir/sub/x.tfrecord", True),
+    ("x.tfrecord.index", False),  # a sidecar: its content decides
+    ("tfrecord.txt", False),
+    ("x.tfrx", False),
+    ("notes.txt", False),
+    ("x.tfrecord/notes.txt", False),
+])
+def test_named_like_tfrecord(name, expected):
+    assert tff.named_like_tfrecord(name) is expected
+
+
+@pytest.mark.parametrize("head, expected", [
+    (tff.frame(b"record"), True),
+    (tff.frame(b""), True),
+    (tff.frame(b"x" * 100_000)[:tff.SNIFF_BYTES], True),  # only the start is needed
+    (gzip.compress(tff.frame(b"record") * 3), True),
+    (zlib.compress(tff.frame(b"record")), True),
+    (b"", False),
+    (tff.frame(b"record")[:11], False),
+    (b'{"reason": "bad"}\n' * 10, False),
+    (b"0 30\n30 30\n", False),
+    (gzip.compress(b"just text\n" * 100), False),
+    (zlib.compress(b"just text\n"), False),
+    (b"\x1f\x8b" + b"\x00" * 30, False),  # gzip magic, no stream
+    (bytes(12), False),  # a zero length's masked CRC is not zero
+])
+def test_starts_like_tfrecord(head, expected):
+    assert tff.starts_like_tfrecord(head) is expected

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import pathlib
 import shutil
 import struct
 import subprocess
 import sys
+import zlib
 
 import crc32c
 import pytest
@@ -119,8 +121,45 @@ def forget_metadata_files(version: pathlib.Path) -> None:
     (version / "manifest.json").write_text(json.dumps(manifest))
 
 
+def put(version: pathlib.Path, name: str, data: bytes) -> None:
+    (version / name).parent.mkdir(parents=True, exist_ok=True)
+    (version / name).write_bytes(data)
+
+
+def framed(*records: bytes) -> bytes:
+    return b"".join(tff.frame(r) for r in records)
+
+
+TFRECORD_BY_NAME = "extra: a TFRecord file (by its name) the manifest does not list"
+TFRECORD_BY_BYTES = "extra: a TFRecord file (by its first bytes) the manifest does not list"
+
 # damage -> (exit status, {file: what its one line says}); files relative to the version
 LISTING_CASES = {
+    # A TFRecord file outside the split folders: any glob a reader writes may match it.
+    "stray shard at the version root": (
+        lambda v: shutil.copy(shards(v)[0], v / "demo-00000-of-00001.tfrecord"),
+        1, {"demo-00000-of-00001.tfrecord": TFRECORD_BY_NAME}),
+    "gzip TFRecord in a new folder": (
+        lambda v: put(v, "extra/part.tfrecord.gz", gzip.compress(framed(b"x"))),
+        1, {"extra/part.tfrecord.gz": TFRECORD_BY_NAME}),
+    "empty TFRecord named as TFDS names them": (
+        lambda v: put(v, "more/ds-train.tfrecord-00000-of-00001", b""),
+        1, {"more/ds-train.tfrecord-00000-of-00001": TFRECORD_BY_NAME}),
+    "TFRecord under index/ with another name": (
+        lambda v: put(v, "index/data.bin", shards(v)[0].read_bytes()),
+        1, {"index/data.bin": TFRECORD_BY_BYTES}),
+    "gzip TFRecord at the root with no suffix": (
+        lambda v: put(v, "blob", gzip.compress(framed(b"a" * 100, b"b"))),
+        1, {"blob": TFRECORD_BY_BYTES}),
+    "zlib TFRecord under dead_letter/": (
+        lambda v: put(v, "dead_letter/old.jsonl", zlib.compress(framed(b"{}"))),
+        1, {"dead_letter/old.jsonl": TFRECORD_BY_BYTES}),
+    "gzip text at the root": (
+        lambda v: put(v, "notes.txt.gz", gzip.compress(b"just notes\n" * 50)),
+        0, {"notes.txt.gz": "warning: not listed in the manifest"}),
+    "an index sidecar nobody lists": (
+        lambda v: put(v, "index/train/x.tfrecord.index", b"0 30\n30 30\n"),
+        0, {"index/train/x.tfrecord.index": "warning: not listed in the manifest"}),
     "stray shard in a split folder": (
         lambda v: shutil.copy(shards(v)[0], v / "train" / "demo-00007-of-00009.tfrecord"),
         1, {"train/demo-00007-of-00009.tfrecord":
@@ -156,8 +195,9 @@ LISTING_CASES = {
 @pytest.mark.parametrize("case", list(LISTING_CASES))
 def test_verify_compares_the_version_folder_with_the_manifest(copy, capsys, case):
     """Listed files that are gone (dead letters and metadata too) fail; unlisted files fail in
-    a split folder, which a ``<split>/*`` glob reads, and are warnings elsewhere. One line
-    per finding (issue #15, item 7)."""
+    a split folder, which a ``<split>/*`` glob reads, and so does an unlisted TFRecord file
+    anywhere (by name, or by its first frame); other unlisted files are warnings. One line
+    per finding."""
     add_dead_letters(copy)
     code, out, err = run_verify(copy, capsys)
     assert code == 0 and "warning" not in out, out + err
@@ -193,6 +233,7 @@ def test_verify_compares_a_version_folder_on_gcs(gcs_emulator, built):
     shard, records = entry["path"], entry["records"]
     gcs_emulator.upload(f"{version}/train/demo-00007-of-00009.tfrecord", b"stray")
     gcs_emulator.upload(f"{version}/notes.txt", b"x")
+    gcs_emulator.upload(f"{version}/copies/blob", gzip.compress(framed(b"a record")))
     storage.delete([f"{version}/{shard}", f"{version}/schema.pbtxt"])
     found = {c.path.removeprefix(version + "/"): c.problems or ["warning"] + c.warnings
              for c in verify_path(version) if not c.ok or c.warnings}
@@ -203,8 +244,43 @@ def test_verify_compares_a_version_folder_on_gcs(gcs_emulator, built):
             "extra: a file in split folder 'train' the manifest does not list (a train/* glob "
             "reads it as data)"],
         "notes.txt": ["warning", "not listed in the manifest (no reader of a split reads it)"],
+        "copies/blob": [TFRECORD_BY_BYTES + " (a reader's glob may read it as data)"],
         "manifest.json": [f"counts.written is 10000, the shards hold {10000 - records}"],
     }
+
+
+def test_verify_reads_only_the_start_of_an_unlisted_file(copy, monkeypatch):
+    """Telling a TFRecord file by its content reads its first bytes, never the whole file."""
+    big = framed(b"x" * (8 << 20))
+    (copy / "archive").mkdir()
+    (copy / "archive" / "big.bin").write_bytes(big)
+    read = []
+    real = storage.open_read
+
+    class Counting:
+        def __init__(self, handle):
+            self._handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._handle.close()
+
+        def read(self, n=-1):
+            data = self._handle.read(n)
+            read.append(len(data))
+            return data
+
+    def open_read(path, *a, **k):
+        handle = real(path, *a, **k)
+        return Counting(handle) if path.endswith("big.bin") else handle
+
+    monkeypatch.setattr(storage, "open_read", open_read)
+    found = [c for c in verify_path(str(copy)) if not c.ok]
+    assert [c.path for c in found] == [str(copy / "archive" / "big.bin")]
+    assert TFRECORD_BY_BYTES in found[0].problems[0]
+    assert 0 < sum(read) <= tff.SNIFF_BYTES < len(big)
 
 
 def test_verify_a_glob_of_shards(built, capsys):

@@ -6,7 +6,8 @@
   .lease                  held by the build that is writing now (sinks/lease.py)
   <version>/
     .beam-tfrecords-build ownership marker: written first, exclusively, with the build's id
-    .staging/             parts, progress files, staged dead letters (removed by the commit)
+    .staging/             parts, progress files, staged dead letters (removed by the commit):
+      <split>/  shuffle/<split>/  dead_letter/  early_stop/  .progress/  publishing
     manifest.json         the commit point
     feature_spec.json
     schema.pbtxt          tensorflow_metadata Schema (TFX, TFDV, Ray)
@@ -21,7 +22,11 @@
 Names are checked whole (``re.fullmatch``, never ``match``: ``$`` also matches before a
 trailing newline) before anything runs, because each one becomes a path segment: a name with
 ``/`` or a newline, ``.``/``..`` or one of the layout's own names would write somewhere else,
-or make the location unreadable for every later build. Pure: no Beam, no I/O.
+or make the location unreadable for every later build. Names that come from the data (image
+split folders, manifest cells, a record's split field) get the same check as configured ones.
+And every path a build writes inside a version folder is made by :func:`resolve_in_version`,
+which refuses -- before the write -- one that would leave the folder or put a split where the
+layout keeps its own files. Pure: no Beam, no I/O.
 """
 
 from __future__ import annotations
@@ -47,12 +52,18 @@ __all__ = [
     "LEASE",
     "MANIFEST",
     "MARKER",
+    "EARLY_STOP",
+    "PROGRESS",
+    "PUBLISHING",
     "RESERVED",
+    "SHUFFLE",
     "STAGING",
+    "UnsafePath",
     "Layout",
     "InvalidName",
     "check_name",
     "index_path",
+    "resolve_in_version",
 ]
 
 LATEST = "LATEST"
@@ -73,12 +84,22 @@ INDEX = "index"
 INDEX_SUFFIX = ".index"
 FAILURE = "failure.json"
 FAILED = ".failed"
-# Every name the layout gives a meaning to, at the root or inside a version folder; none may
-# be a version, data set or split name (compared case-insensitively: on case-insensitive
-# filesystems ``latest`` is ``LATEST``).
+# Inside ``.staging/``, beside the splits' parts: the shuffle's sorted runs, a worker's note
+# that it stopped the build early, the writers' progress files, and the flag that says the
+# commit is under way.
+SHUFFLE = "shuffle"
+EARLY_STOP = "early_stop"
+PROGRESS = ".progress"
+PUBLISHING = "publishing"
+# Every name the layout gives a meaning to, at the root, inside a version folder or inside its
+# staging folder; none may be a version, data set or split name (compared case-insensitively:
+# on case-insensitive filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
                                          FEATURE_SPEC, DEAD_LETTER, FAILURE,
-                                         FAILED, INDEX, *METADATA_FILES))
+                                         FAILED, INDEX, *METADATA_FILES, SHUFFLE, EARLY_STOP,
+                                         PROGRESS, PUBLISHING))
+# One path segment of a file or folder the build names itself: a shard, a part, a uuid.
+_SEGMENT = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _HINTS = {
     "version": "letters, digits, '_', '-' and '.', starting with a letter, digit or '_'",
@@ -89,6 +110,11 @@ _HINTS = {
 
 class InvalidName(UserError, ValueError):
     """A version, data set or split name the layout cannot hold; the message says why."""
+
+
+class UnsafePath(InvalidName):
+    """A path the build was about to write that would leave its folder, or put a split where
+    the layout keeps its own files; raised before anything is written."""
 
 
 def check_name(kind: str, name: object) -> str:
@@ -109,11 +135,48 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
+def resolve_in_version(folder: str, *names: str, within: tuple[str, ...] = (),
+                       split: str | None = None) -> str:
+    """``folder/<within...>/<split>/<names...>``: the one way a build names what it writes.
+
+    ``folder`` is a version folder, or a folder of ours inside it (staging) or beside it
+    (``.failed/...``). ``within`` are the layout's own folder names, ``split`` a split name
+    (checked by :func:`check_name`), ``names`` single segments the build made itself. Without
+    ``within`` or ``split`` the first name must be one of the layout's own, so the folder only
+    ever holds our names and split folders. Anything else -- ``..``, an absolute or empty part,
+    a separator, NUL or newline in a name, a reserved name where a split goes -- is an
+    :class:`UnsafePath` before the write, never a file somewhere else.
+    """
+    shown = "/".join(map(str, (*within, *([split] if split is not None else []), *names)))
+    if not isinstance(folder, str) or not folder:
+        raise UnsafePath(f"refusing to write {shown!r}: no folder to write it in")
+    for name in within:
+        if not isinstance(name, str) or name.lower() not in RESERVED:
+            raise UnsafePath(f"refusing to write {shown!r} below {folder!r}: {name!r} is not "
+                             "a folder of the output layout")
+    if split is not None:
+        try:
+            check_name("split", split)
+        except InvalidName as err:
+            raise UnsafePath(f"refusing to write below {folder!r}: {err}") from None
+    if not names and split is None:
+        raise UnsafePath(f"refusing to write {folder!r} itself")
+    for name in names:
+        if not isinstance(name, str) or not _SEGMENT.fullmatch(name) or name in (".", ".."):
+            raise UnsafePath(f"refusing to write {shown!r} below {folder!r}: {name!r} is not "
+                             "one path segment of letters, digits, '_', '-' and '.'")
+    if not within and split is None and names[0].lower() not in RESERVED:
+        raise UnsafePath(f"refusing to write {shown!r} below {folder!r}: {names[0]!r} is "
+                         "neither a name of the output layout nor in a split folder")
+    parts = (*within, *([split] if split is not None else []), *names)
+    return "/".join((folder.rstrip("/"), *parts))  # "/" stays the root: "" + "/x"
+
+
 def index_path(shard_path: str) -> str:
     """The index sidecar of the shard at ``<version>/<split>/<file>``:
     ``<version>/index/<split>/<file>.index`` (``/``-joined, local or ``gs://``)."""
     version_dir, split, file = shard_path.rsplit("/", 2)
-    return f"{version_dir}/{INDEX}/{split}/{file}{INDEX_SUFFIX}"
+    return resolve_in_version(version_dir, file + INDEX_SUFFIX, within=(INDEX,), split=split)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,23 +204,23 @@ class Layout:
 
     @property
     def staging(self) -> str:
-        return self._join(self.version, STAGING)
+        return resolve_in_version(self.version_dir, STAGING)
 
     @property
     def marker(self) -> str:
-        return self._join(self.version, MARKER)
+        return resolve_in_version(self.version_dir, MARKER)
 
     @property
     def manifest(self) -> str:
-        return self._join(self.version, MANIFEST)
+        return resolve_in_version(self.version_dir, MANIFEST)
 
     @property
     def feature_spec(self) -> str:
-        return self._join(self.version, FEATURE_SPEC)
+        return resolve_in_version(self.version_dir, FEATURE_SPEC)
 
     @property
     def dead_letter_dir(self) -> str:
-        return self._join(self.version, DEAD_LETTER)
+        return resolve_in_version(self.version_dir, DEAD_LETTER)
 
     def failed_dir(self, build_id: str) -> str:
         """Where a failed build keeps its dead letters and ``failure.json``: outside the

@@ -8,6 +8,7 @@ it, so the sink, the validators and the tests share one implementation of the fo
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,6 +29,7 @@ __all__ = [
     "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
     "iter_record_spans", "detect_compression", "FRAME_OVERHEAD",
+    "SNIFF_BYTES", "named_like_tfrecord", "starts_like_tfrecord",
 ]
 
 NONE, GZIP, ZLIB = "none", "gzip", "zlib"
@@ -474,6 +476,42 @@ def detect_compression(head: bytes, path: str = "<stream>") -> str:
         return NONE
     raise CorruptRecordError(
         path, 0, "not a TFRecord file (no valid header in any supported compression)")
+
+
+# Names TFRecord files go by: ours (`.tfrecord[.gz|.deflate|.zlib]`), TensorFlow's and TFDS's
+# (`train.tfrecord-00000-of-00010`), `.tfrecords`, `.tfr`; any case, with a compression suffix.
+# A sidecar such as `x.tfrecord.index` is not one by name (its content decides).
+_TFRECORD_NAME = re.compile(
+    r".*\.tfr(ecords?)?(\.(gz|gzip|deflate|zlib|zz|z))?(-\d+-of-\d+)?", re.I | re.S)
+# How much of a file's start is enough to judge it: a gzip header with a long name or comment
+# comes before the first compressed bytes.
+SNIFF_BYTES = 1 << 14
+
+
+def named_like_tfrecord(name: str) -> bool:
+    """Whether a file name (its last segment) says TFRecord, as readers' globs pick files."""
+    return _TFRECORD_NAME.fullmatch(name.rsplit("/", 1)[-1]) is not None
+
+
+def _framed(head: bytes) -> bool:
+    return len(head) >= HEADER_SIZE and _HEADER.unpack_from(head)[1] == masked_crc32c(head[:8])
+
+
+def starts_like_tfrecord(head: bytes) -> bool:
+    """Whether a file whose first bytes are ``head`` (up to :data:`SNIFF_BYTES`) begins with a
+    TFRecord frame: 12 bytes whose masked CRC matches the length before it, as they are or
+    after inflating the start of a GZIP or ZLIB stream. A chance match is one in 2^32; an
+    empty file (a TFRecord file of no records) is told by its name alone."""
+    if _framed(head):
+        return True
+    for kind in (GZIP, ZLIB):
+        try:
+            start = zlib.decompressobj(_WBITS[kind]).decompress(head, HEADER_SIZE)
+        except zlib.error:
+            continue
+        if _framed(start):
+            return True
+    return False
 
 
 def _raw_chunks(fileobj: BinaryIO, first: bytes) -> Iterator[bytes]:

@@ -204,4 +204,7 @@ def _parse_field_splits(raw: Mapping[str, Any]) -> SplitSpec:
     for name in names:
         _named("splits.names", "split", name, names)
     share = 100.0 / len(names)
-    return SplitSpec(shares=tuple((n, share) for n in names), field=tuple(field.split(".")))
+    try:
+        return SplitSpec(shares=tuple((n, share) for n in names), field=tuple(field.split(".")))
+    except ValueError as err:
+        raise ConfigError(f"config key 'splits': {err}") from None

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from beam_tfrecords.sinks.format.layout import check_name
+
 __all__ = ["BUCKETS", "HASH_DIGEST_SIZE", "HASH_PERSON", "SplitSpec", "digests", "key_bytes"]
 
 BUCKETS = 10_000
@@ -110,6 +112,8 @@ class SplitSpec:
         names = [name for name, _ in self.shares]
         if len(set(names)) != len(names):
             raise ValueError(f"split names repeat: {names}")
+        if len({name.lower() for name in names}) != len(names):  # one folder where case folds
+            raise ValueError(f"split names differ only by case: {names}")
         if self.field and self.key:
             raise ValueError("a split spec takes the split from a field or hashes a key, "
                              "not both")
@@ -174,6 +178,8 @@ class SplitSpec:
         """The split a record names in ``field``; ValueError when it is not one of ours."""
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
+        if isinstance(value, str):
+            check_name("split", value)  # the layout's own check first: a value, never a path
         if not isinstance(value, str) or value not in self.names:
             raise ValueError(f"names split {value!r}, expected one of {', '.join(self.names)}")
         return value

@@ -41,6 +41,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.sinks.spread import Spread
 from beam_tfrecords.transforms.codec.specs import _fail
 from beam_tfrecords.transforms.readers.framework import (
@@ -210,6 +211,13 @@ def _plan_folders(root: str, paths: Sequence[str], extensions: Sequence[str]) ->
     if depth not in (2, 3):
         raise ValueError(f"image folders below {root!r}: {by_depth[depth]!r} is {depth} "
                          "levels deep; expected <label>/<file> or <split>/<label>/<file>")
+    if depth == 3:  # a split folder's name becomes a folder of the output: a name, not a path
+        for split in sorted({parts[0] for _, parts in images}):
+            try:
+                check_name("split", split)
+            except InvalidName as err:
+                raise ValueError(f"image folders below {root!r}: the split folder {split!r} "
+                                 f"cannot name a split: {err}") from None
     vocabulary, index = _vocabulary([parts[-2] for _, parts in images])
     entries = tuple(
         ImageEntry(path=path, label=index[parts[-2]], label_text=parts[-2],
