@@ -10,6 +10,8 @@ from __future__ import annotations
 import signal
 import threading
 
+from apache_beam.runners.runner import PipelineResult, PipelineState
+
 from beam_tfrecords.pipelines import signals
 
 
@@ -69,3 +71,54 @@ def test_nothing_is_taken_outside_the_main_thread():
     thread.start()
     thread.join()
     assert seen == [(True, None)]
+
+
+class _RemoteJob(PipelineResult):
+    """A job a runner runs elsewhere, as its PipelineResult shows it: RUNNING until cancelled,
+    then CANCELLED after ``stops_after`` more looks at its state (None: never)."""
+
+    def __init__(self, stops_after: int | None) -> None:
+        super().__init__(PipelineState.RUNNING)
+        self.stops_after, self.cancels = stops_after, 0
+
+    @property
+    def state(self):
+        if self.cancels and self.stops_after is not None:
+            if self.stops_after == 0:
+                self._state = PipelineState.CANCELLED
+            self.stops_after -= 1
+        return self._state
+
+    def cancel(self):
+        self.cancels += 1
+
+
+class _Launched:
+    """What a beam.Pipeline holds once its runner submitted the job."""
+
+    def __init__(self, result: PipelineResult) -> None:
+        self.result = result
+
+
+def test_a_remote_job_is_cancelled_and_waited_for_before_the_lease_goes():
+    watcher = signals._Watcher("beam-tfrecords")
+    job = _RemoteJob(stops_after=2)
+    watcher.pipeline = _Launched(job)
+    assert watcher._cancel_job() == ("; the job it launched was cancelled (now CANCELLED)", True)
+    assert job.cancels == 1
+
+
+def test_a_remote_job_that_does_not_stop_keeps_the_lease(monkeypatch):
+    monkeypatch.setattr(signals, "CANCEL_SECONDS", 1.0)
+    watcher = signals._Watcher("beam-tfrecords")
+    watcher.pipeline = _Launched(_RemoteJob(stops_after=None))
+    note, stopped = watcher._cancel_job()
+    assert not stopped  # _clean_up then leaves the lease to expire instead of releasing it
+    assert note == "; the job it launched was asked to cancel and still ran after 1 s"
+
+
+def test_a_job_in_this_process_or_not_yet_submitted_needs_no_cancel():
+    watcher = signals._Watcher("beam-tfrecords")
+    assert watcher._cancel_job() == ("", True)  # in-process: watch_job(remote=False)
+    watcher.pipeline = object()  # remote, still being submitted: no result yet
+    assert watcher._cancel_job() == ("", True)
