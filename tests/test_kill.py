@@ -483,11 +483,12 @@ def start_command(tmp_path, config, out, moment=None, how="script", numpy_first=
                    BTF_TEST_HANG_AFTER=str(out / ".lease"))
     if numpy_first:
         env["BTF_TEST_IMPORT_NUMPY"] = "1"
-    command = ([str(CONSOLE_SCRIPT)] if how == "script" else
-               [sys.executable, "-m", "beam_tfrecords.pipelines.cli"])
+    command = {"script": [str(CONSOLE_SCRIPT), "build"],
+               "module": [sys.executable, "-m", "beam_tfrecords.pipelines.cli", "build"],
+               "flex": [sys.executable, str(ROOT / "pipelines" / "flex" / "main.py")]}[how]
     return subprocess.Popen(
-        [*command, "build", "--config", str(config), "--output", str(out),
-         "--progress-interval", "0"],
+        [*command, f"--config={config}", f"--output={out}",
+         "--progress_interval=0" if how == "flex" else "--progress-interval=0"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT,
@@ -566,4 +567,13 @@ def test_a_signal_stops_python_dash_m_and_a_build_whose_threads_started_first(tm
     proc = start_command(tmp_path, long_config, out, "reading", how="module", numpy_first=True)
     wait_for((tmp_path / "hung").exists, proc, "the reading fault point")
     assert threads_taking(proc.pid, signal.SIGTERM) >= 1  # the hard case
+    signal_and_check(proc, tmp_path, long_config, out, signal.SIGTERM, to_group=False)
+
+
+def test_a_signal_stops_the_flex_template_entry(tmp_path, long_config):
+    """The script a Flex Template launcher runs, with template parameters."""
+    out = tmp_path / "out"
+    proc = start_command(tmp_path, long_config, out, "reading", how="flex")
+    wait_for((tmp_path / "hung").exists, proc, "the reading fault point")
+    assert threads_taking(proc.pid, signal.SIGTERM) == 0  # claimed before any import
     signal_and_check(proc, tmp_path, long_config, out, signal.SIGTERM, to_group=False)
