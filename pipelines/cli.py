@@ -380,8 +380,12 @@ def entry() -> None:
     argv = sys.argv[1:]
     import_command(argv)
     words, _ = _split_debug(list(argv))
-    if not words or words[0] != "build":
-        signals.unblock_claimed()
+    try:
+        if not words or words[0] != "build":
+            signals.unblock_claimed()  # a Ctrl-C that came during the imports lands here
+    except KeyboardInterrupt:
+        print("beam-tfrecords: interrupted", file=sys.stderr)
+        sys.exit(130)
     status = main(argv)
     gc.freeze()
     sys.exit(status)
