@@ -27,36 +27,89 @@ from beam_tfrecords.sinks import storage
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
 
-_HANG = """
-import os, sys, time
-from beam_tfrecords.sinks import storage
+# The command users run is the one killed and signalled: the installed console script, whose
+# entry() claims the signals before its first import (a test calling cli.main() in-process
+# never exercises that). So the fault point is put in place by a sitecustomize module on
+# PYTHONPATH that wraps one storage operation once the command imports it (an import hook:
+# importing storage itself would import numpy before entry() runs), and the test kills or
+# signals the build while that operation hangs -- writing a staged part, reading an input,
+# renaming a shard into place during finalize. BTF_TEST_IMPORT_NUMPY starts OpenBLAS's thread
+# before entry() instead, as a site hook or an embedding program might.
+_SITECUSTOMIZE = """
+import importlib.abc, importlib.util, os, sys, time
 
-operation, nth, marker, subtree = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-original = getattr(storage, operation)
-calls = []
+if os.environ.get("BTF_TEST_IMPORT_NUMPY"):
+    import numpy  # noqa: F401 -- its OpenBLAS thread now exists, signals unblocked
 
-def hanging(*args, **kwargs):
-    if subtree in str(args[-1]):
-        calls.append(args)
-        if len(calls) == nth:
-            with open(marker, "w") as handle:
-                handle.write(repr(args))
-            time.sleep(600)
-    return original(*args, **kwargs)
+_OP = os.environ.get("BTF_TEST_HANG_OP")
 
-setattr(storage, operation, hanging)
-from beam_tfrecords.pipelines.cli import main
-sys.exit(main(sys.argv[5:]))
+
+def _patch(storage):
+    match, nth = os.environ["BTF_TEST_HANG_MATCH"], int(os.environ["BTF_TEST_HANG_NTH"])
+    marker, after = os.environ["BTF_TEST_HANG_MARKER"], os.environ.get("BTF_TEST_HANG_AFTER")
+    original, calls = getattr(storage, _OP), []
+
+    def hanging(*args, **kwargs):
+        if (not after or os.path.exists(after)) and match in str(args[-1]):
+            calls.append(args)
+            if len(calls) == nth:
+                with open(marker, "w") as handle:
+                    handle.write(repr(args))
+                time.sleep(600)
+        return original(*args, **kwargs)
+
+    setattr(storage, _OP, hanging)
+
+
+class _PatchStorage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "beam_tfrecords.sinks.storage":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _OP:
+    sys.meta_path.insert(0, _PatchStorage())
 """
+
+CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+
+
+def site_env(tmp_path: pathlib.Path) -> dict[str, str]:
+    """The environment of a command that loads the sitecustomize module above."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
+def hang_env(tmp_path: pathlib.Path, operation: str, match: str, nth: int,
+             after: pathlib.Path | None = None) -> dict[str, str]:
+    """The environment of a command whose ``nth`` call of storage.``operation`` on a path
+    containing ``match`` (counted once ``after`` exists) writes ``tmp_path/hung`` and hangs."""
+    return dict(site_env(tmp_path), BTF_TEST_HANG_OP=operation, BTF_TEST_HANG_MATCH=match,
+                BTF_TEST_HANG_NTH=str(nth), BTF_TEST_HANG_MARKER=str(tmp_path / "hung"),
+                BTF_TEST_HANG_AFTER=str(after or ""))
 
 
 def kill_during(operation: str, nth: int, subtree: str, out: pathlib.Path | str,
                 config: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    marker = tmp_path / f"hung-{operation}"
-    args = [sys.executable, "-c", _HANG, operation, str(nth), str(marker), subtree,
-            "build", "--config", str(config), "--output", str(out), "--version", "killed"]
+    marker = tmp_path / "hung"
+    args = [str(CONSOLE_SCRIPT), "build", "--config", str(config), "--output", str(out),
+            "--version", "killed"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True,
+                            env=hang_env(tmp_path, operation, subtree, nth))
     deadline = time.monotonic() + 120
     while not marker.exists():
         if proc.poll() is not None:
@@ -409,60 +462,6 @@ def test_a_second_signal_while_stopping_exits_at_once(tmp_path):
 
 # --- the same through the installed console script and `python -m`, as users start it ---
 
-# The command itself must run: entry() claims the signals before its first import, which a
-# test calling cli.main() in-process never exercises. So the fault point is put in place by a
-# sitecustomize module on PYTHONPATH that wraps one storage operation once the command imports
-# it (an import hook: importing storage itself would import numpy before entry() runs), and
-# the test signals the build while that operation hangs -- reading an input, or renaming a
-# shard into place during finalize. BTF_TEST_IMPORT_NUMPY starts OpenBLAS's thread before
-# entry() instead, as a site hook or an embedding program might.
-_SITECUSTOMIZE = """
-import importlib.abc, importlib.util, os, sys, time
-
-if os.environ.get("BTF_TEST_IMPORT_NUMPY"):
-    import numpy  # noqa: F401 -- its OpenBLAS thread now exists, signals unblocked
-
-_OP = os.environ.get("BTF_TEST_HANG_OP")
-
-
-def _patch(storage):
-    match, nth = os.environ["BTF_TEST_HANG_MATCH"], int(os.environ["BTF_TEST_HANG_NTH"])
-    marker, after = os.environ["BTF_TEST_HANG_MARKER"], os.environ["BTF_TEST_HANG_AFTER"]
-    original, calls = getattr(storage, _OP), []
-
-    def hanging(*args, **kwargs):
-        if os.path.exists(after) and any(match in str(arg) for arg in args):
-            calls.append(args)
-            if len(calls) == nth:
-                with open(marker, "w") as handle:
-                    handle.write(repr(args))
-                time.sleep(600)
-        return original(*args, **kwargs)
-
-    setattr(storage, _OP, hanging)
-
-
-class _PatchStorage(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != "beam_tfrecords.sinks.storage":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _patch(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-if _OP:
-    sys.meta_path.insert(0, _PatchStorage())
-"""
-
-CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
 # Where each moment's fault point is: (operation, a substring of its path, the nth such call).
 MOMENTS = {"reading": ("open_read", "long_input", 1), "finalize": ("rename", "/train/", 2)}
 
@@ -471,16 +470,9 @@ def start_command(tmp_path, config, out, moment=None, how="script", numpy_first=
     """``beam-tfrecords build`` (or ``python -m beam_tfrecords.pipelines.cli build``) in a
     session of its own, SIGINT and SIGTERM at their default actions; with ``moment``, it hangs
     at that moment's fault point once it holds the output's lease."""
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    env = site_env(tmp_path)
     if moment is not None:
-        operation, match, nth = MOMENTS[moment]
-        env.update(BTF_TEST_HANG_OP=operation, BTF_TEST_HANG_MATCH=match,
-                   BTF_TEST_HANG_NTH=str(nth), BTF_TEST_HANG_MARKER=str(tmp_path / "hung"),
-                   BTF_TEST_HANG_AFTER=str(out / ".lease"))
+        env = hang_env(tmp_path, *MOMENTS[moment], after=out / ".lease")
     if numpy_first:
         env["BTF_TEST_IMPORT_NUMPY"] = "1"
     command = {"script": [str(CONSOLE_SCRIPT), "build"],
