@@ -28,7 +28,7 @@ from apache_beam.runners.runner import PipelineRunner
 from beam_tfrecords.errors import UserError
 
 __all__ = ["DIRECT_NAMES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS", "UnsupportedRunner",
-           "check_runner", "runner_for", "runner_key", "runs_in_process"]
+           "check_runner", "refuse_unsupported", "runner_for", "runner_key", "runs_in_process"]
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
 DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
@@ -67,8 +67,7 @@ def check_runner(options: PipelineOptions) -> str | None:
     key = runner_key(options)
     runner = options.view_as(StandardOptions).runner
     name = runner if isinstance(runner, str) else type(runner).__name__
-    if key in UNSUPPORTED_RUNNERS:
-        raise UnsupportedRunner(f"--runner {name}: {UNSUPPORTED_RUNNERS[key]}")
+    refuse_unsupported(name, "--runner ")
     if key in TESTED_RUNNERS:
         return None
     if isinstance(runner, str):  # a name Beam must find: say so now, not in a traceback
@@ -86,6 +85,14 @@ def check_runner(options: PipelineOptions) -> str | None:
                                     f"({type(error).__name__}: {error})") from None
     return (f"--runner {name} is not a runner beam-tfrecords is tested on (DirectRunner, "
             "PortableRunner, DataflowRunner, FlinkRunner); trying it")
+
+
+def refuse_unsupported(name: str, prefix: str = "") -> None:
+    """:class:`UnsupportedRunner` when the runner named ``name`` (a class name, qualified or
+    not) is known not to run a build."""
+    reason = UNSUPPORTED_RUNNERS.get(name.rsplit(".", 1)[-1].lower())
+    if reason is not None:
+        raise UnsupportedRunner(f"{prefix}{name}: {reason}")
 
 
 def runs_in_process(options: PipelineOptions) -> bool:
