@@ -178,7 +178,7 @@ def handle_signals(prog: str = "beam-tfrecords") -> Iterator[None]:
         for fd in wakeup:
             os.set_blocking(fd, False)
         previous_wakeup = signal.set_wakeup_fd(wakeup[1], warn_on_full_buffer=False)
-        watcher.wakeup = wakeup[0]
+        watcher.wakeup, watcher.forward = wakeup[0], previous_wakeup
     previous = {sig: signal.signal(sig, action) for sig in ours}
     thread = None
     if _USE_WAIT:
@@ -213,6 +213,7 @@ class _Watcher:
         self.layout: Any = None
         self.pipeline: Any = None  # a job running elsewhere: beam.Pipeline, its .result
         self.wakeup: int | None = None  # read end of the wakeup file descriptor's pipe
+        self.forward = -1  # the caller's wakeup descriptor (asyncio's): other signals go on
         self.stop = threading.Event()
         self.signalled: int | None = None
         self._cancelling = False
@@ -238,6 +239,10 @@ class _Watcher:
             data = os.read(self.wakeup, 64)
         except (BlockingIOError, OSError):
             return []
+        others = bytes(byte for byte in data if byte not in self.signums)
+        if others and self.forward != -1:
+            with contextlib.suppress(OSError):
+                os.write(self.forward, others)
         return [byte for byte in data if byte in self.signums]
 
     def on_signal(self, signum: int, frame: object = None) -> None:

@@ -7,8 +7,11 @@ these run in-process and never deliver one.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
+import time
 
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
@@ -122,3 +125,34 @@ def test_a_job_in_this_process_or_not_yet_submitted_needs_no_cancel():
     assert watcher._cancel_job() == ("", True)  # in-process: watch_job(remote=False)
     watcher.pipeline = object()  # remote, still being submitted: no result yet
     assert watcher._cancel_job() == ("", True)
+
+
+def test_other_signals_still_reach_the_callers_wakeup_descriptor():
+    """A thread that does not block the signals (started before, as OpenBLAS's is) makes the
+    watcher read Python's wakeup descriptor; what it reads for other signals -- asyncio's
+    SIGCHLD, a caller's SIGUSR1 -- goes on to the descriptor the caller had set."""
+    release = threading.Event()
+    unblocked = threading.Thread(target=release.wait)  # started with nothing blocked
+    unblocked.start()
+    read_end, write_end = os.pipe()
+    for fd in (read_end, write_end):
+        os.set_blocking(fd, False)
+    callers = signal.set_wakeup_fd(write_end)
+    restore = _with_handlers({signal.SIGUSR1: lambda signum, frame: None})
+    try:
+        with signals.handle_signals():
+            assert signals._active.wakeup is not None  # a real handler, not "ignore"
+            os.kill(os.getpid(), signal.SIGUSR1)
+            deadline, got = time.monotonic() + 10, b""
+            while not got and time.monotonic() < deadline:
+                time.sleep(0.02)
+                with contextlib.suppress(BlockingIOError):
+                    got = os.read(read_end, 16)
+        assert got == bytes([signal.SIGUSR1])
+        assert signal.set_wakeup_fd(callers) == write_end  # the caller's, restored
+    finally:
+        restore()
+        release.set()
+        unblocked.join()
+        os.close(read_end)
+        os.close(write_end)
