@@ -22,7 +22,7 @@ bucket; plus ``CANCEL_SECONDS`` for a remote job) is abandoned the same way.
 
 Which process is ours to decide for: the command's (:func:`claim_signals`, first thing in the
 console script, ``python -m`` and the Flex Template entry -- before any import starts a
-thread), or one where both signals still have Python's default actions. A program that calls
+thread); elsewhere, each signal still at Python's default action. A program that calls
 the API with handlers of its own (a notebook, Airflow) keeps them: only a signal still at its
 default action is taken, only in the main thread, and everything is restored afterwards.
 
