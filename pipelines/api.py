@@ -21,6 +21,7 @@ import apache_beam as beam
 
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.pipelines.runners import refuse_unsupported
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.commit import (
     CommitSpec,
@@ -318,6 +319,7 @@ class WriteTFRecordDataset(beam.PTransform):
         parts, names = self._parts(pvalueish)
         # ToExamples' features describe its examples when none were given here.
         features = self.features or getattr(parts["examples"], "feature_specs", None)
+        refuse_unsupported(type(parts["examples"].pipeline.runner).__name__)  # before the claim
         layout, build_id = self._claim()
         self.version, self.version_dir = layout.version, layout.version_dir
         documents, tfds_note = reader_documents(features or ())

@@ -32,7 +32,7 @@ from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.config import Config, check_columns, check_seed, load_config
 from beam_tfrecords.pipelines.launch_check import check_sample
-from beam_tfrecords.pipelines.runners import runner_for
+from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.commit import (
     CommitSpec,
@@ -414,6 +414,9 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     args, beam_args = parser.parse_known_args(argv)
     if args.progress_interval < 0:
         raise BuildError(f"--progress-interval {args.progress_interval}: use 0 (off) or more")
+    untested = check_runner(PipelineOptions(beam_args))  # refused before anything is written
+    if untested is not None:
+        _LOG.warning(untested)
     config = load_config(args.config)
     if args.input:
         config = dataclasses.replace(config, source=dataclasses.replace(config.source,
@@ -501,6 +504,7 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
     warn_if_class_ordered(config, found.images)
     try:
         with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
+            signals.watch_job(p, remote=not runs_in_process(options))  # cancelled if stopped
             build_pipeline(p, config, spec, found.files, images=found.images)
     except Exception as err:  # a worker that stopped the build early left a note: fail it
         stopped = fail_stopped_early(spec)  # as a threshold failure at the commit does

@@ -375,9 +375,23 @@ def entry() -> None:
     before exiting, so that the interpreter's final collections do not walk the heap Beam
     left (~0.26 s here on every run, measured in bench/README.md). Everything ``main`` wrote
     is closed and committed when it returns; the ``atexit`` handlers (logging's flush among
-    them) still run."""
+    them) still run.
+
+    Before anything else it claims SIGINT and SIGTERM (pipelines/signals.py): blocked before
+    the first import that starts a thread, so that none of those threads can swallow them.
+    Only ``build`` handles them; the other commands get Python's default actions back."""
+    from beam_tfrecords.pipelines import signals
+
+    signals.claim_signals()
     argv = sys.argv[1:]
     import_command(argv)
+    words, _ = _split_debug(list(argv))
+    try:
+        if not words or words[0] != "build":
+            signals.unblock_claimed()  # a Ctrl-C that came during the imports lands here
+    except KeyboardInterrupt:
+        print("beam-tfrecords: interrupted", file=sys.stderr)
+        sys.exit(130)
     status = main(argv)
     gc.freeze()
     sys.exit(status)

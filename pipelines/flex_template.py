@@ -42,6 +42,13 @@ def template_argv(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The build command for a launcher's arguments. Run as the launcher's script, the
+    process is the command's: SIGINT and SIGTERM are claimed before Beam is imported, as the
+    console script does (pipelines/signals.py)."""
+    from beam_tfrecords.pipelines import signals
+
+    if argv is None:
+        signals.claim_signals()
     from beam_tfrecords.pipelines.cli import main as cli_main
 
     try:

@@ -12,17 +12,99 @@ Our builds are batch pipelines of our own transforms, which the FnApiRunner alwa
 away, configured exactly as the DirectRunner configures it -- including
 ``--direct_running_mode`` and ``--direct_num_workers``, which the FnApiRunner reads itself.
 The engine our tests exercise is the one users get. Any other runner name is left to Beam.
+
+Which runners a build runs on (:func:`check_runner`, before anything is written): the ones we
+test -- DirectRunner in every mode, PortableRunner (embedded job service, and the protocol
+Flink and Dataflow speak), DataflowRunner (staged offline) and FlinkRunner (as a portable
+job) -- run silently; a runner known not to run a build is refused in one line saying what it
+lacks; any other runner Beam can load gets one warning line and is tried.
 """
 
 from __future__ import annotations
 
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 
-__all__ = ["DIRECT_NAMES", "runner_for"]
+from beam_tfrecords.errors import UserError
+
+__all__ = ["DIRECT_NAMES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS", "UnsupportedRunner",
+           "check_runner", "refuse_unsupported", "runner_for", "runner_key", "runs_in_process"]
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
 DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
+# The runners a build is tested on (tests/test_runners.py, test_dataflow_staging.py), by
+# runner_key; FnApiRunner and BundleBasedDirectRunner are the DirectRunner's engines.
+TESTED_RUNNERS = DIRECT_NAMES | {"fnapirunner", "bundlebaseddirectrunner", "portable",
+                                 "portablerunner", "dataflow", "dataflowrunner", "flink",
+                                 "flinkrunner"}
+# Runners known not to run a build, by runner_key, and what they lack (NOTES.md).
+UNSUPPORTED_RUNNERS = {
+    "daskrunner": "Beam's DaskRunner translates only Create, ParDo, GroupByKey and Flatten: it "
+                  "drops Impulse, hands every tagged output of a multi-output step to every "
+                  "consumer and loses what finish_bundle emits, so every build would fail "
+                  "(use DirectRunner, PortableRunner, DataflowRunner or FlinkRunner)",
+}
+UNSUPPORTED_RUNNERS["dask"] = UNSUPPORTED_RUNNERS["daskrunner"]
+
+
+class UnsupportedRunner(UserError):
+    """A runner that cannot run a build: known not to, or one Beam cannot load."""
+
+
+def runner_key(options: PipelineOptions) -> str:
+    """The options' runner as Beam looks it up: the class name, lower case (``directrunner``
+    for none, ``daskrunner`` for ``apache_beam.runners.dask.dask_runner.DaskRunner``)."""
+    runner = options.view_as(StandardOptions).runner
+    if runner is None:
+        return "directrunner"
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return name.rsplit(".", 1)[-1].lower()
+
+
+def check_runner(options: PipelineOptions) -> str | None:
+    """Refuse a runner that cannot run a build (:class:`UnsupportedRunner`, one line); return
+    the warning line for a runner we do not test, None for one we do."""
+    key = runner_key(options)
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    refuse_unsupported(name, "--runner ")
+    if key in TESTED_RUNNERS:
+        return None
+    if isinstance(runner, str):  # a name Beam must find: say so now, not in a traceback
+        from apache_beam.runners.runner import create_runner
+
+        try:
+            create_runner(runner)
+        except ValueError:
+            raise UnsupportedRunner(
+                f"--runner {name}: Beam knows no runner of that name (give a runner class "
+                "name such as DirectRunner, PortableRunner, DataflowRunner, FlinkRunner, or "
+                "the fully qualified name of a PipelineRunner subclass)") from None
+        except Exception as error:  # noqa: BLE001 -- its module or a dependency is missing
+            raise UnsupportedRunner(f"--runner {name}: Beam cannot load it "
+                                    f"({type(error).__name__}: {error})") from None
+    return (f"--runner {name} is not a runner beam-tfrecords is tested on (DirectRunner, "
+            "PortableRunner, DataflowRunner, FlinkRunner); trying it")
+
+
+def refuse_unsupported(name: str, prefix: str = "") -> None:
+    """:class:`UnsupportedRunner` when the runner named ``name`` (a class name, qualified or
+    not) is known not to run a build."""
+    reason = UNSUPPORTED_RUNNERS.get(name.rsplit(".", 1)[-1].lower())
+    if reason is not None:
+        raise UnsupportedRunner(f"{prefix}{name}: {reason}")
+
+
+def runs_in_process(options: PipelineOptions) -> bool:
+    """Whether the runner runs the job inside this process, so that ending the process ends
+    the job: the DirectRunner's engines, and PortableRunner's embedded job service."""
+    key = runner_key(options)
+    if key in DIRECT_NAMES or key in ("fnapirunner", "bundlebaseddirectrunner",
+                                      "testdirectrunner"):
+        return True
+    if key in ("portable", "portablerunner"):
+        return options.view_as(PortableOptions).job_endpoint == "embed"
+    return False
 
 
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:

@@ -3,28 +3,45 @@
 The command stops the whole build and exits 130 (SIGINT) or 143 (SIGTERM) with one line on
 stderr saying what was and was not committed -- no traceback, on every local runner mode:
 
-1. every process the build started (``--direct_running_mode=multi_processing`` workers) is
-   killed, and the command waits until none is left, so nothing keeps writing after it exits;
-2. the output's lease is released, so the next build -- on any machine -- need not wait;
-3. the line says whether this build's version was committed (its ``manifest.json`` exists)
+1. a job the command launched outside this process (Dataflow, Flink, a remote job service:
+   see :func:`watch_job`) is cancelled, and the command waits until the runner says it
+   stopped (up to ``CANCEL_SECONDS``); a job that runs inside the process needs no cancel;
+2. every process the build started (``--direct_running_mode=multi_processing`` workers, a
+   runner's job server) is killed, and the command waits until none is left, so nothing
+   keeps writing after it exits;
+3. the output's lease is released, so the next build -- on any machine -- need not wait;
+   not while a remote job may still run (its cancel unconfirmed): the lease then expires
+   on its own;
+4. the line says whether this build's version was committed (its ``manifest.json`` exists)
    or what it left behind, which the next build removes (``prepare_output``);
-4. the process exits at once (``os._exit``): Beam's threads are abandoned, not unwound.
+5. the process exits at once (``os._exit``): Beam's threads are abandoned, not unwound.
 
-A second signal while that runs exits at once with the same status. Cleanup that takes longer
-than ``CLEANUP_SECONDS`` (an unreachable bucket) is abandoned the same way.
+A second signal while that runs exits at once with the same status, without waiting for a
+remote job to stop. Cleanup that takes longer than ``CLEANUP_SECONDS`` (an unreachable
+bucket; plus ``CANCEL_SECONDS`` for a remote job) is abandoned the same way.
 
-How, on Linux: both signals are blocked in every thread and their action set to "ignore"
-before Beam starts anything; a watcher thread takes them with ``sigtimedwait``. A blocked
-signal is never discarded (it waits for ``sigtimedwait``), while worker processes -- started
-through ``/bin/sh``, which clears the blocked set but keeps ignored signals ignored -- inherit
-"ignore": a terminal's Ctrl-C, sent to the whole process group, reaches only the command,
+Which process is ours to decide for: the command's (:func:`claim_signals`, first thing in the
+console script, ``python -m`` and the Flex Template entry -- before any import starts a
+thread); elsewhere, each signal still at Python's default action. A program that calls
+the API with handlers of its own (a notebook, Airflow) keeps them: only a signal still at its
+default action is taken, only in the main thread, and everything is restored afterwards.
+
+How, on Linux: the signals are blocked in every thread before Beam starts anything, and a
+watcher thread takes them with ``sigtimedwait``. A blocked signal is never discarded (it waits
+for ``sigtimedwait``). When every thread of the process blocks them -- always in the command,
+which blocks them before its first import -- their action is "ignore": worker processes,
+started through ``/bin/sh``, which clears the blocked set but keeps ignored signals ignored,
+inherit it, so a terminal's Ctrl-C, sent to the whole process group, reaches only the command,
 which decides for its workers; they never print a ``KeyboardInterrupt`` traceback. (A worker
 signalled on its own pid ignores it too; it ends when the command kills it or exits, as its
-control connection closes.) Elsewhere (no ``sigtimedwait``) ordinary handlers do the same
+control connection closes.) When some thread started earlier does not block them (numpy's
+OpenBLAS starts one at import), "ignore" would let that thread swallow them, so the action is
+a real handler instead and Python's wakeup file descriptor carries the signal from whichever
+thread takes it to the watcher. Elsewhere (no ``sigtimedwait``) ordinary handlers do the same
 work, and workers see the signal too.
 
-The build tells this module what it holds through :func:`watch_lease` and
-:func:`watch_version`; both do nothing unless :func:`handle_signals` is active.
+The build tells this module what it holds through :func:`watch_lease`, :func:`watch_version`
+and :func:`watch_job`; they do nothing unless :func:`handle_signals` is active.
 """
 
 from __future__ import annotations
@@ -37,19 +54,47 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from beam_tfrecords.sinks.lease import pid_running
 
-__all__ = ["CLEANUP_SECONDS", "EXIT_STATUS", "handle_signals", "watch_lease", "watch_version"]
+__all__ = ["CANCEL_SECONDS", "CLEANUP_SECONDS", "EXIT_STATUS", "claim_signals",
+           "handle_signals", "unblock_claimed", "watch_job", "watch_lease", "watch_version"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number
 CLEANUP_SECONDS = 20.0
+CANCEL_SECONDS = 120.0  # waited, on top of CLEANUP_SECONDS, for a remote job to stop
 _POLL = 0.02  # seconds between the watcher's looks at its stop flag; a build's end waits one
+_USE_WAIT = hasattr(signal, "sigtimedwait") and sys.platform.startswith("linux")
 
 _active: _Watcher | None = None
+_claimed = False  # this process is the command: its signals are ours to decide
+_mask_before_claim: set[int] | None = None
+
+
+def claim_signals() -> None:
+    """First thing in a process that *is* the command: SIGINT and SIGTERM are ours to decide
+    whatever actions it inherited, and blocked in the main thread from now on (on Linux), so
+    that every thread an import starts (numpy's OpenBLAS starts one) inherits the block and
+    never takes them. :func:`unblock_claimed` undoes the block for a command that does not
+    handle them itself."""
+    global _claimed, _mask_before_claim
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _claimed = True
+    if _USE_WAIT and _mask_before_claim is None:
+        _mask_before_claim = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+
+
+def unblock_claimed() -> None:
+    """The main thread receives the signals again (Python's default actions: KeyboardInterrupt,
+    termination); threads started meanwhile keep them blocked, so they reach the main thread."""
+    global _mask_before_claim
+    if _mask_before_claim is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _mask_before_claim)
+        _mask_before_claim = None
 
 
 def watch_lease(lease: Any) -> None:
@@ -64,25 +109,79 @@ def watch_version(layout: Any) -> None:
         _active.layout = layout
 
 
+def watch_job(pipeline: Any, remote: bool) -> None:
+    """The build runs ``pipeline`` (a beam.Pipeline); ``remote``: its runner runs the job
+    outside this process, so exiting does not stop it -- when interrupted, cancel the job
+    (``pipeline.result``, set once the runner has submitted it) and wait until it stopped
+    before the lease is released."""
+    if _active is not None:
+        _active.pipeline = pipeline if remote else None
+
+
+def _at_default(signum: int) -> bool:
+    """Whether ``signum`` still has the action Python starts with (nobody installed one)."""
+    default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+    return signal.getsignal(signum) is default
+
+
+def every_thread_blocks(signums: Sequence[int]) -> bool:
+    """Whether every thread of this process blocks all of ``signums`` (from /proc); False when
+    that cannot be told."""
+    wanted = 0
+    for signum in signums:
+        wanted |= 1 << (signum - 1)
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/status", encoding="ascii") as handle:
+                masks = [line.split()[1] for line in handle if line.startswith("SigBlk:")]
+        except OSError:  # a thread that ended meanwhile
+            continue
+        if not masks or int(masks[0], 16) & wanted != wanted:
+            return False
+    return True
+
+
+def _carried_by_wakeup_fd(signum: int, frame: object) -> None:
+    """The action of a signal another thread may take: the watcher reads it from the wakeup
+    file descriptor, which Python's own handler writes in whatever thread ran it."""
+
+
 @contextlib.contextmanager
 def handle_signals(prog: str = "beam-tfrecords") -> Iterator[None]:
     """SIGINT and SIGTERM end the process as the module docstring says while the block runs.
 
-    Only in the main thread (Python's rule for signal handlers); elsewhere it does nothing.
-    Nothing is changed for the caller afterwards: the blocked set and the actions return to
-    what they were.
+    Only in the main thread (Python's rule for signal handlers), and only for a signal that is
+    the command's (:func:`claim_signals`) or still at its default action; elsewhere it does
+    nothing. Nothing is changed for the caller afterwards: the blocked set, the actions and
+    the wakeup file descriptor return to what they were.
     """
     global _active
-    if threading.current_thread() is not threading.main_thread() or _active is not None:
+    ours = tuple(sig for sig in SIGNALS if _claimed or _at_default(sig))
+    if threading.current_thread() is not threading.main_thread() or _active is not None \
+            or not ours:
         yield
         return
-    watcher = _Watcher(prog)
-    use_wait = hasattr(signal, "sigtimedwait") and sys.platform.startswith("linux")
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS) if use_wait else None
-    previous = {sig: signal.signal(sig, signal.SIG_IGN if use_wait else watcher.on_signal)
-                for sig in SIGNALS}
+    watcher = _Watcher(prog, ours)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ours) if _USE_WAIT else None
+    wakeup = previous_wakeup = None
+    if not _USE_WAIT:
+        action: Any = watcher.on_signal
+    elif every_thread_blocks(ours):
+        action = signal.SIG_IGN
+    else:  # a thread that takes them must not swallow them
+        action = _carried_by_wakeup_fd
+        wakeup = os.pipe()
+        for fd in wakeup:
+            os.set_blocking(fd, False)
+        previous_wakeup = signal.set_wakeup_fd(wakeup[1], warn_on_full_buffer=False)
+        watcher.wakeup, watcher.forward = wakeup[0], previous_wakeup
+    previous = {sig: signal.signal(sig, action) for sig in ours}
     thread = None
-    if use_wait:
+    if _USE_WAIT:
         thread = threading.Thread(target=watcher.wait_for_signals, name="signals",
                                   daemon=True)
         thread.start()
@@ -96,19 +195,28 @@ def handle_signals(prog: str = "beam-tfrecords") -> Iterator[None]:
             thread.join()
         while watcher.signalled:  # its cleanup ends the process; nothing else may run here
             time.sleep(1)
-        for sig, action in previous.items():
-            signal.signal(sig, action)
+        for sig, previous_action in previous.items():
+            signal.signal(sig, previous_action)
+        if wakeup is not None:
+            signal.set_wakeup_fd(previous_wakeup)
+            for fd in wakeup:
+                os.close(fd)
         if blocked is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 class _Watcher:
-    def __init__(self, prog: str) -> None:
+    def __init__(self, prog: str, signums: Sequence[int] = SIGNALS) -> None:
         self.prog = prog
+        self.signums = tuple(signums)
         self.lease: Any = None
         self.layout: Any = None
+        self.pipeline: Any = None  # a job running elsewhere: beam.Pipeline, its .result
+        self.wakeup: int | None = None  # read end of the wakeup file descriptor's pipe
+        self.forward = -1  # the caller's wakeup descriptor (asyncio's): other signals go on
         self.stop = threading.Event()
         self.signalled: int | None = None
+        self._cancelling = False
         self._stderr = 2
 
     # -- receiving --
@@ -117,23 +225,41 @@ class _Watcher:
         # Once signalled, listen until the cleanup exits: the build may end meanwhile (Beam
         # fails as its workers die) and a second signal must still exit at once.
         while not self.stop.is_set() or self.signalled is not None:
-            info = signal.sigtimedwait(SIGNALS, _POLL)
+            info = signal.sigtimedwait(self.signums, _POLL)
             if info is not None:
                 self.on_signal(info.si_signo)
+            for signum in self._woken():
+                self.on_signal(signum)
+
+    def _woken(self) -> list[int]:
+        """Signals another thread took since the last look (the wakeup pipe's bytes)."""
+        if self.wakeup is None:
+            return []
+        try:
+            data = os.read(self.wakeup, 64)
+        except (BlockingIOError, OSError):
+            return []
+        others = bytes(byte for byte in data if byte not in self.signums)
+        if others and self.forward != -1:
+            with contextlib.suppress(OSError):
+                os.write(self.forward, others)
+        return [byte for byte in data if byte in self.signums]
 
     def on_signal(self, signum: int, frame: object = None) -> None:
         if self.signalled is not None:
-            self._exit("a second signal while stopping: exited at once; the next build "
-                       "cleans up")
+            self._exit("a second signal while stopping: exited at once" + (
+                " without waiting for the job it launched to stop; the lease on the output "
+                "expires on its own" if self._cancelling else "") + "; the next build cleans up")
         self.signalled = signum
         self._silence()
-        for name, target in (("signals-cleanup", self._clean_up),
-                             ("signals-deadline", self._too_long)):
-            threading.Thread(target=target, name=name, daemon=True).start()
+        deadline = CLEANUP_SECONDS + (CANCEL_SECONDS if self._remote_job() is not None else 0)
+        for name, target, args in (("signals-cleanup", self._clean_up, ()),
+                                   ("signals-deadline", self._too_long, (deadline,))):
+            threading.Thread(target=target, name=name, args=args, daemon=True).start()
 
-    def _too_long(self) -> None:
-        time.sleep(CLEANUP_SECONDS)
-        self._exit(f"stopped without finishing its cleanup in {CLEANUP_SECONDS:g} s; the next "
+    def _too_long(self, seconds: float) -> None:
+        time.sleep(seconds)
+        self._exit(f"stopped without finishing its cleanup in {seconds:g} s; the next "
                    "build cleans up")
 
     # -- what a signal does --
@@ -151,15 +277,50 @@ class _Watcher:
 
     def _clean_up(self) -> None:
         try:
+            job_note, job_stopped = self._cancel_job()
             stopped = stop_descendants()
-            lease_note = self._release_lease()
-            line = self._state() + lease_note
+            if job_stopped:
+                lease_note = self._release_lease()
+            else:  # the job may still write: the next build must not start yet
+                lease_note = ("; the lease on the output expires on its own"
+                              if self.lease is not None else "")
+            line = self._state() + job_note + lease_note
             if stopped:
                 line += f"; stopped {stopped} process{'es' if stopped != 1 else ''} it had started"
         except BaseException as error:  # noqa: BLE001 -- still exit with the signal's status
             line = f"stopped; could not tell what was committed ({type(error).__name__}: " \
                    f"{error}); the next build cleans up"
         self._exit(line)
+
+    def _remote_job(self) -> Any:
+        """The result of a job running outside this process (it has one once submitted)."""
+        return getattr(self.pipeline, "result", None) if self.pipeline is not None else None
+
+    def _cancel_job(self) -> tuple[str, bool]:
+        """Cancel a job running elsewhere and wait until its runner says it stopped: (what the
+        line says about it, whether it is known to have stopped)."""
+        result = self._remote_job()
+        if result is None:
+            return "", True
+        from apache_beam.runners.runner import PipelineState
+
+        self._cancelling = True
+        try:
+            state = result.state
+            if PipelineState.is_terminal(state):
+                return f"; the job it launched had ended ({state})", True
+            result.cancel()
+            deadline = time.monotonic() + CANCEL_SECONDS
+            while not PipelineState.is_terminal(state) and time.monotonic() < deadline:
+                time.sleep(0.5)
+                state = result.state
+        except Exception as error:  # noqa: BLE001 -- an unreachable service: say so, exit
+            return (f"; could not cancel the job it launched ({type(error).__name__}: "
+                    f"{error}), which may still run"), False
+        if not PipelineState.is_terminal(state):
+            return (f"; the job it launched was asked to cancel and still ran after "
+                    f"{CANCEL_SECONDS:g} s"), False
+        return f"; the job it launched was cancelled (now {state})", True
 
     def _release_lease(self) -> str:
         if self.lease is None:

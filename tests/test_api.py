@@ -318,3 +318,18 @@ def test_a_shuffle_seed_gives_the_same_files_on_every_runner(tmp_path):
 
     with pytest.raises(DatasetError, match="shuffle_seed"):
         btf.WriteTFRecordDataset(output=str(tmp_path), name="ds", shuffle_seed=-1)
+
+
+def test_a_runner_known_not_to_run_the_sink_is_refused_before_the_output_is_touched(tmp_path):
+    from apache_beam.runners.runner import PipelineRunner
+
+    from beam_tfrecords.pipelines.runners import UnsupportedRunner
+
+    class DaskRunner(PipelineRunner):  # refused by its name, as apache_beam's DaskRunner is
+        pass
+
+    p = beam.Pipeline(runner=DaskRunner())
+    with pytest.raises(UnsupportedRunner, match="^DaskRunner: Beam's DaskRunner translates "):
+        _ = p | beam.Create([b""]) | btf.WriteTFRecordDataset(output=str(tmp_path / "out"),
+                                                              name="ds")
+    assert not (tmp_path / "out").exists()

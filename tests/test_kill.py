@@ -9,6 +9,7 @@ with SIGKILL at exactly that moment, with no race against the pipeline's speed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -26,36 +27,89 @@ from beam_tfrecords.sinks import storage
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
 
-_HANG = """
-import os, sys, time
-from beam_tfrecords.sinks import storage
+# The command users run is the one killed and signalled: the installed console script, whose
+# entry() claims the signals before its first import (a test calling cli.main() in-process
+# never exercises that). So the fault point is put in place by a sitecustomize module on
+# PYTHONPATH that wraps one storage operation once the command imports it (an import hook:
+# importing storage itself would import numpy before entry() runs), and the test kills or
+# signals the build while that operation hangs -- writing a staged part, reading an input,
+# renaming a shard into place during finalize. BTF_TEST_IMPORT_NUMPY starts OpenBLAS's thread
+# before entry() instead, as a site hook or an embedding program might.
+_SITECUSTOMIZE = """
+import importlib.abc, importlib.util, os, sys, time
 
-operation, nth, marker, subtree = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-original = getattr(storage, operation)
-calls = []
+if os.environ.get("BTF_TEST_IMPORT_NUMPY"):
+    import numpy  # noqa: F401 -- its OpenBLAS thread now exists, signals unblocked
 
-def hanging(*args, **kwargs):
-    if subtree in str(args[-1]):
-        calls.append(args)
-        if len(calls) == nth:
-            with open(marker, "w") as handle:
-                handle.write(repr(args))
-            time.sleep(600)
-    return original(*args, **kwargs)
+_OP = os.environ.get("BTF_TEST_HANG_OP")
 
-setattr(storage, operation, hanging)
-from beam_tfrecords.pipelines.cli import main
-sys.exit(main(sys.argv[5:]))
+
+def _patch(storage):
+    match, nth = os.environ["BTF_TEST_HANG_MATCH"], int(os.environ["BTF_TEST_HANG_NTH"])
+    marker, after = os.environ["BTF_TEST_HANG_MARKER"], os.environ.get("BTF_TEST_HANG_AFTER")
+    original, calls = getattr(storage, _OP), []
+
+    def hanging(*args, **kwargs):
+        if (not after or os.path.exists(after)) and match in str(args[-1]):
+            calls.append(args)
+            if len(calls) == nth:
+                with open(marker, "w") as handle:
+                    handle.write(repr(args))
+                time.sleep(600)
+        return original(*args, **kwargs)
+
+    setattr(storage, _OP, hanging)
+
+
+class _PatchStorage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "beam_tfrecords.sinks.storage":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _OP:
+    sys.meta_path.insert(0, _PatchStorage())
 """
+
+CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+
+
+def site_env(tmp_path: pathlib.Path) -> dict[str, str]:
+    """The environment of a command that loads the sitecustomize module above."""
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
+def hang_env(tmp_path: pathlib.Path, operation: str, match: str, nth: int,
+             after: pathlib.Path | None = None) -> dict[str, str]:
+    """The environment of a command whose ``nth`` call of storage.``operation`` on a path
+    containing ``match`` (counted once ``after`` exists) writes ``tmp_path/hung`` and hangs."""
+    return dict(site_env(tmp_path), BTF_TEST_HANG_OP=operation, BTF_TEST_HANG_MATCH=match,
+                BTF_TEST_HANG_NTH=str(nth), BTF_TEST_HANG_MARKER=str(tmp_path / "hung"),
+                BTF_TEST_HANG_AFTER=str(after or ""))
 
 
 def kill_during(operation: str, nth: int, subtree: str, out: pathlib.Path | str,
                 config: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    marker = tmp_path / f"hung-{operation}"
-    args = [sys.executable, "-c", _HANG, operation, str(nth), str(marker), subtree,
-            "build", "--config", str(config), "--output", str(out), "--version", "killed"]
+    marker = tmp_path / "hung"
+    args = [str(CONSOLE_SCRIPT), "build", "--config", str(config), "--output", str(out),
+            "--version", "killed"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True,
+                            env=hang_env(tmp_path, operation, subtree, nth))
     deadline = time.monotonic() + 120
     while not marker.exists():
         if proc.poll() is not None:
@@ -404,3 +458,114 @@ def test_a_second_signal_while_stopping_exits_at_once(tmp_path):
     assert proc.returncode == 130
     assert interrupted_line(stderr) == (
         "SIGINT", "a second signal while stopping: exited at once; the next build cleans up")
+
+
+# --- the same through the installed console script and `python -m`, as users start it ---
+
+# Where each moment's fault point is: (operation, a substring of its path, the nth such call).
+MOMENTS = {"reading": ("open_read", "long_input", 1), "finalize": ("rename", "/train/", 2)}
+
+
+def start_command(tmp_path, config, out, moment=None, how="script", numpy_first=False):
+    """``beam-tfrecords build`` (or ``python -m beam_tfrecords.pipelines.cli build``) in a
+    session of its own, SIGINT and SIGTERM at their default actions; with ``moment``, it hangs
+    at that moment's fault point once it holds the output's lease."""
+    env = site_env(tmp_path)
+    if moment is not None:
+        env = hang_env(tmp_path, *MOMENTS[moment], after=out / ".lease")
+    if numpy_first:
+        env["BTF_TEST_IMPORT_NUMPY"] = "1"
+    command = {"script": [str(CONSOLE_SCRIPT), "build"],
+               "module": [sys.executable, "-m", "beam_tfrecords.pipelines.cli", "build"],
+               "flex": [sys.executable, str(ROOT / "pipelines" / "flex" / "main.py")]}[how]
+    return subprocess.Popen(
+        [*command, f"--config={config}", f"--output={out}",
+         "--progress_interval=0" if how == "flex" else "--progress-interval=0"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+        preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT,
+                                                                       signal.SIGTERM)])
+
+
+# rt_sigtimedwait's number: the watcher waiting in it has the signals unblocked meanwhile.
+_SIGTIMEDWAIT = {"x86_64": 128, "aarch64": 137}.get(os.uname().machine)
+
+
+def threads_taking(pid: int, signum: int) -> int:
+    """How many threads of ``pid`` do not block ``signum``, apart from the watcher waiting for
+    it in ``sigtimedwait`` (which unblocks what it waits for while it waits)."""
+    bit, found = 1 << (signum - 1), 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            blocked = [line.split()[1] for line in (task / "status").read_text().splitlines()
+                       if line.startswith("SigBlk:")]
+            if int(blocked[0], 16) & bit:
+                continue
+            if int((task / "syscall").read_text().split()[0]) != _SIGTIMEDWAIT:
+                found += 1
+    return found
+
+
+def signal_and_check(proc, tmp_path, config, out, signum, to_group):
+    """Signal the running build; it must end within seconds, exit 130/143 with one line,
+    leave nothing committed and its lease released; the next build then commits and cleans."""
+    assert proc.poll() is None  # really running when signalled ...
+    assert not list(out.glob("*/manifest.json")) and not (out / "LATEST").exists()
+    children = processes_under(proc.pid)
+    (os.killpg if to_group else os.kill)(proc.pid, signum)
+    started = time.monotonic()
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("the signal did not stop the build") from None
+    assert time.monotonic() - started < 10
+    version = assert_stopped_and_left(proc, signum, stderr, children, out)
+    assert_next_build_cleans_up(config, out, version)
+
+
+@pytest.mark.parametrize("moment,signum,to_group", [
+    ("reading", signal.SIGTERM, False),   # a scheduler's timeout: kill PID
+    ("encoding", signal.SIGINT, True),    # a terminal's Ctrl-C: the whole process group
+    ("finalize", signal.SIGINT, True),
+    ("finalize", signal.SIGTERM, False),
+])
+def test_a_signal_stops_the_console_script_at_every_moment(tmp_path, long_config, moment,
+                                                           signum, to_group):
+    out = tmp_path / "out"
+    config = long_config
+    if moment == "finalize":  # the small-band demo: many shards to rename, soon
+        config = tmp_path / "small.yaml"
+        config.write_text(DEMO.read_text().replace(
+            "shard_size: {target: 150MB, min: 100MB, max: 200MB}",
+            "shard_size: {target: 20KB, min: 12KB, max: 40KB}").replace(
+            "path: configs/data/demo.csv", f"path: {ROOT / 'configs' / 'data' / 'demo.csv'}"))
+    proc = start_command(tmp_path, config, out, None if moment == "encoding" else moment)
+    if moment == "encoding":  # records read, encoded and written: staged shard bytes
+        wait_for(lambda: any(size > 0 for path, size in written(out).items()
+                             if "/.staging/" in path), proc, "the first staged shard bytes")
+    else:
+        wait_for((tmp_path / "hung").exists, proc, f"the {moment} fault point")
+    assert threads_taking(proc.pid, signum) == 0  # claimed before any import
+    signal_and_check(proc, tmp_path, config, out, signum, to_group)
+
+
+def test_a_signal_stops_python_dash_m_and_a_build_whose_threads_started_first(tmp_path,
+                                                                             long_config):
+    """``python -m beam_tfrecords.pipelines.cli``, with numpy (and OpenBLAS's thread, which
+    does not block the signals) imported before the command runs: the thread that takes
+    SIGTERM must hand it to the watcher, not swallow it."""
+    out = tmp_path / "out"
+    proc = start_command(tmp_path, long_config, out, "reading", how="module", numpy_first=True)
+    wait_for((tmp_path / "hung").exists, proc, "the reading fault point")
+    assert threads_taking(proc.pid, signal.SIGTERM) >= 1  # the hard case
+    signal_and_check(proc, tmp_path, long_config, out, signal.SIGTERM, to_group=False)
+
+
+def test_a_signal_stops_the_flex_template_entry(tmp_path, long_config):
+    """The script a Flex Template launcher runs, with template parameters."""
+    out = tmp_path / "out"
+    proc = start_command(tmp_path, long_config, out, "reading", how="flex")
+    wait_for((tmp_path / "hung").exists, proc, "the reading fault point")
+    assert threads_taking(proc.pid, signal.SIGTERM) == 0  # claimed before any import
+    signal_and_check(proc, tmp_path, long_config, out, signal.SIGTERM, to_group=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -15,7 +17,7 @@ from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
 from beam_tfrecords.pipelines import build
-from beam_tfrecords.pipelines.runners import runner_for
+from beam_tfrecords.pipelines.runners import runner_for, runs_in_process
 from beam_tfrecords.sinks import progress_files
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -74,3 +76,57 @@ def test_two_worker_processes_see_the_progress_option(tmp_path, no_prism, monkey
     assert json.loads((tmp_path / "v" / "manifest.json").read_text())["counts"]["read"] == 10_000
     # Without the option the workers write no progress files and every poll reads 0.
     assert seen and max(totals.records for totals in seen) > 0
+
+
+# --- runners that cannot run a build say so, through the installed console script ---
+
+CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+REFUSED = {
+    "DaskRunner": "--runner DaskRunner: Beam's DaskRunner translates only Create, ParDo, "
+                  "GroupByKey and Flatten: it drops Impulse",
+    "apache_beam.runners.dask.dask_runner.DaskRunner": "--runner apache_beam.runners.dask."
+                                                       "dask_runner.DaskRunner: Beam's DaskRunner",
+    "NoSuchRunner": "--runner NoSuchRunner: Beam knows no runner of that name",
+    "nowhere.NoSuchRunner": "--runner nowhere.NoSuchRunner: Beam cannot load it "
+                            "(ModuleNotFoundError: No module named 'nowhere')",
+}
+
+
+def _build_command(out: pathlib.Path, runner: str) -> subprocess.Popen:
+    return subprocess.Popen([str(CONSOLE_SCRIPT), "build", "--config", DEMO, "--output",
+                             str(out), "--runner", runner], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_runners_that_cannot_run_a_build_are_refused_in_one_line_before_any_write(tmp_path):
+    started = {runner: _build_command(tmp_path / f"out{index}", runner)
+               for index, runner in enumerate(REFUSED)}
+    for index, (runner, proc) in enumerate(started.items()):
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 1, (runner, stderr)
+        assert len(stderr.splitlines()) == 1, stderr  # no traceback
+        assert stderr.startswith(f"beam-tfrecords build: UnsupportedRunner: {REFUSED[runner]}")
+        assert stdout == ""
+        assert not (tmp_path / f"out{index}").exists()  # nothing written to the output
+
+
+def test_a_runner_we_do_not_test_is_tried_after_one_warning_line(tmp_path):
+    proc = _build_command(tmp_path / "out", "TestDirectRunner")  # Beam's, runs on Direct
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    warned = [line for line in stderr.splitlines() if "TestDirectRunner" in line]
+    assert len(warned) == 1 and warned[0].endswith(
+        "--runner TestDirectRunner is not a runner beam-tfrecords is tested on (DirectRunner, "
+        "PortableRunner, DataflowRunner, FlinkRunner); trying it"), stderr
+    assert stdout.startswith("built demo version ")
+
+
+@pytest.mark.parametrize("args,inside", [
+    ([], True), (["--direct_running_mode=multi_processing"], True),
+    (["--runner=PortableRunner", "--job_endpoint=embed"], True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], False),
+    (["--runner=DataflowRunner"], False), (["--runner=FlinkRunner"], False),
+])
+def test_which_runners_run_the_job_in_this_process(args, inside):
+    """A job elsewhere outlives the command: a signal must cancel it (pipelines/signals.py)."""
+    assert runs_in_process(PipelineOptions(args)) is inside
