@@ -44,8 +44,10 @@ import pyarrow as pa
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
 from beam_tfrecords.transforms.codec.text_values import (
+    FLOAT32_RANGE,
     ISO8601,
     TextValueError,
+    json_number,
     parse_time,
     parse_whole,
 )
@@ -138,7 +140,7 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     """A CSV cell's text as the Python value the encoder expects for ``spec``."""
     if spec.shape or spec.sequence:
         try:
-            return json.loads(text)
+            return json.loads(text, parse_float=json_number)
         except ValueError as err:
             raise CellError(
                 f"a list-shaped feature needs a JSON array in the cell: {err}") from None
@@ -148,8 +150,8 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     if spec.dtype == "float":
         if _FLOAT.match(cell):
             value = float(cell)
-            if math.isinf(value) and "inf" not in cell.lower():
-                raise CellError("outside the float64 range")
+            if math.isinf(value) and "inf" not in cell.lower():  # 1e400: past float32 too
+                raise CellError(FLOAT32_RANGE)
             return value
         raise CellError("not a number")
     return text  # bytes and string cells are kept exactly, spaces included
