@@ -283,7 +283,8 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
             number = float(value)
         except OverflowError:
             number = math.inf if value > 0 else -math.inf
-        if math.isinf(number):
+        # a finite Decimal or int past float64 (1E+400); Decimal('Infinity') is inf, a value
+        if math.isinf(number) and (not isinstance(value, decimal.Decimal) or value.is_finite()):
             return _fail(feature, value, "float", FLOAT32_RANGE)
     else:
         return _fail(feature, value, "float", "not a number")

@@ -85,14 +85,17 @@ _NAIVE_RE = f"^{_DATE_RE}(?:[T ]{_TIME_RE})?$"
 _ZONED_RE = f"^{_DATE_RE}[T ]{_TIME_RE}(?:Z|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)$"
 _NOT_ISO = ("not an ISO-8601 date or datetime (YYYY-MM-DD, optionally with [T ]hh[:mm[:ss[.f]]] "
             "and Z or ±hh[:mm])")
-# ASCII decimal text that Arrow's decimal cast reads exactly as Decimal() does: at most
-# DECIMAL_DIGITS characters before the exponent (past 38 digits its parser wraps around
-# silently) and an exponent of at most DECIMAL_EXPONENT_DIGITS digits (millions of them, or
-# of fraction digits, overflow its stack).
+# ASCII decimal text, in parts. Arrow's decimal cast reads it exactly as Decimal() does (or
+# refuses it) only within bounds (decimal_text): at most DECIMAL_DIGITS digits before the
+# exponent, an exponent of at most DECIMAL_EXPONENT_DIGITS digits, at most DECIMAL_DIGITS
+# fraction digits once the exponent is applied, and under 10**DECIMAL_DIGITS. Past them it
+# wraps around without a word (1. and 39 zeros is 0, 1e-39 is 0), and millions of exponent or
+# fraction digits overflow its stack (0e-999999999 is a segfault).
 DECIMAL_DIGITS = 38
 DECIMAL_EXPONENT_DIGITS = 4
-_NUMBER_RE = (r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
-              rf"(?:[eE][+-]?[0-9]{{1,{DECIMAL_EXPONENT_DIGITS}}})?$")
+_NUMBER_PARTS_RE = (r"^[+-]?(?P<whole>[0-9]*)\.?(?P<fraction>[0-9]*)"
+                    rf"(?:[eE]\+?(?P<exponent>-?[0-9]{{1,{DECIMAL_EXPONENT_DIGITS}}}))?$")
+_NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 # Python's strptime directives (3.10+); layouts of the zero-padded numbers among them are
 # decided over whole columns.
 _DIRECTIVES = set("aAbBcdfHIjmMpSUwWxXyYzZGuV%")
@@ -255,18 +258,24 @@ def _int64s(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decimal_text(cells: pa.Array) -> np.ndarray:
-    """Where string ``cells`` may be handed to Arrow's decimal cast: ASCII decimal text of at
-    most :data:`DECIMAL_DIGITS` characters before its exponent and an exponent of at most
-    :data:`DECIMAL_EXPONENT_DIGITS` digits -- what that cast reads exactly as ``Decimal()``
-    does, or refuses. Anything else (``0e-999999999``, ``1.`` and 39 zeros) is for
+    """Where string ``cells`` may be handed to Arrow's decimal cast (``decimal128(38, s)``):
+    ASCII decimal text within the bounds above, which that cast reads exactly as ``Decimal()``
+    does, or refuses. Anything else (``0e-999999999``, ``1e-39``, ``1.`` and 39 zeros) is for
     ``Decimal`` alone, which reads every length exactly."""
     if not len(cells):
         return np.zeros(0, bool)
-    shaped = pc.match_substring_regex(cells, _NUMBER_RE).fill_null(False)
-    mark = pc.find_substring_regex(cells, "[eE]")
-    mantissa = pc.if_else(pc.less(mark, 0), pc.utf8_length(cells), mark)
-    short = pc.less_equal(mantissa, DECIMAL_DIGITS).fill_null(False)
-    return pc.and_(shaped, short).to_numpy(zero_copy_only=False)
+    shaped = pc.and_(pc.match_substring_regex(cells, _NUMBER_RE),
+                     pc.match_substring_regex(cells, _NUMBER_PARTS_RE)).fill_null(False)
+    parts = pc.extract_regex(pc.if_else(shaped, cells, "0"), _NUMBER_PARTS_RE)
+    whole = pc.utf8_length(parts.field("whole"))
+    fraction = pc.utf8_length(parts.field("fraction"))
+    exponent = pc.cast(pc.if_else(pc.equal(parts.field("exponent"), ""), "0",
+                                  parts.field("exponent")), pa.int64())
+    ok = [pc.less_equal(pc.add(whole, fraction), DECIMAL_DIGITS),
+          pc.less_equal(pc.abs(pc.subtract(fraction, exponent)), DECIMAL_DIGITS),
+          pc.less_equal(pc.add(whole, exponent), DECIMAL_DIGITS)]
+    bounded = pc.and_(pc.and_(ok[0], ok[1]), ok[2]).fill_null(False)
+    return pc.and_(shaped, bounded).to_numpy(zero_copy_only=False)
 
 
 def whole_values(cells: pa.Array) -> tuple[np.ndarray, np.ndarray]:
