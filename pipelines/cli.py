@@ -22,6 +22,8 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
+from beam_tfrecords import crash_note
+
 __all__ = ["entry", "main"]
 
 
@@ -370,6 +372,7 @@ def entry() -> None:
     left (~0.26 s here on every run, measured in bench/README.md). Everything ``main`` wrote
     is closed and committed when it returns; the ``atexit`` handlers (logging's flush among
     them) still run."""
+    crash_note.enable()  # a native crash still prints the stage and the file (crash_note.py)
     argv = sys.argv[1:]
     import_command(argv)
     status = main(argv)
