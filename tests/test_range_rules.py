@@ -96,40 +96,36 @@ def _check(rule, examples, values, reasons, where):
                                                                      reasons)
 
 
-# Rows of good values around the example, so the columnar paths see an ordinary column.
 _GOOD = {"int64": "7", "float": "2.5"}
+
+
+def _through_reader(rule, reader, path, header, line):
+    """Each example after a good value (so the columnar paths see an ordinary column), one
+    record per row whose id is its row number (``line(id, text)``), read by ``reader`` and
+    built, then checked against the rule."""
+    lines, examples = [header] if header else [], {}
+    for k, text in enumerate(rule.examples):
+        lines += [line(2 * k + 1, _GOOD[rule.dtype]), line(2 * k + 2, text)]
+        examples[2 * k + 2] = text
+    path.write_text("\n".join(lines) + "\n")
+    chunks, reasons = _read(reader, path)
+    values, built = _outcomes(rule, chunks)
+    _check(rule, examples, values, {**reasons, **built}, path.name)
 
 
 @pytest.mark.parametrize("columnar", [True, False])
 @pytest.mark.parametrize("rule", RULES)
 def test_a_csv_cell_follows_the_rule(rule, columnar, tmp_path):
-    lines, examples = ["id,v"], {}
-    for text in rule.examples:
-        lines.append(f"{len(lines)},{_GOOD[rule.dtype]}")
-        examples[len(lines)] = text
-        lines.append(f"{len(lines)},{text}")
-    path = tmp_path / "in.csv"
-    path.write_text("\n".join(lines) + "\n")
-    chunks, reasons = _read(_ReadCsvFile(CsvOptions(), _features(rule), columnar=columnar),
-                            path)
-    values, built = _outcomes(rule, chunks)
-    _check(rule, examples, values, {**reasons, **built}, "csv")
+    _through_reader(rule, _ReadCsvFile(CsvOptions(), _features(rule), columnar=columnar),
+                    tmp_path / "in.csv", "id,v", lambda row, text: f"{row},{text}")
 
 
 @pytest.mark.parametrize("columnar", [True, False])
 @pytest.mark.parametrize("rule", RULES)
 def test_a_json_number_follows_the_rule(rule, columnar, tmp_path):
-    lines, examples = [], {}
-    for text in rule.examples:
-        lines.append(f'{{"id": {len(lines) + 1}, "v": {_GOOD[rule.dtype]}}}')
-        examples[len(lines) + 1] = text
-        lines.append(f'{{"id": {len(lines) + 1}, "v": {JSON_WORDS.get(text, text)}}}')
-    path = tmp_path / "in.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    chunks, reasons = _read(_ReadJsonlFile(JsonlOptions(), _features(rule), columnar=columnar),
-                            path)
-    values, built = _outcomes(rule, chunks)
-    _check(rule, examples, values, {**reasons, **built}, "jsonl")
+    _through_reader(rule, _ReadJsonlFile(JsonlOptions(), _features(rule), columnar=columnar),
+                    tmp_path / "in.jsonl", "",
+                    lambda row, text: f'{{"id": {row}, "v": {JSON_WORDS.get(text, text)}}}')
 
 
 def _python_values(rule, text):
