@@ -96,6 +96,7 @@ DECIMAL_EXPONENT_DIGITS = 4
 _NUMBER_PARTS_RE = (r"^[+-]?(?P<whole>[0-9]*)\.?(?P<fraction>[0-9]*)"
                     rf"(?:[eE]\+?(?P<exponent>-?[0-9]{{1,{DECIMAL_EXPONENT_DIGITS}}}))?$")
 _NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+_PLAIN_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)$"  # no exponent
 # Python's strptime directives (3.10+); layouts of the zero-padded numbers among them are
 # decided over whole columns.
 _DIRECTIVES = set("aAbBcdfHIjmMpSUwWxXyYzZGuV%")
@@ -261,9 +262,22 @@ def decimal_text(cells: pa.Array) -> np.ndarray:
     """Where string ``cells`` may be handed to Arrow's decimal cast (``decimal128(38, s)``):
     ASCII decimal text within the bounds above, which that cast reads exactly as ``Decimal()``
     does, or refuses. Anything else (``0e-999999999``, ``1e-39``, ``1.`` and 39 zeros) is for
-    ``Decimal`` alone, which reads every length exactly."""
+    ``Decimal`` alone, which reads every length exactly. Text without an exponent is judged
+    by its length (one pass); only the rest is taken apart."""
     if not len(cells):
         return np.zeros(0, bool)
+    plain = pc.match_substring_regex(cells, _PLAIN_RE).fill_null(False)
+    short = pc.less_equal(pc.binary_length(cells), DECIMAL_DIGITS).fill_null(False)
+    ok = pc.and_(plain, short).to_numpy(zero_copy_only=False)
+    rest = np.flatnonzero(~plain.to_numpy(zero_copy_only=False))
+    if rest.size:
+        ok[rest] = _bounded_exponents(cells.take(pa.array(rest)))
+    return ok
+
+
+def _bounded_exponents(cells: pa.Array) -> np.ndarray:
+    """:func:`decimal_text` of cells that are not plain decimals (an exponent, or not a
+    number at all)."""
     shaped = pc.and_(pc.match_substring_regex(cells, _NUMBER_RE),
                      pc.match_substring_regex(cells, _NUMBER_PARTS_RE)).fill_null(False)
     parts = pc.extract_regex(pc.if_else(shaped, cells, "0"), _NUMBER_PARTS_RE)
