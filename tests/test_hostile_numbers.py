@@ -2,11 +2,12 @@
 crash still says (crash_note).
 
 pyarrow 25's decimal cast segfaults on ``0e-999999999`` and ``1e-2147483647``: one such CSV
-cell killed ``beam-tfrecords build`` with SIGSEGV, no line, a lease left behind. Here each of
-the hostile cells goes into an int64, a float and a ``scale:`` int64 feature, as a CSV cell and
-as a JSON number, and the build ends as the range rules say (coercion.RANGE_RULES): a value or
-a dead letter with its reason, never a signal. And if native code does crash, faulthandler's
-dump names the stage and the file that was being read or encoded.
+cell killed ``beam-tfrecords build`` with SIGSEGV, no line, a lease left behind; an exponent
+past Decimal's range and an integer past ``int()``'s 4300 digits raised and failed the build.
+Here each hostile cell goes into an int64, a float and a ``scale:`` int64 feature, as a CSV
+cell and as a JSON number, and the build ends as the range rules say (coercion.RANGE_RULES):
+a value or a dead letter with its reason, never a signal. And if native code does crash,
+faulthandler's dump names the stage and the file that was being read or encoded.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ HOSTILE = {
     "1e999999999999": {"n": "outside the int64 range", "x": F32_RANGE,
                        "p": "outside the int64 range"},
     "-0e-99999": {"n": 0, "x": -0.0, "p": 0},
+    # past Decimal's exponent range, and past int()'s 4300 digits
+    "1e-99999999999999999999": {"n": "has a fractional part", "x": 0.0,
+                                "p": "more than 2 decimal places"},
+    "9" * 5000: {"n": "outside the int64 range", "x": F32_RANGE, "p": "outside the int64 range"},
 }
 
 

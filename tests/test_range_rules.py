@@ -48,7 +48,7 @@ def _expected(rule, text):
     if rule.refused:
         return None
     if rule.dtype == "int64":
-        return int(decimal.Decimal(text).scaleb(rule.scale))
+        return int(tv.decimal_of(text).scaleb(rule.scale))
     return _bits(float(text))
 
 
@@ -132,13 +132,13 @@ def _python_values(rule, text):
     """The Python values of ``text``: its Decimal; a float where a double holds it (exactly,
     or -- for a float feature -- as that double is what a float32 is rounded from; nan and
     inf as themselves); an int where it is an integer literal."""
-    exact = decimal.Decimal(text)
+    exact = tv.decimal_of(text)
     values = [exact]
     number = tv.json_number(text)
     if isinstance(number, float) and (rule.dtype == "float" or not exact.is_finite()
                                       or decimal.Decimal(number) == exact):
         values.append(number)
-    if text.lstrip("-").isdigit():
+    if text.lstrip("-").isdigit() and len(text) < 4000:  # int() reads at most 4300 digits
         values.append(int(text))
     return values
 

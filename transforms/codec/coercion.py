@@ -92,12 +92,13 @@ class RangeRule(NamedTuple):
 # that cannot take it (text_values.decimal_text): 0e-999999999 is simply zero.
 RANGE_RULES: tuple[RangeRule, ...] = (
     RangeRule("int64", 0, "zero, whatever its exponent or sign",
-              ("0e-999999999", "-0e-99999", "0e999999999", "0.000"), "", "0"),
+              ("0e-999999999", "-0e-99999", "0e999999999", "0.000", "0e-99999999999999999999"),
+              "", "0"),
     RangeRule("int64", 0, "past [-2**63, 2**63-1]",
-              ("9223372036854775808", "-9223372036854775809", "1e19", "1e999999999999"),
-              INT64_RANGE),
+              ("9223372036854775808", "-9223372036854775809", "1e19", "1e999999999999",
+               "1e99999999999999999999", "9" * 5000), INT64_RANGE),
     RangeRule("int64", 0, "a fractional part, however small",
-              ("0.5", "1e-400", "1e-2147483647"), FRACTION),
+              ("0.5", "1e-400", "1e-2147483647", "1e-99999999999999999999"), FRACTION),
     RangeRule("int64", 0, "not finite", ("nan", "inf", "-inf"), NOT_FINITE),
     RangeRule("int64", 2, "zero, whatever its exponent or sign",
               ("0e-999999999", "-0e-99999", "0e999999999"), "", "0"),
@@ -108,9 +109,10 @@ RANGE_RULES: tuple[RangeRule, ...] = (
     RangeRule("float", 0, "zero, whatever its exponent",
               ("0e-999999999", "-0e-99999", "0e999999999"), "", "0.0 or -0.0 (its sign kept)"),
     RangeRule("float", 0, "finite, at or past 2**128 - 2**103 in magnitude (overflow)",
-              ("3.5e38", "-1e39", "1e400", "1e999999999999"), FLOAT32_RANGE),
+              ("3.5e38", "-1e39", "1e400", "1e999999999999", "1e99999999999999999999",
+               "9" * 5000), FLOAT32_RANGE),
     RangeRule("float", 0, "not zero, but below float32's normal range (underflow)",
-              ("1e-40", "1e-50", "-1e-400", "1e-2147483647"), "",
+              ("1e-40", "1e-50", "-1e-400", "1e-2147483647", "1e-99999999999999999999"), "",
               "the nearest float32: a subnormal, or a zero of its sign"),
     RangeRule("float", 0, "inf, -inf or nan written as such", ("inf", "-inf", "nan"), "",
               "as written (nan: error refuses NaN)"),
@@ -203,21 +205,15 @@ def _scaled(feature: str, value: Any, scale: int) -> int:
     if not exact.is_finite():
         return _fail(feature, value, "int64", NOT_FINITE)
     sign, digits, exponent = exact.as_tuple()
-    number = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    exponent = int(exponent) + scale
-    fraction = SCALE_FRACTION.format(scale=scale)
-    if number == 0:
-        return 0
-    if exponent >= 0:  # (a 1E+999999999 is out of range without computing its power of ten)
-        if len(digits) + exponent > 20:
-            return _check_int64(feature, value, 10**20)
-        return _check_int64(feature, value, number * 10**exponent)
-    if -exponent > len(digits):  # 0 < |value| < 1 once scaled
-        return _fail(feature, value, "int64", fraction)
-    whole, rest = divmod(number, 10**-exponent)
-    if rest:
-        return _fail(feature, value, "int64", fraction)
-    return _check_int64(feature, value, whole)
+    try:  # exact (no context rounds a tuple), and never expanded: 1E+999999999 stays small
+        scaled = decimal.Decimal((sign, digits, int(exponent) + scale))
+        return whole_number(scaled)
+    except TextValueError as err:
+        reason = SCALE_FRACTION.format(scale=scale) if err.reason == FRACTION else err.reason
+        return _fail(feature, value, "int64", reason)
+    except (decimal.InvalidOperation, ValueError):  # an exponent at Decimal's very edge
+        return _fail(feature, value, "int64", INT64_RANGE if int(exponent) > 0 else
+                     SCALE_FRACTION.format(scale=scale))
 
 
 def _time_of_day(feature: str, value: datetime.time, unit: str) -> int:

@@ -50,7 +50,9 @@ __all__ = [
     "ISO8601",
     "TextValueError",
     "check_format",
+    "decimal_of",
     "decimal_text",
+    "json_integer",
     "json_number",
     "parse_time",
     "parse_whole",
@@ -97,6 +99,9 @@ _NUMBER_PARTS_RE = (r"^[+-]?(?P<whole>[0-9]*)\.?(?P<fraction>[0-9]*)"
                     rf"(?:[eE]\+?(?P<exponent>-?[0-9]{{1,{DECIMAL_EXPONENT_DIGITS}}}))?$")
 _NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 _PLAIN_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)$"  # no exponent
+# Number text with an exponent, in parts, for decimal_of (digits as Decimal reads them).
+_SCIENTIFIC = re.compile(r"([+-]?)(\d*\.?\d*)[eE]([+-]?)(\d+)")
+_EXPONENT_LIMIT = 10**15  # decimal_of's clamp: far past every type, inside Decimal's range
 # Python's strptime directives (3.10+); layouts of the zero-padded numbers among them are
 # decided over whole columns.
 _DIRECTIVES = set("aAbBcdfHIjmMpSUwWxXyYzZGuV%")
@@ -137,13 +142,30 @@ def check_format(fmt: str) -> str:
 
 # -- one value ----------------------------------------------------------------------------------
 
-def parse_whole(text: str) -> int:
-    """Decimal number text (a fraction or an exponent allowed) as its exact whole value."""
+def decimal_of(text: str) -> decimal.Decimal:
+    """Number text as its exact Decimal, of any length -- also where its exponent is past the
+    range Decimal holds (about ±10**18): such an exponent is clamped to ±10**15, which no range
+    rule tells apart from it (the number is zero, or overflows or underflows every feature
+    type). Other text raises TextValueError."""
     try:
-        number = decimal.Decimal(text.strip())
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        pass
+    match = _SCIENTIFIC.fullmatch(text.strip())
+    if match is None or not any(c.isdigit() for c in match[2]):
+        raise TextValueError("not a number")
+    sign, mantissa, exponent_sign, exponent = match.groups()
+    if len(exponent.lstrip("0")) > len(str(_EXPONENT_LIMIT)) - 1:
+        exponent = str(_EXPONENT_LIMIT)
+    try:
+        return decimal.Decimal(f"{sign}{mantissa}E{exponent_sign}{exponent}")
     except decimal.InvalidOperation:
         raise TextValueError("not a number") from None
-    return whole_number(number)
+
+
+def parse_whole(text: str) -> int:
+    """Decimal number text (a fraction or an exponent allowed) as its exact whole value."""
+    return whole_number(decimal_of(text.strip()))
 
 
 def whole_number(number: decimal.Decimal) -> int:
@@ -172,9 +194,19 @@ def json_number(text: str) -> float | decimal.Decimal:
     is not zero but rounds to it), its exact Decimal, so that the range rules refuse or round
     it as they do the same text in a CSV cell, and it is never stored as ``inf``."""
     value = float(text)
-    if math.isinf(value) or (value == 0.0 and not decimal.Decimal(text).is_zero()):
-        return decimal.Decimal(text)
+    if math.isinf(value) or (value == 0.0 and not decimal_of(text).is_zero()):
+        return decimal_of(text)
     return value
+
+
+def json_integer(text: str) -> int | decimal.Decimal:
+    """A JSON integer (``json.loads``'s ``parse_int``): an int -- or, past Python's limit on
+    digits for ``int()`` (4300), its exact Decimal, which the range rules refuse as they
+    refuse any integer past int64 or float32, instead of failing the whole line."""
+    try:
+        return int(text)
+    except ValueError:
+        return decimal_of(text)
 
 
 def _in_unit(ns: int, unit: str) -> int:

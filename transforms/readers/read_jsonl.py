@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping
-from beam_tfrecords.transforms.codec.text_values import json_number
+from beam_tfrecords.transforms.codec.text_values import json_integer, json_number
 from beam_tfrecords.transforms.readers.csv_columnar import BOM, Prefixed, text_stream
 from beam_tfrecords.transforms.readers.events import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -145,7 +145,7 @@ class _ReadJsonlFile(ReadFileFn):
         # Cheap guard first: a line with few brackets cannot nest deeply.
         maybe_deep = text.count("{") + text.count("[") > max_depth
         try:
-            record = json.loads(text, parse_float=json_number)
+            record = json.loads(text, parse_float=json_number, parse_int=json_integer)
         except RecursionError:
             return Reject(line_number, "", f"nested deeper than max_depth ({max_depth})",
                           text, text)
