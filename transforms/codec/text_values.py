@@ -18,11 +18,13 @@ here so that they give the same integers:
   (``1969-12-31T23:59:59.5`` is second -1); nanoseconds are kept for ``unit: ns``.
 
 Arrow's decimal cast reads text exactly only within bounds (:func:`decimal_text`): past 38
-digits it wraps around without a word (``1.`` and 39 zeros is read as 0), and an exponent or a
-fraction of millions of digits overflows the stack (pyarrow 25 segfaults on ``0e-999999999``
-and ``1e-2147483647``). Text outside them never reaches that cast: Python's ``Decimal`` reads
-it, exactly, one value at a time. A JSON number a double cannot hold (``1e400``, ``1e-400``)
-is read as its exact ``Decimal`` (:func:`json_number`), so that it meets the same range rules
+digits or a scale of 38 it wraps around without a word (``1.`` and 39 zeros is read as 0, and
+so is ``1e-39``), and an exponent or a fraction of millions of digits overflows the stack
+(pyarrow 25 segfaults on ``0e-999999999`` and ``1e-2147483647``). Text outside them never
+reaches that cast: :func:`decimal_of` reads it, exactly, one value at a time -- any number of
+digits, and an exponent past Decimal's own range too. A JSON number a double cannot hold
+(``1e400``, ``1e-400``) or an integer past ``int()``'s 4300 digits is read as its exact
+``Decimal`` (:func:`json_number`, :func:`json_integer`), so that it meets the same range rules
 as the same text in a CSV cell (:data:`coercion.RANGE_RULES`).
 
 Surrounding whitespace is ignored. Per value: :func:`parse_whole`, :func:`parse_time` (the
