@@ -211,3 +211,14 @@ def test_the_console_script_dumps_its_stacks_on_a_fatal_signal(tmp_path):
     assert proc.returncode == -signal.SIGSEGV, err[-2000:]
     assert "Fatal Python error: Segmentation fault" in err, err[-2000:]
     assert "most recent call first" in err, err[-2000:]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_init_samples_hostile_numbers_without_crashing(tmp_path, fmt):
+    """init types its sample with the reader's own casts (and looks for fixed decimal places
+    with the scale: path's): the same cells end in a config, exit 0."""
+    data = _write_input(tmp_path, fmt)
+    done = subprocess.run([str(SCRIPT), "init", "--input", str(data)], env=os.environ,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "features:" in done.stdout and "  n: {type:" in done.stdout, done.stdout
