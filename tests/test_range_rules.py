@@ -254,3 +254,24 @@ def test_only_bounded_text_reaches_the_decimal_cast(texts):
     for i, text in enumerate(texts):
         if decided[i]:
             assert values[i] == tv.parse_whole(text), text
+
+
+@pytest.mark.parametrize("text,value", [
+    ("1." + "0" * 39, 1),  # Arrow's cast read this as 0
+    ("1" + "0" * 41 + "e-40", 10),  # past 38 digits: wrapped around, or refused
+    ("-7" + "0" * 45 + "e-45", -7),
+    ("0e-999999999", 0),  # ... and crashed on this
+])
+def test_whole_number_text_past_the_bounds_keeps_its_value(text, value, tmp_path):
+    """Text that only Decimal reads exactly gets its exact value column-wise too: left to
+    parse_whole by whole_values, and so through the CSV reader on both paths."""
+    values, decided = tv.whole_values(pa.array([text, "5"]))
+    assert not decided[0] and decided[1] and values[1] == 5
+    path = tmp_path / "in.csv"
+    path.write_text("id,v\n" + "".join(f"{i},{i}\n" for i in range(1, 50)) + f"50,{text}\n")
+    features = [F("id", "int64"), F("v", "int64")]
+    for columnar in (True, False):
+        chunks, reasons = _read(_ReadCsvFile(CsvOptions(), features, columnar=columnar), path)
+        assert not reasons
+        last = [r for c in chunks for r in c.records() if r["id"] == 50]
+        assert last == [{"id": 50, "v": value}], (columnar, last)
