@@ -22,6 +22,8 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
+from beam_tfrecords import crash_note
+
 __all__ = ["entry", "main"]
 
 
@@ -379,10 +381,12 @@ def entry() -> None:
 
     Before anything else it claims SIGINT and SIGTERM (pipelines/signals.py): blocked before
     the first import that starts a thread, so that none of those threads can swallow them.
-    Only ``build`` handles them; the other commands get Python's default actions back."""
+    Only ``build`` handles them; the other commands get Python's default actions back. Then
+    a native crash is set to print the stage and the file (crash_note.py)."""
     from beam_tfrecords.pipelines import signals
 
     signals.claim_signals()
+    crash_note.enable()
     argv = sys.argv[1:]
     import_command(argv)
     words, _ = _split_debug(list(argv))

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.transforms.codec import columnar_layout, wire
+from beam_tfrecords.transforms.codec import arrow_columns, columnar_encoder, columnar_layout, wire
 from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW, FeatureValueError
 from beam_tfrecords.transforms.codec.columnar_encoder import COLUMNAR, PER_ROW, ColumnarEncoder
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
@@ -722,3 +722,81 @@ def test_date_text_is_parsed_over_the_column(monkeypatch):
     lists = pa.record_batch({"d": pa.array([texts[:3], [], None, texts[99:102]])})
     assert_same_as_rows([F("y", "int64", (-1,), source=("d",), format="iso8601",
                            missing="omit")], lists)
+
+
+# -- wide configs stay linear ----------------------------------------------------------------------
+
+class _CountingSchema:
+    """A schema that counts the column names read from it and the fields looked up."""
+
+    def __init__(self, schema):
+        self._schema = schema
+        self.names_read = 0
+        self.fields_read = 0
+
+    @property
+    def names(self):
+        self.names_read += len(self._schema)
+        return self._schema.names
+
+    def field(self, i):
+        self.fields_read += 1
+        return self._schema.field(i)
+
+
+class _CountingColumns(arrow_columns.Columns):
+    built = 0
+    finds = 0
+
+    def __init__(self, schema):
+        type(self).built += 1
+        super().__init__(schema)
+
+    def find(self, name):
+        type(self).finds += 1
+        return super().find(name)
+
+
+WIDE = 2000
+
+
+def _wide_schema():
+    struct = pa.struct([(f"f{i}", pa.int64()) for i in range(WIDE)])
+    return pa.schema([(f"c{i}", pa.int64()) for i in range(WIDE)] + [("s", struct)])
+
+
+def test_resolving_every_feature_of_a_wide_schema_reads_its_names_once():
+    """2,000 top-level features and 2,000 struct fields: the names are read once, each
+    feature is a lookup or two -- O(n), where scanning the names per feature was n**2."""
+    schema = _CountingSchema(_wide_schema())
+    columns = arrow_columns.Columns(schema)
+    for i in range(WIDE):
+        assert arrow_columns.resolve(columns, (f"c{i}",)) == ("column", [i])
+        assert arrow_columns.resolve(columns, ("s", f"f{i}")) == ("column", [WIDE, i])
+    assert arrow_columns.resolve(columns, ("nowhere",)) == ("absent", None)
+    assert schema.names_read == WIDE + 1
+    assert schema.fields_read == WIDE  # the struct column's type, once per nested feature
+
+
+def test_a_wide_config_plans_once_per_schema_and_looks_each_feature_up_once(monkeypatch):
+    monkeypatch.setattr(columnar_encoder, "Columns", _CountingColumns)
+    monkeypatch.setattr(_CountingColumns, "built", 0)
+    monkeypatch.setattr(_CountingColumns, "finds", 0)
+    names = [f"c{i}" for i in range(WIDE)]
+    specs = [F(name, "int64") for name in names]
+    batch = pa.RecordBatch.from_arrays([pa.array([i, i + 1]) for i in range(WIDE)], names=names)
+    encoder = ColumnarEncoder(specs)
+    for _ in range(3):
+        out, good, rejects = encoder.encode(batch)
+        assert good.tolist() == [0, 1] and not rejects
+    assert _CountingColumns.built == 1 and _CountingColumns.finds == WIDE
+    # Features that go per row (a path through an int64 value: every row a dead letter) look
+    # their columns up once per batch each: still O(features) per batch.
+    per_row = [F(f"r{i}", "int64", source=(name, "x")) for i, name in enumerate(names)]
+    encoder = ColumnarEncoder(per_row)
+    built, finds = _CountingColumns.built, _CountingColumns.finds
+    for _ in range(3):
+        out, good, rejects = encoder.encode(batch)
+        assert not good.size and [row for row, _ in rejects] == [0, 1]
+    assert _CountingColumns.built - built == 1 + 3
+    assert _CountingColumns.finds - finds <= 2 * WIDE + 3 * 3 * WIDE

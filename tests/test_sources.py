@@ -133,7 +133,7 @@ def test_tricky_file_same_on_both_paths_and_as_expected(tmp_path):
     assert by_row[6]["feature"] == "i" and "not an integer" in by_row[6]["reason"]
     assert "malformed line: 2 cells, the header has 4" in by_row[7]["reason"]
     assert "malformed line: 0 cells" in by_row[8]["reason"]
-    assert by_row[9]["feature"] == "f" and "outside the float64 range" in by_row[9]["reason"]
+    assert by_row[9]["feature"] == "f" and "outside the float32 range" in by_row[9]["reason"]
     assert by_row[10]["feature"] == "s" and "not valid UTF-8" in by_row[10]["reason"]
     assert by_row[10]["value"] == repr(b"\xff\xfe")
     assert by_row[12]["reason"] == "column 'i': not an integer or true/false"

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
+from beam_tfrecords import crash_note
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.transforms import batch_coders  # noqa: F401  (SerializedBatch's coder)
@@ -69,6 +70,7 @@ class _BuildExamplesFn(beam.DoFn):
         self._hashed_beside = Metrics.counter("build_examples", "split_keys_hashed_beside")
 
     def setup(self) -> None:
+        crash_note.enable_here()
         self._encoder = ExampleEncoder(self._features)
         self._columnar = ColumnarEncoder(self._features)  # caches its plan per schema
         self._key_hasher = KeyHashProcess()
@@ -79,6 +81,10 @@ class _BuildExamplesFn(beam.DoFn):
             hasher.close()
 
     def process(self, chunk: RecordChunk) -> Iterator[Any]:
+        # A native crash while this chunk is encoded still names its file (crash_note).
+        yield from crash_note.noted("encoding records of", chunk.path, self._outputs(chunk))
+
+    def _outputs(self, chunk: RecordChunk) -> Iterator[Any]:
         # The chunk's counts leave before its dead letters (the slow part: a preview of each
         # record), so a writer judging rejected / read while rows arrive (sinks/early_stop.py)
         # never sees more of them rejected than there were.

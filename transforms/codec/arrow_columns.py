@@ -21,6 +21,7 @@ import pyarrow as pa
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
 __all__ = [
+    "Columns",
     "Unsupported",
     "binary_layout",
     "check_type",
@@ -305,33 +306,54 @@ def decoded(arr: pa.Array) -> pa.Array:
     return arr
 
 
-def resolve(schema: pa.Schema, path: Sequence[str]) -> tuple[str, Any]:
-    """How ``lookup(record, path)`` finds its value in rows of ``schema``.
+class Columns:
+    """The top-level columns of one schema by name: its names are read once, here, and each
+    lookup is a dict's -- so planning ``n`` features over a batch of ``n`` columns is O(n)
+    work, not a scan of every name per feature."""
 
-    (``"absent"``, None): every row is missing; (``"column"``, [index, child names...]): a
-    top-level column and struct fields below it; raises Unsupported otherwise.
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._index: dict[str, int] = {}
+        self.repeated = False
+        for at, name in enumerate(schema.names):
+            if self._index.setdefault(name, at) != at:
+                self.repeated = True
+
+    def find(self, name: str) -> int | None:
+        """The index of the column ``name`` (the first, if repeated), or None."""
+        return self._index.get(name)
+
+
+def resolve(columns: Columns, path: Sequence[str]) -> tuple[str, Any]:
+    """How ``lookup(record, path)`` finds its value in rows of ``columns.schema``.
+
+    (``"absent"``, None): every row is missing; (``"column"``, [index, child indices...]): a
+    top-level column and struct fields below it; raises Unsupported otherwise. Each step is
+    one lookup by name (a struct type's own index of its fields below the top level).
     """
-    names = schema.names
-    if len(set(names)) != len(names):
+    if columns.repeated:
         raise Unsupported("the batch repeats a column name")
-    first = path[0]
-    if first not in names:
+    first = columns.find(path[0])
+    if first is None:
         if len(path) > 1:
             for joined in (".".join(path), "/".join(path)):
-                if joined in names:
-                    return "column", [names.index(joined)]
+                at = columns.find(joined)
+                if at is not None:
+                    return "column", [at]
         return "absent", None
-    steps: list[Any] = [names.index(first)]
-    t = schema.field(first).type
+    steps: list[Any] = [first]
+    if len(path) == 1:
+        return "column", steps
+    t = columns.schema.field(first).type
     for part in path[1:]:
         if pa.types.is_dictionary(t) or not pa.types.is_struct(t):
             raise Unsupported(f"source path {'.'.join(path)!r} goes through a {t} value")
-        child_names = [t.field(i).name for i in range(t.num_fields)]
-        if child_names.count(part) != 1:
+        child = t.get_field_index(part)  # -1: absent, or more than one field of that name
+        if child < 0:
             raise Unsupported(f"source path {'.'.join(path)!r}: struct field {part!r} is "
-                               "absent or repeated")
-        steps.append(child_names.index(part))
-        t = t.field(child_names.index(part)).type
+                              "absent or repeated")
+        steps.append(child)
+        t = t.field(child).type
     return "column", steps
 
 

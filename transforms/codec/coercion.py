@@ -21,6 +21,8 @@ per target type, and never depends on the installed protobuf:
   string <- the same, and the bytes must be valid UTF-8.
 * None, an absent field, or NaT is *missing*; 0, 0.0, "", b"" and False are values.
 
+Overflow and underflow follow one table for every format, :data:`RANGE_RULES`.
+
 Every rejection is a :class:`FeatureValueError` that names the feature, the value, its type
 and what was expected. Pure: no Beam, no I/O.
 """
@@ -33,17 +35,27 @@ import math
 import numbers
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.transforms.codec.text_values import TextValueError, parse_time
+from beam_tfrecords.transforms.codec.text_values import (
+    FLOAT32_RANGE,
+    FRACTION,
+    INT64_RANGE,
+    NOT_FINITE,
+    TextValueError,
+    parse_time,
+    whole_number,
+)
 
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "FeatureValueError",
+    "RANGE_RULES",
+    "RangeRule",
     "element_coercer",
     "is_missing",
     "preview",
@@ -55,6 +67,56 @@ INT64_MAX = 2**63 - 1
 # float64 values at or beyond this magnitude round to infinity as float32 (FLT_MAX is
 # (2 - 2**-23) * 2**127; the halfway point to the next binade rounds up, to inf).
 FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+SCALE_FRACTION = "has more than {scale} decimal places (scale: {scale}); refusing to round"
+
+
+class RangeRule(NamedTuple):
+    """One row of :data:`RANGE_RULES`: numbers of a ``case`` into a feature of ``dtype`` (and
+    ``scale``) are a dead letter with the reason ``refused``, or (``refused`` empty) a value,
+    stored as ``stored`` says. ``examples`` are number text as a CSV cell or a JSON number
+    writes it (``nan`` and ``inf`` are JSON's ``NaN`` and ``Infinity``)."""
+
+    dtype: str
+    scale: int
+    case: str
+    examples: tuple[str, ...]
+    refused: str
+    stored: str = ""
+
+
+# Overflow and underflow, the same in every format: CSV cells, JSON numbers (json_number keeps
+# what a double cannot hold as its exact Decimal), Parquet and Avro values, Python values given
+# to the API. What is representable is a value; what overflows its feature type is a dead
+# letter, never an inf and never a wrapped integer; a float too small for float32 rounds as
+# IEEE 754 rounds (1e-50 is stored as 0.0 in every format). Text never reaches a decimal cast
+# that cannot take it (text_values.decimal_text): 0e-999999999 is simply zero.
+RANGE_RULES: tuple[RangeRule, ...] = (
+    RangeRule("int64", 0, "zero, whatever its exponent or sign",
+              ("0e-999999999", "-0e-99999", "0e999999999", "0.000", "0e-99999999999999999999"),
+              "", "0"),
+    RangeRule("int64", 0, "past [-2**63, 2**63-1]",
+              ("9223372036854775808", "-9223372036854775809", "1e19", "1e999999999999",
+               "1e99999999999999999999", "9" * 5000), INT64_RANGE),
+    RangeRule("int64", 0, "a fractional part, however small",
+              ("0.5", "1e-400", "1e-2147483647", "1e-99999999999999999999"), FRACTION),
+    RangeRule("int64", 0, "not finite", ("nan", "inf", "-inf"), NOT_FINITE),
+    RangeRule("int64", 2, "zero, whatever its exponent or sign",
+              ("0e-999999999", "-0e-99999", "0e999999999"), "", "0"),
+    RangeRule("int64", 2, "times 10**scale, past [-2**63, 2**63-1]",
+              ("92233720368547758.08", "1e999999999999"), INT64_RANGE),
+    RangeRule("int64", 2, "more decimal places than the scale",
+              ("0.001", "1e-2147483647"), SCALE_FRACTION.format(scale=2)),
+    RangeRule("float", 0, "zero, whatever its exponent",
+              ("0e-999999999", "-0e-99999", "0e999999999"), "", "0.0 or -0.0 (its sign kept)"),
+    RangeRule("float", 0, "finite, at or past 2**128 - 2**103 in magnitude (overflow)",
+              ("3.5e38", "-1e39", "1e400", "1e999999999999", "1e99999999999999999999",
+               "9" * 5000), FLOAT32_RANGE),
+    RangeRule("float", 0, "not zero, but below float32's normal range (underflow)",
+              ("1e-40", "1e-50", "-1e-400", "1e-2147483647", "1e-99999999999999999999"), "",
+              "the nearest float32: a subnormal, or a zero of its sign"),
+    RangeRule("float", 0, "inf, -inf or nan written as such", ("inf", "-inf", "nan"), "",
+              "as written (nan: error refuses NaN)"),
+)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 _MICROS_PER_UNIT = {"s": 10**6, "ms": 10**3, "us": 1, "days": 86_400 * 10**6}
@@ -107,7 +169,7 @@ def is_missing(value: Any) -> bool:
 def _check_int64(feature: str, value: Any, number: int) -> int:
     if INT64_MIN <= number <= INT64_MAX:
         return number
-    return _fail(feature, value, "int64", "outside the int64 range [-2**63, 2**63-1]")
+    return _fail(feature, value, "int64", INT64_RANGE)
 
 
 def _fail(feature: str, value: Any, expected: str, reason: str = "") -> Any:
@@ -141,23 +203,17 @@ def _scaled(feature: str, value: Any, scale: int) -> int:
     # JSON number 12.34 is 1234 with scale 2, though the double is 12.339999999999999857...
     exact = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(float(value)))
     if not exact.is_finite():
-        return _fail(feature, value, "int64", "not a finite number")
+        return _fail(feature, value, "int64", NOT_FINITE)
     sign, digits, exponent = exact.as_tuple()
-    number = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    exponent = int(exponent) + scale
-    fraction = f"has more than {scale} decimal places (scale: {scale}); refusing to round"
-    if number == 0:
-        return 0
-    if exponent >= 0:  # (a 1E+999999999 is out of range without computing its power of ten)
-        if len(digits) + exponent > 20:
-            return _check_int64(feature, value, 10**20)
-        return _check_int64(feature, value, number * 10**exponent)
-    if -exponent > len(digits):  # 0 < |value| < 1 once scaled
-        return _fail(feature, value, "int64", fraction)
-    whole, rest = divmod(number, 10**-exponent)
-    if rest:
-        return _fail(feature, value, "int64", fraction)
-    return _check_int64(feature, value, whole)
+    try:  # exact (no context rounds a tuple), and never expanded: 1E+999999999 stays small
+        scaled = decimal.Decimal((sign, digits, int(exponent) + scale))
+        return whole_number(scaled)
+    except TextValueError as err:
+        reason = SCALE_FRACTION.format(scale=scale) if err.reason == FRACTION else err.reason
+        return _fail(feature, value, "int64", reason)
+    except (decimal.InvalidOperation, ValueError):  # an exponent at Decimal's very edge
+        return _fail(feature, value, "int64", INT64_RANGE if int(exponent) > 0 else
+                     SCALE_FRACTION.format(scale=scale))
 
 
 def _time_of_day(feature: str, value: datetime.time, unit: str) -> int:
@@ -183,15 +239,16 @@ def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None,
         return int(value)
     if isinstance(value, numbers.Integral):  # numpy ints, uint64, int subclasses
         return _check_int64(feature, value, int(value))
-    if isinstance(value, (float, np.floating, decimal.Decimal)):
-        if isinstance(value, decimal.Decimal):
-            finite = value.is_finite()
-        else:
-            finite = math.isfinite(value)
-        if not finite:
-            return _fail(feature, value, "int64", "not a finite number")
+    if isinstance(value, decimal.Decimal):  # never expanded: 1E+999999999 is out of range
+        try:
+            return whole_number(value)
+        except TextValueError as err:
+            return _fail(feature, value, "int64", err.reason)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            return _fail(feature, value, "int64", NOT_FINITE)
         if value != int(value):
-            return _fail(feature, value, "int64", "has a fractional part; refusing to truncate")
+            return _fail(feature, value, "int64", FRACTION)
         return _check_int64(feature, value, int(value))
     if isinstance(value, datetime.date):
         micros = _epoch_micros(value)
@@ -222,8 +279,9 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
             number = float(value)
         except OverflowError:
             number = math.inf if value > 0 else -math.inf
-        if math.isinf(number):
-            return _fail(feature, value, "float", "outside the float32 range")
+        # a finite Decimal or int past float64 (1E+400); Decimal('Infinity') is inf, a value
+        if math.isinf(number) and (not isinstance(value, decimal.Decimal) or value.is_finite()):
+            return _fail(feature, value, "float", FLOAT32_RANGE)
     else:
         return _fail(feature, value, "float", "not a number")
     if math.isnan(number):
@@ -231,7 +289,7 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
             return _fail(feature, value, "float", "NaN is not allowed (nan: error)")
         return number
     if math.isfinite(number) and abs(number) >= FLOAT32_OVERFLOW:
-        return _fail(feature, value, "float", "outside the float32 range; it would become inf")
+        return _fail(feature, value, "float", FLOAT32_RANGE)
     return number
 
 

@@ -51,6 +51,7 @@ import pyarrow as pa
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.codec.arrow_columns import (
+    Columns,
     Unsupported,
     binary_layout,
     check_type,
@@ -152,11 +153,12 @@ class ColumnarEncoder:
         if len(self._choices) >= _MAX_SCHEMAS:  # sources with drifting schemas
             self._choices.clear()
         out: dict[str, tuple[FeatureChoice, Any]] = {}
+        columns = Columns(schema)  # once per schema: each feature is then one lookup
         for spec in self.specs:
             try:
                 if self._whole_row_reason:
                     raise Unsupported(self._whole_row_reason)
-                how, steps = resolve(schema, spec.source)
+                how, steps = resolve(columns, spec.source)
                 if how == "absent":
                     reason = f"no column {'.'.join(spec.source)!r}: missing in every row"
                 else:
@@ -258,12 +260,13 @@ class ColumnarEncoder:
     def _encode_features_per_row(self, specs: list[FeatureSpec], batch: pa.RecordBatch):
         """Map entries of the per-row features: per stored key, a flat block over rows."""
         n = batch.num_rows
-        wanted = []
+        columns = Columns(batch.schema)
+        wanted: dict[str, None] = {}  # in order, each once
         for spec in specs:
             for name in (spec.source[0], ".".join(spec.source), "/".join(spec.source)):
-                if name in batch.schema.names and name not in wanted:
-                    wanted.append(name)
-        records = batch.select(wanted).to_pylist() if wanted else [{}] * n
+                if columns.find(name) is not None:
+                    wanted[name] = None
+        records = batch.select(list(wanted)).to_pylist() if wanted else [{}] * n
         bad = np.zeros(n, dtype=bool)
         parts: dict[str, list[bytes]] = {key: [b""] * n for s in specs for key in stored_keys(s)}
         plans = [self._plans[spec.name] for spec in specs]

@@ -17,6 +17,16 @@ here so that they give the same integers:
   (:func:`arrow_columns.temporal_values`): a finer part the unit cannot hold is floored
   (``1969-12-31T23:59:59.5`` is second -1); nanoseconds are kept for ``unit: ns``.
 
+Arrow's decimal cast reads text exactly only within bounds (:func:`decimal_text`): past 38
+digits or a scale of 38 it wraps around without a word (``1.`` and 39 zeros is read as 0, and
+so is ``1e-39``), and an exponent or a fraction of millions of digits overflows the stack
+(pyarrow 25 segfaults on ``0e-999999999`` and ``1e-2147483647``). Text outside them never
+reaches that cast: :func:`decimal_of` reads it, exactly, one value at a time -- any number of
+digits, and an exponent past Decimal's own range too. A JSON number a double cannot hold
+(``1e400``, ``1e-400``) or an integer past ``int()``'s 4300 digits is read as its exact
+``Decimal`` (:func:`json_number`, :func:`json_integer`), so that it meets the same range rules
+as the same text in a CSV cell (:data:`coercion.RANGE_RULES`).
+
 Surrounding whitespace is ignored. Per value: :func:`parse_whole`, :func:`parse_time` (the
 reference). Over Arrow string columns: :func:`whole_values` and :func:`time_values` decide what
 can be proved equal to the reference -- an exact decimal cast, Arrow's ISO-8601 cast (the same
@@ -30,6 +40,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import re
 from collections.abc import Callable
 
@@ -41,16 +52,25 @@ __all__ = [
     "ISO8601",
     "TextValueError",
     "check_format",
+    "decimal_of",
+    "decimal_text",
+    "json_integer",
+    "json_number",
     "parse_time",
     "parse_whole",
     "text_times",
     "time_values",
+    "whole_number",
     "whole_values",
 ]
 
 ISO8601 = "iso8601"  # the format name of ISO-8601 text
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_RANGE = "outside the int64 range [-2**63, 2**63-1]"
+# The reasons of the range rules (coercion.RANGE_RULES): the same words in every format.
+INT64_RANGE = "outside the int64 range [-2**63, 2**63-1]"
+FRACTION = "has a fractional part; refusing to truncate"
+NOT_FINITE = "not a finite number"
+FLOAT32_RANGE = "outside the float32 range; it would become inf"
 _NS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1, "days": 86_400 * 10**9}
 _MICROS_PER = {"s": 10**6, "ms": 10**3, "us": 1, "days": 86_400 * 10**6}
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -69,8 +89,21 @@ _NAIVE_RE = f"^{_DATE_RE}(?:[T ]{_TIME_RE})?$"
 _ZONED_RE = f"^{_DATE_RE}[T ]{_TIME_RE}(?:Z|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)$"
 _NOT_ISO = ("not an ISO-8601 date or datetime (YYYY-MM-DD, optionally with [T ]hh[:mm[:ss[.f]]] "
             "and Z or ±hh[:mm])")
-# ASCII decimal text: what Arrow's decimal cast reads exactly as Decimal() does.
+# ASCII decimal text, in parts. Arrow's decimal cast reads it exactly as Decimal() does (or
+# refuses it) only within bounds (decimal_text): at most DECIMAL_DIGITS digits before the
+# exponent, an exponent of at most DECIMAL_EXPONENT_DIGITS digits, at most DECIMAL_DIGITS
+# fraction digits once the exponent is applied, and under 10**DECIMAL_DIGITS. Past them it
+# wraps around without a word (1. and 39 zeros is 0, 1e-39 is 0), and millions of exponent or
+# fraction digits overflow its stack (0e-999999999 is a segfault).
+DECIMAL_DIGITS = 38
+DECIMAL_EXPONENT_DIGITS = 4
+_NUMBER_PARTS_RE = (r"^[+-]?(?P<whole>[0-9]*)\.?(?P<fraction>[0-9]*)"
+                    rf"(?:[eE]\+?(?P<exponent>-?[0-9]{{1,{DECIMAL_EXPONENT_DIGITS}}}))?$")
 _NUMBER_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+_PLAIN_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)$"  # no exponent
+# Number text with an exponent, in parts, for decimal_of (digits as Decimal reads them).
+_SCIENTIFIC = re.compile(r"([+-]?)(\d*\.?\d*)[eE]([+-]?)(\d+)")
+_EXPONENT_LIMIT = 10**15  # decimal_of's clamp: far past every type, inside Decimal's range
 # Python's strptime directives (3.10+); layouts of the zero-padded numbers among them are
 # decided over whole columns.
 _DIRECTIVES = set("aAbBcdfHIjmMpSUwWxXyYzZGuV%")
@@ -111,28 +144,77 @@ def check_format(fmt: str) -> str:
 
 # -- one value ----------------------------------------------------------------------------------
 
-def parse_whole(text: str) -> int:
-    """Decimal number text (a fraction or an exponent allowed) as its exact whole value."""
+def decimal_of(text: str) -> decimal.Decimal:
+    """Number text as its exact Decimal, of any length -- also where its exponent is past the
+    range Decimal holds (about ±10**18): such an exponent is clamped to ±10**15, which no range
+    rule tells apart from it (the number is zero, or overflows or underflows every feature
+    type). Other text raises TextValueError."""
     try:
-        number = decimal.Decimal(text.strip())
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        pass
+    match = _SCIENTIFIC.fullmatch(text.strip())
+    if match is None or not any(c.isdigit() for c in match[2]):
+        raise TextValueError("not a number")
+    sign, mantissa, exponent_sign, exponent = match.groups()
+    if len(exponent.lstrip("0")) > len(str(_EXPONENT_LIMIT)) - 1:
+        exponent = str(_EXPONENT_LIMIT)
+    try:
+        return decimal.Decimal(f"{sign}{mantissa}E{exponent_sign}{exponent}")
     except decimal.InvalidOperation:
         raise TextValueError("not a number") from None
+
+
+def parse_whole(text: str) -> int:
+    """Decimal number text (a fraction or an exponent allowed) as its exact whole value."""
+    return whole_number(decimal_of(text.strip()))
+
+
+def whole_number(number: decimal.Decimal) -> int:
+    """A Decimal's exact whole value in the int64 range, by the range rules: zero whatever its
+    exponent (``0e-999999999``, ``-0E+99999``), a fractional part however small refused, a
+    magnitude past int64 refused without computing it (``1e999999999999`` is never expanded)."""
     if not number.is_finite():
-        raise TextValueError("not a finite number")
-    if number.adjusted() > 18:  # at least 10**19: never converted (1e999999999 is text too)
-        raise TextValueError(_RANGE)
+        raise TextValueError(NOT_FINITE)
+    if number.is_zero():
+        return 0
+    if number.adjusted() > 18:  # at least 10**19
+        raise TextValueError(INT64_RANGE)
+    if number.adjusted() < 0:  # 0 < |number| < 1, however many digits or small an exponent
+        raise TextValueError(FRACTION)
     if number != number.to_integral_value():
-        raise TextValueError("has a fractional part; refusing to truncate")
+        raise TextValueError(FRACTION)
     value = int(number)
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise TextValueError(_RANGE)
+        raise TextValueError(INT64_RANGE)
     return value
+
+
+def json_number(text: str) -> float | decimal.Decimal:
+    """A JSON number with a fraction or an exponent (``json.loads``'s ``parse_float``): the
+    double it rounds to -- or, where no double holds it (``1e400`` is past float64, ``1e-400``
+    is not zero but rounds to it), its exact Decimal, so that the range rules refuse or round
+    it as they do the same text in a CSV cell, and it is never stored as ``inf``."""
+    value = float(text)
+    if math.isinf(value) or (value == 0.0 and not decimal_of(text).is_zero()):
+        return decimal_of(text)
+    return value
+
+
+def json_integer(text: str) -> int | decimal.Decimal:
+    """A JSON integer (``json.loads``'s ``parse_int``): an int -- or, past Python's limit on
+    digits for ``int()`` (4300), its exact Decimal, which the range rules refuse as they
+    refuse any integer past int64 or float32, instead of failing the whole line."""
+    try:
+        return int(text)
+    except ValueError:
+        return decimal_of(text)
 
 
 def _in_unit(ns: int, unit: str) -> int:
     value = ns // _NS_PER[unit]  # floor: 1969-12-31T23:59:59.5 is second -1
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise TextValueError(_RANGE)
+        raise TextValueError(INT64_RANGE)
     return value
 
 
@@ -210,19 +292,52 @@ def _int64s(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return arr.cast(pa.int64()).to_numpy(zero_copy_only=False), valid
 
 
+def decimal_text(cells: pa.Array) -> np.ndarray:
+    """Where string ``cells`` may be handed to Arrow's decimal cast (``decimal128(38, s)``):
+    ASCII decimal text within the bounds above, which that cast reads exactly as ``Decimal()``
+    does, or refuses. Anything else (``0e-999999999``, ``1e-39``, ``1.`` and 39 zeros) is for
+    ``Decimal`` alone, which reads every length exactly. Text without an exponent is judged
+    by its length (one pass); only the rest is taken apart."""
+    if not len(cells):
+        return np.zeros(0, bool)
+    plain = pc.match_substring_regex(cells, _PLAIN_RE).fill_null(False)
+    short = pc.less_equal(pc.binary_length(cells), DECIMAL_DIGITS).fill_null(False)
+    ok = pc.and_(plain, short).to_numpy(zero_copy_only=False)
+    rest = np.flatnonzero(~plain.to_numpy(zero_copy_only=False))
+    if rest.size:
+        ok[rest] = _bounded_exponents(cells.take(pa.array(rest)))
+    return ok
+
+
+def _bounded_exponents(cells: pa.Array) -> np.ndarray:
+    """:func:`decimal_text` of cells that are not plain decimals (an exponent, or not a
+    number at all)."""
+    shaped = pc.and_(pc.match_substring_regex(cells, _NUMBER_RE),
+                     pc.match_substring_regex(cells, _NUMBER_PARTS_RE)).fill_null(False)
+    parts = pc.extract_regex(pc.if_else(shaped, cells, "0"), _NUMBER_PARTS_RE)
+    whole = pc.utf8_length(parts.field("whole"))
+    fraction = pc.utf8_length(parts.field("fraction"))
+    exponent = pc.cast(pc.if_else(pc.equal(parts.field("exponent"), ""), "0",
+                                  parts.field("exponent")), pa.int64())
+    ok = [pc.less_equal(pc.add(whole, fraction), DECIMAL_DIGITS),
+          pc.less_equal(pc.abs(pc.subtract(fraction, exponent)), DECIMAL_DIGITS),
+          pc.less_equal(pc.add(whole, exponent), DECIMAL_DIGITS)]
+    bounded = pc.and_(pc.and_(ok[0], ok[1]), ok[2]).fill_null(False)
+    return pc.and_(shaped, bounded).to_numpy(zero_copy_only=False)
+
+
 def whole_values(cells: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(values, decided) of string ``cells``: decided where the cell is ASCII decimal text
     whose exact value is a whole number in the int64 range, as :func:`parse_whole` gives it.
 
-    A double that is not whole (or not finite) means the text is not; one that is whole is
-    only a hint, so the candidates are cast to ``decimal128(38, 0)``, which fails rather than
-    drop a digit."""
+    Only :func:`decimal_text` is looked at. A double that is not whole (or not finite) means
+    the text is not; one that is whole is only a hint, so the candidates are cast to
+    ``decimal128(38, 0)``, which (within those bounds) fails rather than drop a digit."""
     n = len(cells)
     values, decided = np.zeros(n, np.int64), np.zeros(n, bool)
     if not n:
         return values, decided
-    candidate = pc.match_substring_regex(cells, _NUMBER_RE).fill_null(False)
-    index = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+    index = np.flatnonzero(decimal_text(cells))
     if not index.size:
         return values, decided
     doubles = pc.cast(cells.take(pa.array(index)), pa.float64()).to_numpy(zero_copy_only=False)

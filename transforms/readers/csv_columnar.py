@@ -55,7 +55,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from beam_tfrecords.transforms.codec.text_values import ISO8601, time_values, whole_values
+from beam_tfrecords.transforms.codec.text_values import (
+    ISO8601,
+    decimal_text,
+    time_values,
+    whole_values,
+)
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, Unread, unreadable_text
 
 __all__ = [
@@ -838,6 +843,9 @@ def decimal_cells(cells: pa.Array, isnull: pa.Array | None, column: str) -> pa.A
         raise NeedsRows(f"{why} decimal places differ ({fewest} to {most})")
     if pc.any(pc.match_substring_regex(present, _NEGATIVE_ZERO_RE)).as_py():
         raise NeedsRows(f"{why} a negative zero")
+    if not (decimal_text(present) | ~present.is_valid().to_numpy(zero_copy_only=False)).all():
+        # Arrow's cast would wrap a 39-digit value around without a word
+        raise NeedsRows(f"{why} more digits than a decimal128 holds")
     try:
         return pc.cast(present, pa.decimal128(_DECIMAL_DIGITS, most))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # more than 38 digits

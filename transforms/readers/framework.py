@@ -29,6 +29,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from beam_tfrecords import crash_note
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format.shard_plan import parse_size
@@ -263,7 +264,14 @@ class ReadFileFn(beam.DoFn):
         """The events of one file, read from ``handle`` (opened by ``storage.open_read``)."""
         raise NotImplementedError
 
+    def setup(self) -> None:
+        crash_note.enable_here()
+
     def process(self, path: str) -> Iterator[Any]:
+        # A native crash while this file is read still names it (crash_note).
+        yield from crash_note.noted("reading", path, self._outputs(path))
+
+    def _outputs(self, path: str) -> Iterator[Any]:
         with storage.open_read(path) as handle:
             yield from read_outputs(path, self.events(path, handle), self._read, self._rejected)
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import decimal
 import io
 import json
 import math
@@ -44,8 +43,12 @@ import pyarrow as pa
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
 from beam_tfrecords.transforms.codec.text_values import (
+    FLOAT32_RANGE,
     ISO8601,
     TextValueError,
+    decimal_of,
+    json_integer,
+    json_number,
     parse_time,
     parse_whole,
 )
@@ -138,7 +141,7 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     """A CSV cell's text as the Python value the encoder expects for ``spec``."""
     if spec.shape or spec.sequence:
         try:
-            return json.loads(text)
+            return json.loads(text, parse_float=json_number, parse_int=json_integer)
         except ValueError as err:
             raise CellError(
                 f"a list-shaped feature needs a JSON array in the cell: {err}") from None
@@ -148,8 +151,8 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     if spec.dtype == "float":
         if _FLOAT.match(cell):
             value = float(cell)
-            if math.isinf(value) and "inf" not in cell.lower():
-                raise CellError("outside the float64 range")
+            if math.isinf(value) and "inf" not in cell.lower():  # 1e400: past float32 too
+                raise CellError(FLOAT32_RANGE)
             return value
         raise CellError("not a number")
     return text  # bytes and string cells are kept exactly, spaces included
@@ -174,16 +177,16 @@ def _int64_cell(spec: FeatureSpec, cell: str) -> int:
         # Its exact value, which the encoder stores times 10**scale or refuses (12.34 with
         # scale: 2 is 1234, 1.005 is refused there, never rounded).
         try:
-            return decimal.Decimal(cell)
-        except decimal.InvalidOperation:
-            raise CellError("not a number") from None
-    if _INT.match(cell):
-        return int(cell)
-    if _FLOAT.match(cell):
-        try:
-            return parse_whole(cell)
+            return decimal_of(cell)
         except TextValueError as err:
             raise CellError(err.reason) from None
+    if _INT.match(cell):
+        try:
+            return int(cell)
+        except ValueError:  # past int()'s 4300 digits: Decimal reads it, the rules judge it
+            return _whole(cell)
+    if _FLOAT.match(cell):
+        return _whole(cell)
     if fmt is None:
         raise CellError("not an integer or true/false")
     if fmt == ISO8601:
@@ -192,6 +195,13 @@ def _int64_cell(spec: FeatureSpec, cell: str) -> int:
         except TextValueError as err:
             why = err.reason
     raise CellError(f"not an integer or true/false, and {why}")
+
+
+def _whole(cell: str) -> int:
+    try:
+        return parse_whole(cell)
+    except TextValueError as err:
+        raise CellError(err.reason) from None
 
 
 class _Feed:

@@ -8,7 +8,9 @@ are physical lines: a blank line is not a record and not counted, but advances t
 
 Text is streamed line by line: a line longer than ``max_record_bytes`` (``max_line_bytes``, its
 older name) or nested deeper than ``max_depth`` is a dead letter, never a memory blow-up or
-RecursionError; reading goes on at the next line.
+RecursionError; reading goes on at the next line. A number no double holds (``1e400``,
+``1e-400``) is read as its exact ``Decimal`` (:func:`text_values.json_number`), so the range
+rules judge it as they judge the same CSV cell: never stored as ``inf``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping
+from beam_tfrecords.transforms.codec.text_values import json_integer, json_number
 from beam_tfrecords.transforms.readers.csv_columnar import BOM, Prefixed, text_stream
 from beam_tfrecords.transforms.readers.events import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -142,7 +145,7 @@ class _ReadJsonlFile(ReadFileFn):
         # Cheap guard first: a line with few brackets cannot nest deeply.
         maybe_deep = text.count("{") + text.count("[") > max_depth
         try:
-            record = json.loads(text)
+            record = json.loads(text, parse_float=json_number, parse_int=json_integer)
         except RecursionError:
             return Reject(line_number, "", f"nested deeper than max_depth ({max_depth})",
                           text, text)
