@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Sequence
@@ -117,7 +118,11 @@ def list_inputs(pattern: str, fmt: str) -> tuple[list[FileIdentity], dict[str, A
     listed = storage.identify(metadata)
     for identity in listed:
         if identity.kind == "directory":
-            folder = identity.path.rstrip("/") or "/"
+            folder = identity.path  # as the user wrote it when it is the pattern itself
+            if storage.is_local(pattern) and os.path.normpath(folder) == os.path.normpath(
+                    pattern):
+                folder = pattern
+            folder = folder.rstrip("/") or "/"
             raise BuildError(f"input {folder} is a directory, not a file or a glob of files; "
                              f"use a glob of its files, e.g. "
                              f"{folder.rstrip('/')}/*{FORMAT_SUFFIXES.get(fmt, '')}")
