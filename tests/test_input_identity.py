@@ -10,7 +10,9 @@ End to end through the console script: tests/test_input_slips.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import pathlib
 import stat
 
 import pytest
@@ -168,12 +170,14 @@ CHANGES = {"truncated": (_truncate, "shrank from"), "appended": (_append, "grew 
            "replaced": (_replace, "was replaced by another file")}
 
 
+@pytest.mark.parametrize("listed", [True, False])
 @pytest.mark.parametrize("reader", sorted(READERS))
-def test_a_file_read_as_listed_has_no_unread_region(tmp_path, reader):
+def test_a_file_read_as_listed_has_no_unread_region(tmp_path, reader, listed):
+    """Nor has a plain path (a user's own PCollection of file names): nothing to compare."""
     make, fn = READERS[reader]
     path = tmp_path / ("in.jsonl" if reader == "jsonl" else "in.csv")
     make(path)
-    records, letters, counts = run(fn(), _listed(path))
+    records, letters, counts = run(fn(), _listed(path) if listed else str(path))
     assert len(records) == ROWS and letters == [] and counts["unread_regions"] == 0
 
 
@@ -266,16 +270,6 @@ def test_a_file_truncated_while_it_is_read_is_never_read_short_in_silence(tmp_pa
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
-def test_a_path_given_without_a_listing_is_read_as_before(tmp_path, reader):
-    """A plain path (a user's own PCollection of file names) has nothing to compare with."""
-    make, fn = READERS[reader]
-    path = tmp_path / ("in.jsonl" if reader == "jsonl" else "in.csv")
-    make(path)
-    records, letters, _ = run(fn(), str(path))
-    assert len(records) == ROWS and letters == []
-
-
-@pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_fifo_is_never_opened_by_a_reader(tmp_path, reader):
     """A FIFO that took a listed file's name: opening it would wait forever for a writer."""
     make, fn = READERS[reader]
@@ -318,3 +312,36 @@ def test_a_reuploaded_object_is_a_new_generation(gcs_emulator):
         f"{storage.observe(path).generation}, {listed.size} -> "
         f"{storage.observe(path).size} bytes)"]
     assert counts["unread_bytes"] == listed.size
+
+
+# -- at launch: the public sources and an image folder ------------------------------------------
+
+def test_a_public_source_refuses_a_fifo_in_its_glob(tmp_path):
+    import apache_beam as beam
+
+    from beam_tfrecords.transforms.readers.framework import SourceError
+    from beam_tfrecords.transforms.readers.read_csv import ReadCsv
+
+    _csv(tmp_path / "a.csv")
+    os.mkfifo(tmp_path / "b.csv")
+    with pytest.raises(SourceError, match=r"ReadCsv: .*b\.csv is a FIFO \(named pipe\), not a "
+                                          r"regular file; not opened"):
+        beam.Pipeline() | ReadCsv(str(tmp_path / "*.csv"), {"i": {"type": "int64"}})
+
+
+def test_a_fifo_among_images_is_refused_at_launch(tmp_path):
+    import shutil
+
+    from beam_tfrecords.pipelines import build
+    from beam_tfrecords.pipelines.config import load_config
+
+    root = tmp_path / "images"
+    shutil.copytree(pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" /
+                    "images", root)
+    os.mkfifo(root / "train" / "cat" / "zz.jpg")
+    config = load_config(str(pathlib.Path(__file__).resolve().parent.parent / "configs" /
+                             "images.yaml"))
+    config = dataclasses.replace(config, source=dataclasses.replace(config.source,
+                                                                    path=str(root)))
+    with pytest.raises(build.BuildError, match=r"zz\.jpg is a FIFO"):
+        build.plan_inputs(config)
