@@ -440,8 +440,10 @@ class ReadSource(beam.PTransform):
     filesystem: local, ``gs://``, ...), in the launching process, not by ``fileio`` inside the
     pipeline: a pattern that matches nothing fails there with one line naming it, before a job
     is submitted; the files are fixed in the job graph, as the command line's input
-    fingerprint needs; and ``Spread`` shares them out among workers either way. (A template
-    staged for later runs therefore reads the files that matched when it was made.)
+    fingerprint needs; and ``Spread`` shares them out among workers either way. Each file
+    travels as its :class:`FileIdentity`, so the worker that reads it can tell whether it
+    changed since (sinks/format/file_identity.py). (A template staged for later runs
+    therefore reads the files that matched when it was made, as they were then.)
     """
 
     _files: type[ReadFiles]
