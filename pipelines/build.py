@@ -112,20 +112,24 @@ def list_inputs(pattern: str, fmt: str) -> tuple[list[FileIdentity], dict[str, A
     work item so the worker that reads it can tell whether it changed -- and their
     fingerprint. A folder, a FIFO, a device or a socket among them is refused in one line,
     never opened."""
+    def folder_slip(folder: str) -> BuildError:
+        folder = folder.rstrip("/") or "/"
+        return BuildError(f"input {folder} is a directory, not a file or a glob of files; use "
+                          f"a glob of its files, e.g. "
+                          f"{folder.rstrip('/')}/*{FORMAT_SUFFIXES.get(fmt, '')}")
+
     metadata = storage.match(pattern)
     if not metadata:
+        if storage.is_gcs(pattern) and "*" not in pattern and storage.exists(pattern):
+            raise folder_slip(pattern)  # a prefix with objects below it
         raise BuildError(f"no input files match {pattern!r}")
     listed = storage.identify(metadata)
     for identity in listed:
         if identity.kind == "directory":
             folder = identity.path  # as the user wrote it when it is the pattern itself
-            if storage.is_local(pattern) and os.path.normpath(folder) == os.path.normpath(
-                    pattern):
-                folder = pattern
-            folder = folder.rstrip("/") or "/"
-            raise BuildError(f"input {folder} is a directory, not a file or a glob of files; "
-                             f"use a glob of its files, e.g. "
-                             f"{folder.rstrip('/')}/*{FORMAT_SUFFIXES.get(fmt, '')}")
+            same = storage.is_local(pattern) and os.path.normpath(folder) == os.path.normpath(
+                pattern)
+            raise folder_slip(pattern if same else folder)
         why = not_a_file(identity)
         if why is not None:
             raise BuildError(f"input {why}")

@@ -314,6 +314,19 @@ def test_a_reuploaded_object_is_a_new_generation(gcs_emulator):
     assert counts["unread_bytes"] == listed.size
 
 
+def test_a_cloud_storage_folder_as_the_input_is_named_a_directory(gcs_emulator):
+    from beam_tfrecords.pipelines import build
+
+    folder = gcs_emulator.unique_prefix("folder")
+    with storage.open_write(folder + "/a.csv") as handle:
+        handle.write(b"i\n1\n")
+    with pytest.raises(build.BuildError, match=rf"input {folder} is a directory, not a file or a "
+                                               rf"glob of files; use a glob of its files, e.g. "
+                                               rf"{folder}/\*\.jsonl"):
+        build.list_inputs(folder, "jsonl")
+    assert [f.path for f in build.list_inputs(folder + "/*", "csv")[0]] == [folder + "/a.csv"]
+
+
 # -- at launch: the public sources and an image folder ------------------------------------------
 
 def test_a_public_source_refuses_a_fifo_in_its_glob(tmp_path):
