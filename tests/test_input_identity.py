@@ -292,6 +292,23 @@ def test_a_device_is_never_opened_by_a_reader():
     assert "/dev/zero is a character device" in letters[0]["reason"]
 
 
+@pytest.mark.parametrize("data,name", [("products.parquet", "Parquet"),
+                                       ("users.avro", "Avro")])
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_a_binary_file_among_text_files_is_unread_as_a_whole_naming_its_format(tmp_path, reader,
+                                                                            data, name):
+    """The file the launch samples is refused by name (test_input_slips.py); a later one is
+    one unread region, never a header of garbled names and rows of dead letters."""
+    import shutil
+
+    path = tmp_path / "in.data"
+    shutil.copy(pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / data, path)
+    records, letters, counts = run(READERS[reader][1](), _listed(path))
+    assert records == [] and len(letters) == 1, letters
+    assert letters[0]["reason"].startswith(f"the file is {name} data (magic bytes ")
+    assert counts["unread_bytes"] == path.stat().st_size and counts["read"] == 0
+
+
 # -- Cloud Storage ------------------------------------------------------------------------------
 
 def test_a_reuploaded_object_is_a_new_generation(gcs_emulator):
