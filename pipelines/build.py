@@ -19,18 +19,26 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard, signals
-from beam_tfrecords.pipelines.config import Config, check_columns, check_seed, load_config
+from beam_tfrecords.pipelines.config import (
+    FORMAT_SUFFIXES,
+    Config,
+    check_columns,
+    check_seed,
+    load_config,
+)
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
 from beam_tfrecords.sinks import storage
@@ -45,6 +53,7 @@ from beam_tfrecords.sinks.commit import (
 from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.file_identity import FileIdentity, not_a_file
 from beam_tfrecords.sinks.format.layout import PROGRESS, InvalidName, Layout, check_name
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld
@@ -98,7 +107,40 @@ def input_fingerprint(pattern: str, metadata: Sequence[Any] | None = None
     }
 
 
-def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
+def list_inputs(pattern: str, fmt: str) -> tuple[list[FileIdentity], dict[str, Any]]:
+    """The input files as listed at launch -- each with its identity, which travels with its
+    work item so the worker that reads it can tell whether it changed -- and their
+    fingerprint. A folder, a FIFO, a device or a socket among them is refused in one line,
+    never opened."""
+    def folder_slip(folder: str) -> BuildError:
+        folder = folder.rstrip("/") or "/"
+        return BuildError(f"input {folder} is a directory, not a file or a glob of files; use "
+                          f"a glob of its files, e.g. "
+                          f"{folder.rstrip('/')}/*{FORMAT_SUFFIXES.get(fmt, '')}")
+
+    metadata = storage.match(pattern)
+    if not metadata:
+        if storage.is_gcs(pattern) and "*" not in pattern and storage.exists(pattern):
+            raise folder_slip(pattern)  # a prefix with objects below it
+        raise BuildError(f"no input files match {pattern!r}")
+    listed = storage.identify(metadata)
+    for identity in listed:
+        if identity.kind == "directory":
+            folder = identity.path  # as the user wrote it when it is the pattern itself
+            same = storage.is_local(pattern) and os.path.normpath(folder) == os.path.normpath(
+                pattern)
+            raise folder_slip(pattern if same else folder)
+        why = not_a_file(identity)
+        if why is not None:
+            raise BuildError(f"input {why}")
+    # The fingerprint's sizes are those the readers compare with (os.stat's, not Beam's).
+    _, fingerprint = input_fingerprint(pattern, [
+        FileMetadata(m.path, i.size, m.last_updated_in_seconds)
+        for m, i in zip(metadata, listed, strict=True)])
+    return listed, fingerprint
+
+
+def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str | FileIdentity],
                 images: ImagePlan | None = None):
     """The public source the format calls for (``btf.ReadCsv`` ...), with the config's options,
     on the files listed at launch; its result is ``records`` (RecordChunks), ``rejected``
@@ -114,10 +156,11 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str],
     return p | type(reader).__name__ >> reader  # stable step labels: ReadCsv, ReadParquet ...
 
 
-def file_source(config: Config, input_files: Sequence[str]) -> Any:
-    """The public source (``btf.ReadCsv`` ...) of a file format, with the config's options."""
+def file_source(config: Config, input_files: Sequence[str | FileIdentity]) -> Any:
+    """The public source (``btf.ReadCsv`` ...) of a file format, with the config's options,
+    on ``input_files`` (paths, or identities as :func:`list_inputs` lists them)."""
     source = config.source
-    files, features = sorted(input_files), config.features
+    files, features = list(input_files), config.features
     extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
     # A CSV header may name a column "meta.label" literally (check_columns accepts it).
     literal = tuple(sep.join(path) for path in (config.splits.key, config.splits.field)
@@ -201,7 +244,7 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
 class Inputs:
     """What a build reads, found at launch: the files, their fingerprint, the image plan."""
 
-    files: list[str]
+    files: list[str | FileIdentity]  # an images source: paths; any other: identities
     fingerprint: dict[str, Any]
     images: ImagePlan | None = None
 
@@ -215,14 +258,15 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
     """
     source = config.source
     if source.format != "images":
-        files, fingerprint = input_fingerprint(source.path)
-        columns = first_columns(config, files[0])
+        files, fingerprint = list_inputs(source.path, source.format)
+        first = files[0].path
+        columns = first_columns(config, first)
         if columns is not None:
-            check_columns(config, columns, files[0])
+            check_columns(config, columns, first)
         if config.features:
-            check_sample(config.features, file_source(config, files).file_reader(), files[0],
+            check_sample(config.features, file_source(config, files).file_reader(), first,
                          config.errors.max_bad_fraction)
-        return config, Inputs(files, fingerprint)
+        return config, Inputs(list(files), fingerprint)
     opts = source.images
     try:
         if opts.layout == "folders":  # one listing serves the plan and the fingerprint
@@ -236,6 +280,10 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
     image_paths = sorted({entry.path for entry in plan.entries})
     if opts.layout != "folders":
         listed = _manifest_metadata(config, image_paths)
+    for identity in storage.identify([m for m in listed if storage.is_local(m.path)]):
+        why = not_a_file(identity)  # a FIFO among the images would hang its reader
+        if why is not None:
+            raise BuildError(f"input {why}")
     _, fingerprint = input_fingerprint(source.path, listed)
     if plan.splits and config.splits == SplitSpec():
         config = dataclasses.replace(config, splits=_splits_named_by(plan, source.path))

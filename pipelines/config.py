@@ -54,6 +54,8 @@ __all__ = [
 ]
 
 SOURCE_FORMATS = ("csv", "jsonl", "parquet", "avro", "images")
+# The file name suffix of each file format, for the glob a slip is told to use instead.
+FORMAT_SUFFIXES = {"csv": ".csv", "jsonl": ".jsonl", "parquet": ".parquet", "avro": ".avro"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -564,23 +564,34 @@ def columns_of(path: str, fmt: str, delimiter: str | None = None
 
 # -- image folders ------------------------------------------------------------------------------
 
-def _image_layout(root: str) -> tuple[bool, list[str]]:
+def _image_layout(root: str, asked: bool = True) -> tuple[bool, list[str]]:
     """Whether the folder holds ``<split>/<label>/<file>`` (else ``<label>/<file>``), and its
-    first level's names."""
+    first level's names. ``asked``: the user named the format images (else a folder was taken
+    for one, and a folder of data files is told so)."""
     from beam_tfrecords.transforms.readers.read_images import DEFAULT_EXTENSIONS
 
     root = root.rstrip("/")
     depths: set[int] = set()
     first: set[str] = set()
+    data: dict[str, int] = {}  # a data file suffix -> how many files have it
     for match in storage.match(root + "/**"):
         relative = match.path[len(root) + 1:]
+        suffix = posixpath.splitext(relative.lower().removesuffix(".gz"))[1]
+        if suffix in _FORMATS:
+            data[suffix] = data.get(suffix, 0) + 1
         if posixpath.splitext(relative)[1].lower() not in DEFAULT_EXTENSIONS:
             continue
         parts = relative.split("/")
         depths.add(len(parts))
         first.add(parts[0])
-    if not depths:
+    if not depths and asked:
         raise InitError(f"{root}: no image files found")
+    if not depths:
+        suffix = max(sorted(data), key=data.get) if data else ".csv"
+        what = (f"of {_FORMATS[suffix]} files ({data[suffix]} x {suffix}), not images" if data
+                else "with no image or data files")
+        raise InitError(f"{root} is a directory {what}: give a file or a glob of its files, "
+                        f"e.g. --input {root}/*{suffix}")
     if depths == {3}:
         return True, sorted(first)
     if depths == {2}:
@@ -589,8 +600,8 @@ def _image_layout(root: str) -> tuple[bool, list[str]]:
                     "<label>/<file> and <split>/<label>/<file>")
 
 
-def _images_config(root: str, name: str, output: str) -> str:
-    by_split, first = _image_layout(root)
+def _images_config(root: str, name: str, output: str, asked: bool = True) -> str:
+    by_split, first = _image_layout(root, asked)
     lines = [
         f"# beam-tfrecords init: {root} is an image folder laid out as "
         + ("<split>/<label>/<file>" if by_split else "<label>/<file>") + ".",
@@ -740,11 +751,20 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
     """The config text for the input ``pattern`` (a file, a glob, or an image folder)."""
     if fmt == "images" or (fmt is None and _is_folder(pattern)):
         name = name or _name_of(pattern)
-        return _images_config(pattern, name, output or f"output/{name}")
+        return _images_config(pattern, name, output or f"output/{name}", fmt == "images")
+    if _is_folder(pattern) and storage.is_local(pattern):
+        from beam_tfrecords.pipelines.config import FORMAT_SUFFIXES
+
+        raise InitError(f"{pattern.rstrip('/')} is a directory; give a file or a glob of its "
+                        f"files, e.g. --input {pattern.rstrip('/')}/*"
+                        f"{FORMAT_SUFFIXES.get(fmt, '')}")
     files = sorted(m.path for m in storage.match(pattern))
     if not files:
         raise InitError(f"no input matches {pattern!r}")
     first = files[0]
+    refused = storage.not_a_regular_file(first)  # a FIFO would hang, /dev/zero never end
+    if refused is not None:
+        raise InitError(refused)
     fmt = _detect(first, fmt)
     columns, options, read, sample = columns_of(first, fmt, delimiter)
     name = name or _name_of(pattern if "*" not in pattern else first)

@@ -140,6 +140,11 @@ def judge_thresholds(counts: Mapping[str, int], input_bytes: int, max_bad_fracti
         files = counts.get("unread_files", 0)
         rows = counts.get("unread_rows", 0)
         share = f" ({unread / input_bytes:.4%})" if input_bytes else ""
+        changed = counts.get("changed_files", 0)
+        if changed:  # the reasons (top reasons) name the files and how they changed
+            return (f"{changed} input file(s) changed while the build read them, so "
+                    f"{unread} bytes of input{share} are not the files listed at launch, "
+                    f"more than errors.max_unread_fraction={max_unread_fraction}")
         return (f"{unread} bytes of input{share} in {files} file(s) could not be read"
                 + (f" ({rows} rows known lost)" if rows else "")
                 + f", more than errors.max_unread_fraction={max_unread_fraction}")
@@ -156,7 +161,10 @@ def manifest_counts(counts: Mapping[str, int], written: int, rejected: int) -> d
         "rejected": rejected,
         "unread": {"files": counts.get("unread_files", 0),
                    "bytes": counts.get("unread_bytes", 0),
-                   "rows": counts.get("unread_rows", 0)},
+                   "rows": counts.get("unread_rows", 0),
+                   # of the files unread, those that changed after the launch listed them
+                   **({"changed_files": counts["changed_files"]}
+                      if counts.get("changed_files") else {})},
     }
 
 
@@ -478,12 +486,16 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     finals = _publish_dead_letters(dead, layout.version_dir)
     storage.write_atomic(layout.feature_spec,
                          (json.dumps(dict(spec.feature_spec), indent=2) + "\n").encode())
+    inputs = dict(spec.inputs)
+    if totals.get("changed_files"):  # what was read, not what was listed
+        inputs["bytes"] = int(inputs.get("bytes", 0) or 0) + totals.get("changed_bytes", 0)
+        inputs["changed_files"] = totals["changed_files"]
     document = mf.make_manifest(
         name=spec.name, version=layout.version, version_dir=layout.version_dir,
         created=mf.utc_now(), compression=spec.compression,
         counts=manifest_counts(totals, written, rejected), shards=shards, dead_letters=finals,
         feature_spec=spec.feature_spec, config=spec.config, config_sha256=spec.config_sha256,
-        inputs=spec.inputs, tool_version=spec.tool_version, runner=spec.runner,
+        inputs=inputs, tool_version=spec.tool_version, runner=spec.runner,
         shuffle_seed=spec.shuffle_seed,
     )
     document["build_id"] = spec.build_id

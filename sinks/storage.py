@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import logging
 import os
 import re
@@ -38,6 +39,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import threaded_file
+from beam_tfrecords.sinks.format.file_identity import (
+    MISSING,
+    FileIdentity,
+    kind_of_mode,
+    not_a_file,
+)
 from beam_tfrecords.sinks.format.redact import install_log_redaction, redact_text
 
 __all__ = [
@@ -50,11 +57,15 @@ __all__ = [
     "exists",
     "file_crc32c",
     "gcs_client",
+    "identify",
+    "identify_paths",
     "is_gcs",
     "is_local",
     "join",
     "list_files",
     "match",
+    "not_a_regular_file",
+    "observe",
     "open_read",
     "open_write",
     "read_text",
@@ -351,6 +362,102 @@ def _walk_metadata(top: str) -> list:
                 continue
             found.append(FileMetadata(path, info.st_size, info.st_mtime))
     return found
+
+
+# --- input identity (sinks/format/file_identity.py) ------------------------------------------
+
+def _local_identity(path: str, info: os.stat_result) -> FileIdentity:
+    return FileIdentity(path, info.st_size, kind_of_mode(info.st_mode), info.st_dev,
+                        info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _gcs_identities(paths: Sequence[str]) -> dict[str, FileIdentity]:
+    """Size and generation of the objects ``paths`` name, from one listing per bucket (of
+    the names' common prefix), not one request per object."""
+    by_bucket: dict[str, list[str]] = {}
+    for path in paths:
+        bucket, name = _split_gcs(path)
+        by_bucket.setdefault(bucket, []).append(name)
+    found: dict[str, FileIdentity] = {}
+    for bucket, names in by_bucket.items():
+        wanted = set(names)
+        prefix = os.path.commonprefix(names)
+        with _gcs_errors("list", _gcs_path(bucket, prefix)):
+            for blob in gcs_client().list_blobs(bucket, prefix=prefix, retry=_retry()):
+                if blob.name in wanted:
+                    path = _gcs_path(bucket, blob.name)
+                    found[path] = FileIdentity(path, int(blob.size or 0),
+                                               generation=blob.generation)
+    return found
+
+
+def identify(metadata: Sequence[Any]) -> list[FileIdentity]:
+    """The identity of each listed file (Beam FileMetadata), in order, for the checks of
+    sinks/format/file_identity.py: locally one ``os.stat`` (following a symlink to the file a
+    reader would open, so a FIFO or a device is seen without opening it); on ``gs://`` each
+    object's generation, from one listing; elsewhere the size the listing reported."""
+    metadata = list(metadata)
+    remote = _gcs_identities([m.path for m in metadata if is_gcs(m.path)])
+    out = []
+    for m in metadata:
+        identity = remote.get(m.path)
+        if identity is None and is_local(m.path):
+            try:
+                identity = _local_identity(m.path, os.stat(m.path))
+            except OSError:  # gone since the listing: its read says so
+                identity = None
+        out.append(identity or FileIdentity(m.path, int(m.size_in_bytes)))
+    return out
+
+
+def identify_paths(paths: Sequence[str]) -> list[FileIdentity | str]:
+    """:func:`identify` for paths given as a list rather than matched: a path that cannot be
+    looked at stays a plain path (its read reports why)."""
+    local: dict[str, FileIdentity] = {}
+    for path in paths:
+        if is_local(path):
+            with contextlib.suppress(OSError):
+                local[path] = _local_identity(path, os.stat(path))
+    remote = _gcs_identities([p for p in paths if is_gcs(p)])
+    return [local.get(p) or remote.get(p) or p for p in paths]
+
+
+def not_a_regular_file(path: str) -> str | None:
+    """Why a local ``path`` must not be opened as input (a FIFO, a device, a socket, a
+    directory: :func:`file_identity.not_a_file`), found with ``os.stat``, never by opening
+    it; None for a regular file, a path that does not exist (opening it says so) and any
+    object store (which holds no such things)."""
+    if not is_local(path):
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return not_a_file(_local_identity(path, info))
+
+
+def observe(path: str, handle: Any = None) -> FileIdentity | None:
+    """The identity of ``path`` now -- of the open ``handle`` where it has a file descriptor
+    (the file that was read, even if another has taken its name since) -- or None where the
+    filesystem tells nothing to compare."""
+    if is_local(path):
+        fileno = getattr(handle, "fileno", None)
+        try:
+            info = os.fstat(fileno()) if fileno is not None else os.stat(path)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            try:
+                info = os.stat(path)
+            except OSError:
+                return None
+        return _local_identity(path, info)
+    if is_gcs(path):
+        bucket, name = _split_gcs(path)
+        with _gcs_errors("metadata of", path):
+            blob = gcs_client().bucket(bucket).get_blob(name, retry=_retry())
+        if blob is None:
+            return FileIdentity(path, 0, kind=MISSING)
+        return FileIdentity(path, int(blob.size or 0), generation=blob.generation)
+    return None
 
 
 def list_files(prefix: str) -> list[str]:

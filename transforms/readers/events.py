@@ -41,18 +41,29 @@ COMPRESSED = ((re.compile(rb"\A\x1f\x8b"), "gzip", "gunzip"),
               (re.compile(rb"\A\x28\xb5\x2f\xfd"), "zstd", "unzstd"),
               (re.compile(rb"\A\xfd7zXZ\x00"), "xz", "unxz"),
               (re.compile(rb"\APK\x03\x04"), "zip", "unzip"))
+# The magic numbers of the binary formats we read, which a text reader must not take for
+# text (Parquet's with the Thrift page header that follows it, so that no CSV header starting
+# "PAR1" matches): the format's name and its ``source.format``.
+BINARY_FORMATS = ((re.compile(rb"\APAR1\x15"), "Parquet", "parquet"),
+                  (re.compile(rb"\AObj\x01"), "Avro", "avro"))
 HEAD_BYTES = 10  # enough of a file's start for every mark and magic number above
 
 
 def unreadable_text(head: bytes) -> str | None:
     """Why a CSV or JSON Lines file starting with ``head`` (its first :data:`HEAD_BYTES`
-    bytes) cannot be read -- UTF-16 or UTF-32 text by its byte order mark, or a compressed
-    file by its magic number -- with the command that converts it; None otherwise."""
+    bytes) cannot be read -- UTF-16 or UTF-32 text by its byte order mark, a Parquet or Avro
+    file or a compressed file by its magic number -- with the format or the command that reads
+    it; None otherwise."""
     for mark, family, order in FOREIGN_BOMS:
         if head.startswith(mark):
             return (f"the file is {family} text ({order}-endian byte order mark "
                     f"{mark.hex(' ').upper()}); the CSV and JSON Lines readers read UTF-8: "
                     f"convert it first, e.g. iconv -f {family} -t UTF-8")
+    for magic, name, fmt in BINARY_FORMATS:
+        if magic.match(head):
+            return (f"the file is {name} data (magic bytes {head[:4]!r}), not CSV or JSON "
+                    f"Lines text: read it with format {fmt} (source.format: {fmt}; init: "
+                    f"--format {fmt})")
     for magic, kind, command in COMPRESSED:
         if magic.match(head):
             return (f"the file is {kind}-compressed; the CSV and JSON Lines readers read "
@@ -83,6 +94,9 @@ class Unread:
     rows: int | None
     row: int | None
     reason: str
+    # For a file that changed after the launch listed it (sinks/format/file_identity.py):
+    # its size as listed and as read; None otherwise.
+    changed: tuple[int, int] | None = None
 
 
 def bounded_line(handle: BinaryIO, limit: int) -> tuple[bytes, int]:

@@ -32,6 +32,12 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords import crash_note
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format.file_identity import (
+    FileIdentity,
+    change,
+    changed_region,
+    not_a_file,
+)
 from beam_tfrecords.sinks.format.shard_plan import parse_size
 from beam_tfrecords.sinks.spread import Spread
 from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
@@ -40,9 +46,9 @@ from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, as_feature_specs
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 
-__all__ = ["COUNTS", "REJECTED", "UNREAD_COUNTS", "Outputs", "ReadFileFn", "ReadFiles",
-           "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError", "Unread",
-           "dead_letter", "parse_max_record_bytes", "read_outputs", "records_chunk",
+__all__ = ["CHANGED_COUNTS", "COUNTS", "REJECTED", "UNREAD_COUNTS", "Outputs", "ReadFileFn",
+           "ReadFiles", "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError",
+           "Unread", "dead_letter", "parse_max_record_bytes", "read_outputs", "records_chunk",
            "unread_letter"]
 
 REJECTED = "rejected"
@@ -53,6 +59,9 @@ COUNTS = "counts"
 # files with any unread part, unread bytes, records known lost (Avro block and Parquet row
 # group counts), and unread regions (one dead-letter row of kind "unread" each).
 UNREAD_COUNTS = ("unread_files", "unread_bytes", "unread_rows", "unread_regions")
+# Emitted besides them for a file that changed after the launch listed it: 1 per such file,
+# and its size as read minus its size as listed (the commit corrects the input's bytes).
+CHANGED_COUNTS = ("changed_files", "changed_bytes")
 CHUNK_ROWS = 4096  # records per chunk on the per-row path
 # On the columnar path: rows per RecordBatch chunk, unless its buffers reach BATCH_BYTES.
 # Wide rows make smaller chunks: past a few MB a chunk's buffers (Arrow columns, the
@@ -153,13 +162,15 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     ``CHUNK_ROWS`` (flushed before a columnar chunk, so rows stay in order); a Reject becomes
     a dead-letter row and counts as read and rejected; an Unread becomes a dead-letter row of
     kind ``unread`` and counts in the ``unread_*`` counts only. The counts close the file:
-    ``read``, ``rejected_at_read`` and the four of ``UNREAD_COUNTS``, always all six.
+    ``read``, ``rejected_at_read`` and the four of ``UNREAD_COUNTS``, always all six, and
+    ``CHANGED_COUNTS`` for a file that changed after it was listed.
 
     A dead-letter row leaves after the good records read before it (it waits while they
     gather, at most ``CHUNK_ROWS`` rows), so whoever counts both as they come -- the early
     stop (sinks/early_stop.py) -- never sees a larger share rejected than there was."""
     read = rejected = 0
     unread_bytes = unread_rows = regions = 0
+    changed: list[tuple[int, int]] = []  # (size listed, size read) of a changed file
     chunk: list = []
     numbers: list = []
     waiting: list = []  # dead-letter outputs read after the records in ``chunk``
@@ -188,6 +199,8 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
                 path, event.row, event.feature, event.reason, event.value, event.record))
         elif kind is Unread:
             regions += 1
+            if event.changed is not None:
+                changed.append(event.changed)
             unread_bytes += event.bytes
             unread_rows += event.rows or 0
             letter = beam.pvalue.TaggedOutput(REJECTED, unread_letter(path, event))
@@ -213,6 +226,10 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     yield beam.pvalue.TaggedOutput(COUNTS, ("unread_bytes", unread_bytes))
     yield beam.pvalue.TaggedOutput(COUNTS, ("unread_rows", unread_rows))
     yield beam.pvalue.TaggedOutput(COUNTS, ("unread_regions", regions))
+    if changed:
+        listed, seen = changed[0]
+        yield beam.pvalue.TaggedOutput(COUNTS, (CHANGED_COUNTS[0], 1))
+        yield beam.pvalue.TaggedOutput(COUNTS, (CHANGED_COUNTS[1], seen - listed))
 
 
 
@@ -267,13 +284,41 @@ class ReadFileFn(beam.DoFn):
     def setup(self) -> None:
         crash_note.enable_here()
 
-    def process(self, path: str) -> Iterator[Any]:
+    def process(self, element: str | FileIdentity) -> Iterator[Any]:
+        """Read one file: ``element`` is its path, or its :class:`FileIdentity` as listed at
+        launch, which is then compared with the file once it is read."""
+        listed = element if isinstance(element, FileIdentity) else None
+        path = listed.path if listed is not None else element
         # A native crash while this file is read still names it (crash_note).
-        yield from crash_note.noted("reading", path, self._outputs(path))
+        yield from crash_note.noted("reading", path, self._outputs(path, listed))
 
-    def _outputs(self, path: str) -> Iterator[Any]:
+    def _outputs(self, path: str, listed: FileIdentity | None) -> Iterator[Any]:
+        refused = storage.not_a_regular_file(path)
+        if refused is not None:  # a FIFO or a device: never opened
+            events: Iterable[Any] = [Unread(0, listed.size if listed else 0, None, None,
+                                            refused)]
+            yield from read_outputs(path, events, self._read, self._rejected)
+            return
         with storage.open_read(path) as handle:
-            yield from read_outputs(path, self.events(path, handle), self._read, self._rejected)
+            yield from read_outputs(path, self._checked_events(path, listed, handle),
+                                    self._read, self._rejected)
+
+    def _checked_events(self, path: str, listed: FileIdentity | None, handle: Any
+                        ) -> Iterator[Any]:
+        """The file's events, then -- when it is no longer the file listed (shrank, grew,
+        replaced, rewritten) -- the part of it that cannot be vouched for as unread input,
+        whose reason names the file: the build fails unless errors.max_unread_fraction
+        allows it."""
+        yield from self.events(path, handle)
+        if listed is None:
+            return
+        seen = storage.observe(path, handle)
+        why = None if seen is None else change(listed, seen)
+        if why is not None:
+            offset, size = changed_region(listed, seen)
+            yield Unread(offset, size, None, None,
+                         f"{path} {why} after the launch listed it",
+                         changed=(listed.size, seen.size))
 
 
 def _parse_paths(paths: Any, reader: ReadFileFn, label: str) -> Any:
@@ -359,22 +404,40 @@ def listed(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def match_files(transform: str, file_pattern: str | Sequence[str]) -> list[str]:
-    """The files to read, sorted: a pattern matched on its Beam filesystem, or a list of paths
-    taken as they are. Nothing matched is a :class:`SourceError` naming the pattern."""
+def match_files(transform: str, file_pattern: str | Sequence[str | FileIdentity]
+                ) -> list[str | FileIdentity]:
+    """The files to read, sorted, each as its :class:`FileIdentity` where its filesystem
+    tells one (the reader compares it with the file it reads): a pattern matched on its Beam
+    filesystem, or a list of paths (or identities listed already) taken as they are. Nothing
+    matched is a :class:`SourceError` naming the pattern; so is a FIFO, a device or a
+    directory among the files, which no reader may open."""
     if not isinstance(file_pattern, str):
-        paths = list(file_pattern)
-        if not paths or not all(isinstance(p, str) and p for p in paths):
+        given = list(file_pattern)
+        if not given or not all(isinstance(p, FileIdentity) or (isinstance(p, str) and p)
+                                for p in given):
             raise SourceError(f"{transform}: file_pattern must be a pattern or a non-empty list "
                               f"of file paths, not {file_pattern!r}")
-        return sorted(paths)
-    try:
-        found = storage.match(file_pattern)
-    except Exception as err:  # noqa: BLE001 - a filesystem's own error, shown whole
-        raise SourceError(f"{transform}: cannot match {file_pattern!r}: {err}") from None
-    if not found:
-        raise SourceError(f"{transform}: no files match {file_pattern!r}")
-    return [m.path for m in found]
+        paths = sorted(p for p in given if isinstance(p, str))
+        listed = [p for p in given if isinstance(p, FileIdentity)]
+        files = sorted([*listed, *storage.identify_paths(paths)], key=_path_of)
+    else:
+        try:
+            found = storage.match(file_pattern)
+            files = list(storage.identify(found))
+        except Exception as err:  # noqa: BLE001 - a filesystem's own error, shown whole
+            raise SourceError(f"{transform}: cannot match {file_pattern!r}: {err}") from None
+        if not files:
+            raise SourceError(f"{transform}: no files match {file_pattern!r}")
+    special = [why for f in files if isinstance(f, FileIdentity)
+               for why in [not_a_file(f)] if why is not None]
+    if special:
+        more = f" (and {len(special) - 1} more)" if len(special) > 1 else ""
+        raise SourceError(f"{transform}: {special[0]}{more}")
+    return files
+
+
+def _path_of(file: str | FileIdentity) -> str:
+    return file.path if isinstance(file, FileIdentity) else file
 
 
 class ReadSource(beam.PTransform):
@@ -385,8 +448,10 @@ class ReadSource(beam.PTransform):
     filesystem: local, ``gs://``, ...), in the launching process, not by ``fileio`` inside the
     pipeline: a pattern that matches nothing fails there with one line naming it, before a job
     is submitted; the files are fixed in the job graph, as the command line's input
-    fingerprint needs; and ``Spread`` shares them out among workers either way. (A template
-    staged for later runs therefore reads the files that matched when it was made.)
+    fingerprint needs; and ``Spread`` shares them out among workers either way. Each file
+    travels as its :class:`FileIdentity`, so the worker that reads it can tell whether it
+    changed since (sinks/format/file_identity.py). (A template staged for later runs
+    therefore reads the files that matched when it was made, as they were then.)
     """
 
     _files: type[ReadFiles]

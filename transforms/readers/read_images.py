@@ -346,6 +346,9 @@ def _read_file(path: str) -> tuple[bytes, OSError | None]:
     FileSystems costs ~30 us more per file, a tenth of an image's whole build."""
     try:
         if storage.is_local(path):
+            refused = storage.not_a_regular_file(path)  # a FIFO would wait forever
+            if refused is not None:
+                return b"", OSError(refused)
             with open(path, "rb") as handle:
                 return handle.read(), None
         with storage.open_read(path) as handle:
