@@ -310,7 +310,8 @@ def _parse(path: str, data: bytes, now: float | None = None) -> LeaseInfo:
     try:
         info = LeaseInfo.from_json(data)
     except ValueError as error:
-        _LOG.warning("%s is not a lease (%s); treating it as expired", path, error)
+        why = str(error).removeprefix("not a lease: ")
+        _LOG.warning("%s is not a lease (%s); treating it as expired", path, why)
         return _UNREADABLE
     if now is not None and info.expires > now + MAX_TTL:
         _LOG.warning("%s is not a lease (it expires at %s, more than %g days ahead, which no "
@@ -516,8 +517,9 @@ class Lease:
                     if new is not None:
                         self._hold(info, new)
                         why = "expired" if now > holder.expires else "its process is gone"
-                        _LOG.warning("took over the lease on %s from %s (%s)", self.root,
-                                     holder.describe(), why)
+                        if holder.build_id:  # an unreadable one was reported as read
+                            _LOG.warning("took over the lease on %s from %s (%s)", self.root,
+                                         holder.describe(), why)
                         return holder
                     continue
                 remaining = deadline - self._clock()
@@ -636,8 +638,8 @@ class Lease:
     def keep_alive(self, interval: float | None = None) -> Iterator[Lease]:
         """Renew every ``ttl / 4`` seconds in a daemon thread while the block runs.
 
-        A lost lease stops the thread and is recorded in ``self.lost`` (with a warning), for
-        the build to act on at its next ``check()``; other errors (an outage outlasting the
+        A lost lease stops the thread and is recorded in ``self.lost``, for the build to
+        act on at its next ``check()`` (which says so in one line); other errors (an outage outlasting the
         retries) are logged and the renewal tried again next time.
         """
         every = self.ttl / 4 if interval is None else float(interval)
@@ -649,8 +651,8 @@ class Lease:
                     self.renew()
                 except LeaseLost as error:
                     if not stop.is_set():
-                        self.lost = error
-                        _LOG.warning("%s", error)
+                        self.lost = error  # the build's next fenced step reports it, once
+                        _LOG.info("%s", error)
                     return
                 except Exception as error:  # noqa: BLE001 -- keep renewing until expiry
                     _LOG.warning("could not renew the lease on %s (retrying in %g s): %s",
