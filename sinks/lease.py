@@ -639,8 +639,8 @@ class Lease:
         """Renew every ``ttl / 4`` seconds in a daemon thread while the block runs.
 
         A lost lease stops the thread and is recorded in ``self.lost``, for the build to
-        act on at its next ``check()`` (which says so in one line); other errors (an outage outlasting the
-        retries) are logged and the renewal tried again next time.
+        act on at its next ``check()`` (which says so in one line); other errors (an outage
+        outlasting the retries) are logged and the renewal tried again next time.
         """
         every = self.ttl / 4 if interval is None else float(interval)
         stop = threading.Event()
