@@ -381,7 +381,7 @@ def _fence(spec: CommitSpec) -> None:
         from beam_tfrecords.sinks.lease import Lease, LeaseLost
 
         try:
-            Lease(spec.layout.root, spec.build_id).check()
+            Lease(spec.layout.root, spec.build_id).check(take_if_absent=True)
         except LeaseLost as err:
             raise _lost(spec, err) from None
     _check_marker(spec)
@@ -398,7 +398,7 @@ def _fenced(spec: CommitSpec, step: str) -> Iterator[None]:
     from beam_tfrecords.sinks.lease import Lease, LeaseLost
 
     try:
-        with Lease(spec.layout.root, spec.build_id).fence(step):
+        with Lease(spec.layout.root, spec.build_id).fence(step, take_if_absent=True):
             _check_marker(spec)
             yield
     except LeaseLost as err:

@@ -567,21 +567,33 @@ class Lease:
             raise LeaseLost(self.root, holder, why, winner)
         self._info, self._generation = holder, found[1]
 
-    def check(self) -> LeaseInfo:
+    def check(self, take_if_absent: bool = False) -> LeaseInfo:
         """Fencing before an irreversible step: LeaseLost unless the stored lease is ours.
 
         Proven by a conditional write that extends it (``renew``), so after this returns
-        the lease stays ours for a full TTL unless the clocks disagree. It never takes a
-        lease: a build that lost it stays lost.
+        the lease stays ours for a full TTL unless the clocks disagree. It never takes
+        another build's lease, nor a released one (whose history may name us): a build that
+        lost it stays lost. ``take_if_absent``: where no lease object exists at all (a job
+        that outlived the process that took it), take it as ``acquire`` would.
         """
-        return self.renew()
+        with self._lock:
+            try:
+                return self.renew()
+            except LeaseLost as lost:
+                if not take_if_absent or lost.holder is not None:
+                    raise
+            try:
+                self.acquire()
+            except LeaseHeld as held:
+                raise LeaseLost(self.root, held.holder) from None
+            return self.renew()
 
     def record_version(self, version: str) -> LeaseInfo:
         """Note in the lease the version folder this build claimed (see ``Former``)."""
         return self.renew(version=version)
 
     @contextlib.contextmanager
-    def fence(self, step: str = "") -> Iterator[LeaseInfo]:
+    def fence(self, step: str = "", take_if_absent: bool = False) -> Iterator[LeaseInfo]:
         """Run an irreversible step (``step`` names it) only while the lease is ours.
 
         Local disk: the check (``check``) and the whole block run under the lock every
@@ -594,12 +606,12 @@ class Lease:
         generation we hold (``ifGenerationMatch``) that extends it by a full TTL, and the
         lease is read again after the block, so a loss is reported (LeaseLost) though the
         step was done; only a stall longer than the TTL between that write and the step's
-        own request gets there.
+        own request gets there. ``take_if_absent``: as for ``check``.
         """
         if before_fence is not None:
             before_fence(self, step)
         with self._lock, conditional.hold(self.path):
-            info = self.check()
+            info = self.check(take_if_absent)
             yield info
             if "://" in self.path:
                 self._adopt()

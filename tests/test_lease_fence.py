@@ -141,6 +141,30 @@ def test_the_stalled_holder_learns_whom_it_lost_to_after_that_build_ended(place)
     assert current(place.root).history == (Former(A, "", B),)
 
 
+def test_a_fence_may_take_an_absent_lease_but_never_a_released_or_foreign_one(place):
+    """A job that outlived the process that took its lease finds none, and takes it; a
+    released lease or another build's means the lease was lost."""
+    worker = Lease(place.root, A, ttl=10)
+    with pytest.raises(LeaseLost, match="released or deleted"):
+        worker.check()
+    with worker.fence("the commit", take_if_absent=True) as info:
+        assert info.build_id == A and current(place.root).build_id == A
+    worker.release()
+    clock = Clock()
+    Lease(place.root, A, ttl=10, clock=clock).acquire()
+    clock.now += 11
+    taker = Lease(place.root, B, ttl=10, clock=clock)
+    taker.acquire()
+    taker.release()  # released, with A in its history
+    with pytest.raises(LeaseLost, match="lost the lease to build bbbbbbbb"):
+        with Lease(place.root, A, ttl=10, clock=clock).fence("x", take_if_absent=True):
+            pass
+    Lease(place.root, C, ttl=10, clock=clock).acquire()
+    with pytest.raises(LeaseLost, match="lost the lease to build bbbbbbbb .*now held by "
+                                        "build cccccccc"):
+        Lease(place.root, A, ttl=10, clock=clock).check(take_if_absent=True)
+
+
 def test_no_takeover_falls_between_the_fence_check_and_its_step(tmp_path):
     """Local disk: the check and the step hold the lock every lease write takes."""
     root = str(tmp_path / "out")
