@@ -371,6 +371,10 @@ def _check_marker(spec: CommitSpec) -> None:
 
 
 def _lost(spec: CommitSpec, err: Exception) -> CommitError:
+    after = getattr(err, "after_step", "")
+    if after:  # Cloud Storage: the step ran, then the lease was found lost (Lease.fence)
+        return CommitError(f"{err}, seen only after {after} of {spec.layout.version_dir} was "
+                           "done; what it did is complete, but this build stops here")
     return CommitError(f"{err}; not committing {spec.layout.version_dir} (the next build "
                        "removes what this one wrote)")
 

@@ -381,6 +381,7 @@ class LeaseLost(UserError, RuntimeError):
                  winner: str = "") -> None:
         self.root = root
         self.holder = holder
+        self.after_step = ""  # set when the loss was seen only after a fenced step ran
         live = holder is not None and holder.build_id and not holder.released
         self.winner = winner or (holder.build_id if live else "")
         if self.winner:
@@ -614,7 +615,11 @@ class Lease:
             info = self.check(take_if_absent)
             yield info
             if "://" in self.path:
-                self._adopt()
+                try:
+                    self._adopt()
+                except LeaseLost as lost:
+                    lost.after_step = step or "the step"
+                    raise
 
     def release(self, build_done: bool = False) -> None:
         """Delete the lease if it is ours and in this process's name; never anyone else's.

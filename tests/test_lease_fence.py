@@ -236,9 +236,10 @@ def test_on_gcs_a_takeover_during_the_step_is_reported_after_it(kind, request, t
     root = _lease_tests._place(kind, request, tmp_path).root
     first = Lease(root, A, ttl=60)
     first.acquire()
-    with pytest.raises(LeaseLost, match="lost the lease to build bbbbbbbb"):
+    with pytest.raises(LeaseLost, match="lost the lease to build bbbbbbbb") as caught:
         with first.fence("the commit"):
             Lease(root, B, ttl=60, clock=Clock(time.time() + 1000)).acquire()
+    assert caught.value.after_step == "the commit"
     assert current(root).build_id == B
 
 
