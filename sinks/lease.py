@@ -498,13 +498,6 @@ class Lease:
                     continue  # another taker won the create: look at what it wrote
                 data, generation = found
                 holder = _parse(self.path, data, now)
-                if holder.released:  # free, with a history to keep
-                    info = self._successor(holder, now)
-                    new = conditional.replace(self.path, info.to_json().encode(), generation)
-                    if new is not None:
-                        self._hold(info, new)
-                        return None
-                    continue
                 if holder.build_id == self.build_id:
                     info = self._extended(holder, now)
                     new = conditional.replace(self.path, info.to_json().encode(), generation)
@@ -512,11 +505,13 @@ class Lease:
                         self._hold(info, new)
                         return None
                     continue
-                if not is_live(holder, now):
+                if not is_live(holder, now):  # expired, gone, unreadable or released
                     info = self._successor(holder, now)
                     new = conditional.replace(self.path, info.to_json().encode(), generation)
                     if new is not None:
                         self._hold(info, new)
+                        if holder.released:  # free, its history kept: nobody taken over
+                            return None
                         why = "expired" if now > holder.expires else "its process is gone"
                         if holder.build_id:  # an unreadable one was reported as read
                             _LOG.warning("took over the lease on %s from %s (%s)", self.root,

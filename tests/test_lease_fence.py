@@ -45,7 +45,6 @@ from beam_tfrecords.sinks.lease import (
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
-DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 
 
@@ -392,13 +391,7 @@ def test_a_build_that_lost_the_lease_cleans_nothing(tmp_path, stall):
 # --- a build, in process and through the console script ------------------------------------
 
 
-@pytest.fixture
-def small_csv(tmp_path) -> pathlib.Path:
-    rows = DEMO_CSV.read_text().splitlines(keepends=True)
-    path = tmp_path / "in" / "demo.csv"
-    path.parent.mkdir()
-    path.write_text("".join(rows[:101]))
-    return path
+small_csv = _load("test_trust").small_csv  # a fixture, shared
 
 
 def _build(data, out, version) -> list[str]:
