@@ -16,7 +16,13 @@ What it guarantees:
   another process (compared by start time from ``/proc``).
 - Taking over an expired or abandoned lease returns the previous holder, so the new build
   knows whose leftovers it may remove -- and only leftovers of builds whose lease is no
-  longer live (``is_live``) may be removed.
+  longer live (``is_live``) may be removed. A holder that may still be running (its lease
+  expired, its process not known gone) joins the lease's bounded history with the version
+  folder it claimed and whom it lost to; a build ending after that leaves the lease as a
+  *released* record holding the history, so what a stalled build writes after it resumes
+  stays provably its own (sinks/ownership.py) and it learns whom it lost the lease to.
+- A lease object no build wrote (unreadable, a non-finite expiry, one more than ``MAX_TTL``
+  ahead) counts as expired, with one warning line naming the file.
 - Re-entrant: a process of the same build (same ``build_id``; a commit step in a worker)
   acquires it again without waiting; it then extends the lease but leaves it in the name of
   the process that took it (if that one is still running), and only that process's
@@ -26,10 +32,12 @@ What it does not guarantee:
 
 - Mutual exclusion in time. A build that stalls for longer than the TTL (a suspended laptop,
   a long GC pause, a network partition) can lose its lease to another build and not notice
-  until it next renews. ``check()`` before each irreversible step (commit, moving LATEST,
-  cleanup) is the fencing that catches this: it succeeds only by a conditional write of the
-  lease that is still ours, and extends it by a full TTL. The window left is a stall between
-  ``check()`` and the step itself that outlasts the TTL.
+  until it next renews. ``fence()`` around each irreversible step (cleanup, the manifest,
+  moving LATEST, retention) is what catches this: its check succeeds only by a conditional
+  write of the lease that is still ours. On local disk the check and the step run under
+  the lock every lease write takes, so nothing falls between them; on Cloud Storage the
+  window left is a stall between the check and the step that outlasts the TTL, and a loss
+  found after the step is still reported.
 - Clock agreement. Expiry compares the reader's clock with the ``expires`` time the holder's
   clock wrote; clocks must agree to well within the TTL (120 s by default;
   ``BEAM_TFRECORDS_LEASE_SECONDS``). The same-host process check needs no clock.
