@@ -273,11 +273,10 @@ CORRUPT = {
 
 
 @pytest.mark.parametrize("content", list(CORRUPT.values()), ids=list(CORRUPT))
-def test_a_lease_no_build_wrote_counts_as_expired_in_one_line(content, tmp_path, caplog):
-    root = str(tmp_path / "out")
+def test_a_lease_no_build_wrote_counts_as_expired_in_one_line(content, place, caplog):
+    root = place.root
     path = lease_path(root)
-    os.makedirs(root)
-    pathlib.Path(path).write_bytes(content.encode("latin-1"))
+    assert conditional.create(path, content.encode("latin-1")) is not None
     with caplog.at_level(logging.WARNING, logger=lease_mod.__name__):
         previous = Lease(root, "new-build").acquire()  # never LeaseHeld, never a wait
     assert previous is not None and previous.build_id == ""
@@ -297,6 +296,23 @@ def test_a_lease_with_a_past_or_negative_expiry_is_simply_expired(tmp_path, capl
         previous = Lease(root, "new-build").acquire()
     assert previous.build_id == "d" * 32
     assert [r.getMessage().count("\n") for r in caplog.records] == [0]
+
+
+def test_the_history_is_bounded_newest_first_and_survives_release(tmp_path):
+    root = str(tmp_path / "out")
+    clock = Clock()
+    builds = [f"build-{i:02d}" for i in range(20)]
+    for i, build in enumerate(builds):
+        clock.now += 11
+        taker = Lease(root, build, ttl=10, clock=clock)
+        taker.acquire()
+        taker.record_version(f"v{i}")
+    history = former_holders(root)
+    assert len(history) == lease_mod.HISTORY_SIZE
+    assert history[0] == Former("build-18", "v18", "build-19")
+    assert [f.build_id for f in history] == builds[-2:-2 - lease_mod.HISTORY_SIZE:-1]
+    taker.release()
+    assert current(root) is None and former_holders(root) == history
 
 
 def test_the_ttl_cannot_be_set_beyond_what_a_reader_accepts(monkeypatch, tmp_path):
