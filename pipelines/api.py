@@ -299,14 +299,15 @@ class WriteTFRecordDataset(beam.PTransform):
             raise DatasetError(str(err)) from None
         try:
             layout = Layout(self.output, self.version or default_version(self.output))
-            prepared = prepare_output(layout, build_id, self.allow_non_empty_output)
+            prepared = prepare_output(layout, build_id, self.allow_non_empty_output,
+                                      lease=lease)
             if self.version is None:
                 layout = Layout(self.output, default_version(self.output))
             elif layout.version in prepared.completed:
                 raise DatasetError(f"version {layout.version!r} was committed by an earlier "
                                    "run whose last step was cut short; its commit is now "
                                    "complete -- choose another version to write a new one")
-            claim_version(layout, build_id, beam_tfrecords.__version__)
+            claim_version(layout, build_id, beam_tfrecords.__version__, lease=lease)
         except BaseException:
             lease.release()
             raise

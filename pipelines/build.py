@@ -506,21 +506,22 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     signals.watch_lease(lease)  # released if the command is interrupted
     try:
         with lease.keep_alive():
-            return _run_leased(args, beam_args, config, found, root, build_id)
+            return _run_leased(args, beam_args, config, found, root, lease)
     finally:
         lease.release()
 
 
 def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
-                found: Inputs, root: str, build_id: str) -> dict[str, Any] | None:
+                found: Inputs, root: str, lease: Lease) -> dict[str, Any] | None:
     """The part of a build that needs the output's lease: prepare, claim, run, commit."""
     import contextlib
 
+    build_id = lease.build_id
     if args.version is not None:
         layout = Layout(root, args.version)
     else:
         layout = Layout(root, default_version(root))
-    prepared = prepare_output(layout, build_id, args.allow_non_empty_output)
+    prepared = prepare_output(layout, build_id, args.allow_non_empty_output, lease=lease)
     if layout.version in prepared.completed:  # a re-run finished the interrupted commit
         print(f"version {layout.version} was committed by an earlier run whose last step was "
               "cut short; completed its commit (LATEST now names it)", file=sys.stderr)
@@ -533,7 +534,7 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
     if args.version is None:  # the root was cleaned: the first free name may have changed
         layout = Layout(root, default_version(root))
     signals.watch_version(layout)  # what an interrupted command reports on
-    claim_version(layout, build_id, beam_tfrecords.__version__)
+    claim_version(layout, build_id, beam_tfrecords.__version__, lease=lease)
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__

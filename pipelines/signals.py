@@ -226,7 +226,9 @@ class _Watcher:
         # fails as its workers die) and a second signal must still exit at once.
         while not self.stop.is_set() or self.signalled is not None:
             info = signal.sigtimedwait(self.signums, _POLL)
-            if info is not None:
+            # A process stopped (SIGSTOP, Ctrl-Z) and continued inside the wait gets an
+            # answer whose si_signo is garbage: it is no signal of ours.
+            if info is not None and info.si_signo in self.signums:
                 self.on_signal(info.si_signo)
             for signum in self._woken():
                 self.on_signal(signum)

@@ -11,7 +11,8 @@ A build's life on an output root, every step proven by what it reads back:
    unless allowed; then **claim** the new version folder by creating its marker exclusively.
 3. **Write** (sinks/tfrecord_sink.py): parts under ``.staging/``, then final shard names.
 4. **Commit** (:func:`commit_version`, the pipeline's last step): re-check the lease and the
-   marker (fencing), check the counts, then either *fail* -- dead letters kept under
+   marker, check the counts, then -- fenced on the lease (``Lease.fence``: no takeover
+   falls between the check and the step) -- either *fail* -- dead letters kept under
    ``.failed/<version>-<build>/`` with ``failure.json``, the version folder rolled back --
    or write ``feature_spec.json``, the files other readers need (``schema.pbtxt``, TFDS's
    ``features.json`` and ``dataset_info.json``) and ``manifest.json`` (created exclusively:
@@ -25,12 +26,13 @@ next build -- or a re-run of the same command -- publishes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional, early_stop, ownership, storage
@@ -39,6 +41,9 @@ from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
 from beam_tfrecords.sinks.format.tfds_info import tfds_dataset_info
+
+if TYPE_CHECKING:
+    from beam_tfrecords.sinks.lease import Lease
 
 __all__ = [
     "CommitError",
@@ -304,15 +309,28 @@ def _roll_forward(root: str, state: ownership.OutputState) -> list[str]:
 
 
 def prepare_output(layout: Layout, build_id: str, allow_non_empty: bool = False,
-                   live_builds: Sequence[str] = ()) -> Prepared:
+                   live_builds: Sequence[str] = (), lease: Lease | None = None) -> Prepared:
     """Make ``layout.root`` ready for this build, which must hold the root's lease.
 
     Completes interrupted commits, removes the leftovers of builds not in ``live_builds``
-    (other than this one), and refuses a root holding foreign files unless
-    ``allow_non_empty`` -- they are never touched either way.
+    (other than this one) -- with the lease's history, also what builds that lost the lease
+    wrote after their marker was removed -- and refuses a root holding foreign files unless
+    ``allow_non_empty`` -- they are never touched either way. With ``lease`` it all runs
+    fenced on it (``Lease.fence``): a build that lost the lease deletes nothing.
     """
+    fenced = lease.fence("cleanup") if lease is not None else contextlib.nullcontext()
+    with fenced:
+        return _prepare(layout, build_id, allow_non_empty, live_builds)
+
+
+def _prepare(layout: Layout, build_id: str, allow_non_empty: bool,
+             live_builds: Sequence[str]) -> Prepared:
+    from beam_tfrecords.sinks.lease import former_holders
+
     root = layout.root
-    state = ownership.scan(root)
+    formers = {f.version: f.build_id for f in former_holders(root)
+               if f.version and f.build_id != build_id and f.build_id not in live_builds}
+    state = ownership.scan(root, formers)
     completed = _roll_forward(root, state)
     removed = []
     for entry in state.claimed:
@@ -331,8 +349,11 @@ def prepare_output(layout: Layout, build_id: str, allow_non_empty: bool = False,
     return Prepared(tuple(completed), tuple(removed), tuple(state.foreign))
 
 
-def claim_version(layout: Layout, build_id: str, tool_version: str) -> ownership.Marker:
-    """Create the version folder's marker exclusively; refuse a folder that exists already."""
+def claim_version(layout: Layout, build_id: str, tool_version: str,
+                  lease: Lease | None = None) -> ownership.Marker:
+    """Create the version folder's marker exclusively; refuse a folder that exists already.
+    With ``lease``, note the version in it: should the build lose the lease, the lease's
+    history says whose the folder is (``prepare_output``)."""
     if storage.exists(layout.version_dir) and storage.list_files(layout.version_dir):
         if storage.exists(layout.manifest):
             raise CommitError(f"version {layout.version!r} is already committed at "
@@ -343,25 +364,57 @@ def claim_version(layout: Layout, build_id: str, tool_version: str) -> ownership
     if conditional.create(layout.marker, marker.dumps()) is None:
         raise CommitError(f"version {layout.version!r} was claimed by another build at the "
                           "same moment; choose another --version")
+    if lease is not None:
+        lease.record_version(layout.version)
     return marker
 
 
 # -- the commit step -----------------------------------------------------------------------------
 
-def _fence(spec: CommitSpec) -> None:
-    """Refuse to commit unless this build still holds the lease and owns the version."""
-    if spec.use_lease:
-        from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
-
-        try:
-            Lease(spec.layout.root, spec.build_id).acquire()
-        except (LeaseHeld, LeaseLost) as err:
-            raise CommitError(f"not committing {spec.layout.version_dir}: this build's lease "
-                              f"on the output was taken over ({err})") from None
+def _check_marker(spec: CommitSpec) -> None:
     marker = ownership.read_marker(spec.layout.version_dir)
     if marker is None or marker.build_id != spec.build_id:
         raise CommitError(f"not committing {spec.layout.version_dir}: the folder is no longer "
                           "this build's (its marker is gone or names another build)")
+
+
+def _lost(spec: CommitSpec, err: Exception) -> CommitError:
+    after = getattr(err, "after_step", "")
+    if after:  # Cloud Storage: the step ran, then the lease was found lost (Lease.fence)
+        return CommitError(f"{err}, seen only after {after} of {spec.layout.version_dir} was "
+                           "done; what it did is complete, but this build stops here")
+    return CommitError(f"{err}; not committing {spec.layout.version_dir} (the next build "
+                       "removes what this one wrote)")
+
+
+def _fence(spec: CommitSpec) -> None:
+    """Refuse to commit unless this build still holds the lease and owns the version."""
+    if spec.use_lease:
+        from beam_tfrecords.sinks.lease import Lease, LeaseLost
+
+        try:
+            Lease(spec.layout.root, spec.build_id).check(take_if_absent=True)
+        except LeaseLost as err:
+            raise _lost(spec, err) from None
+    _check_marker(spec)
+
+
+@contextlib.contextmanager
+def _fenced(spec: CommitSpec, step: str) -> Iterator[None]:
+    """Run an irreversible step only while this build holds the lease and owns the version,
+    so that no takeover falls between the check and the step (``Lease.fence``)."""
+    if not spec.use_lease:
+        _check_marker(spec)
+        yield
+        return
+    from beam_tfrecords.sinks.lease import Lease, LeaseLost
+
+    try:
+        with Lease(spec.layout.root, spec.build_id).fence(step, take_if_absent=True):
+            _check_marker(spec)
+            yield
+    except LeaseLost as err:
+        raise _lost(spec, err) from None
 
 
 def _publish_dead_letters(dead: Sequence[DeadLetterFile], folder: str) -> list[tuple[str, int]]:
@@ -384,17 +437,19 @@ def _fail(spec: CommitSpec, reason: str, shards: Mapping[str, Sequence[Any]],
     for ``failure.json``."""
     layout = spec.layout
     kept = layout.failed_dir(spec.build_id)
-    finals = _publish_dead_letters(dead, kept)
     top = top_reasons(dead)
-    document = {
-        "tool": ownership.TOOL, "build_id": spec.build_id, "version": layout.version,
-        "failed": mf.utc_now(), "reason": reason, "counts": dict(counts),
-        "top_reasons": [{"reason": r, "count": n} for r, n in top],
-        "dead_letter": [{"path": mf.relative_path(p, kept), "records": n} for p, n in finals],
-        **(extra or {}),
-    }
-    storage.write_atomic(lay.resolve_in_version(kept, lay.FAILURE), mf.dumps(document))
-    _rollback(layout, shards)
+    with _fenced(spec, "the failure record and rollback"):
+        finals = _publish_dead_letters(dead, kept)
+        document = {
+            "tool": ownership.TOOL, "build_id": spec.build_id, "version": layout.version,
+            "failed": mf.utc_now(), "reason": reason, "counts": dict(counts),
+            "top_reasons": [{"reason": r, "count": n} for r, n in top],
+            "dead_letter": [{"path": mf.relative_path(p, kept), "records": n}
+                            for p, n in finals],
+            **(extra or {}),
+        }
+        storage.write_atomic(lay.resolve_in_version(kept, lay.FAILURE), mf.dumps(document))
+        _rollback(layout, shards)
     where = f"; dead letters kept in {kept}/{lay.DEAD_LETTER}" if finals else ""
     reasons = ("; top reasons: " + " | ".join(f"{n} x {r}" for r, n in top)) if top else ""
     return CommitError(f"{reason}{where}{reasons}")
@@ -501,15 +556,15 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
-    _fence(spec)  # the last moment before the commit point
-    # Says "the manifest may exist but LATEST may not name it yet" until staging goes, after
-    # LATEST moved: what the next build's roll-forward looks for.
-    storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
-                                                within=(lay.STAGING,)), b"")
-    if conditional.create(layout.manifest, mf.dumps(document)) is None:
-        raise CommitError(f"{layout.manifest} appeared while this build committed; a "
-                          "committed version is never rewritten")
-    move_latest(layout.root, layout.version, document["created"])
-    storage.delete_tree(layout.staging)
-    apply_retention(layout.root, spec.keep, read_latest(layout.root))
+    with _fenced(spec, "the commit"):  # no takeover can fall between its check and these
+        # Says "the manifest may exist but LATEST may not name it yet" until staging goes,
+        # after LATEST moved: what the next build's roll-forward looks for.
+        storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
+                                                    within=(lay.STAGING,)), b"")
+        if conditional.create(layout.manifest, mf.dumps(document)) is None:
+            raise CommitError(f"{layout.manifest} appeared while this build committed; a "
+                              "committed version is never rewritten")
+        move_latest(layout.root, layout.version, document["created"])
+        storage.delete_tree(layout.staging)
+        apply_retention(layout.root, spec.keep, read_latest(layout.root))
     return document

@@ -44,11 +44,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 
-__all__ = ["Generation", "check_supported", "create", "delete", "read", "replace"]
+__all__ = ["Generation", "check_supported", "create", "delete", "hold", "read", "replace"]
 
 Generation = str  # opaque: compare for equality, store, pass back; never parse
 _READ_ATTEMPTS = 10  # a gs:// object replaced between its metadata and its download
@@ -129,17 +130,56 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+_held = threading.local()  # folders whose lock this thread holds: name -> depth
+
+
 @contextlib.contextmanager
 def _folder_lock(folder: str) -> Iterator[None]:
-    """An exclusive ``flock`` on the folder itself, released on close or process death."""
+    """An exclusive ``flock`` on the folder itself, released on close or process death.
+
+    Re-entrant within a thread (``hold`` keeps it across several steps that each take it);
+    other threads and processes wait, since each ``open`` is its own lock owner."""
     import fcntl
 
+    key = os.path.abspath(folder)
+    depth = getattr(_held, "folders", None)
+    if depth is None:
+        depth = _held.folders = {}
+    if depth.get(key):
+        depth[key] += 1
+        try:
+            yield
+        finally:
+            depth[key] -= 1
+        return
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        depth[key] = 1
+        try:
+            yield
+        finally:
+            del depth[key]
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def hold(path: str) -> Iterator[None]:
+    """Keep out every other ``replace`` and ``delete`` of objects beside ``path`` while the
+    block runs, so a check of ``path`` and the steps that depend on it cannot interleave
+    with another writer's swap (the lease's fence, sinks/lease.py).
+
+    Local disk: the folder's ``flock``, which those calls take (re-entrant in this thread).
+    Cloud Storage has no such lock; there the block runs unguarded and the caller fences by
+    generation preconditions instead."""
+    if _backend(path) is _LOCAL:
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        with _folder_lock(folder):
+            yield
+    else:
+        yield
 
 
 class _LocalBackend:

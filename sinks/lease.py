@@ -16,7 +16,13 @@ What it guarantees:
   another process (compared by start time from ``/proc``).
 - Taking over an expired or abandoned lease returns the previous holder, so the new build
   knows whose leftovers it may remove -- and only leftovers of builds whose lease is no
-  longer live (``is_live``) may be removed.
+  longer live (``is_live``) may be removed. A holder that may still be running (its lease
+  expired, its process not known gone) joins the lease's bounded history with the version
+  folder it claimed and whom it lost to; a build ending after that leaves the lease as a
+  *released* record holding the history, so what a stalled build writes after it resumes
+  stays provably its own (sinks/ownership.py) and it learns whom it lost the lease to.
+- A lease object no build wrote (unreadable, a non-finite expiry, one more than ``MAX_TTL``
+  ahead) counts as expired, with one warning line naming the file.
 - Re-entrant: a process of the same build (same ``build_id``; a commit step in a worker)
   acquires it again without waiting; it then extends the lease but leaves it in the name of
   the process that took it (if that one is still running), and only that process's
@@ -26,10 +32,12 @@ What it does not guarantee:
 
 - Mutual exclusion in time. A build that stalls for longer than the TTL (a suspended laptop,
   a long GC pause, a network partition) can lose its lease to another build and not notice
-  until it next renews. ``check()`` before each irreversible step (commit, moving LATEST,
-  cleanup) is the fencing that catches this: it succeeds only by a conditional write of the
-  lease that is still ours, and extends it by a full TTL. The window left is a stall between
-  ``check()`` and the step itself that outlasts the TTL.
+  until it next renews. ``fence()`` around each irreversible step (cleanup, the manifest,
+  moving LATEST, retention) is what catches this: its check succeeds only by a conditional
+  write of the lease that is still ours. On local disk the check and the step run under
+  the lock every lease write takes, so nothing falls between them; on Cloud Storage the
+  window left is a stall between the check and the step that outlasts the TTL, and a loss
+  found after the step is still reported.
 - Clock agreement. Expiry compares the reader's clock with the ``expires`` time the holder's
   clock wrote; clocks must agree to well within the TTL (120 s by default;
   ``BEAM_TFRECORDS_LEASE_SECONDS``). The same-host process check needs no clock.
@@ -45,6 +53,7 @@ import datetime
 import functools
 import json
 import logging
+import math
 import os
 import posixpath
 import socket
@@ -58,13 +67,17 @@ from beam_tfrecords.sinks.format.layout import LEASE
 
 __all__ = [
     "DEFAULT_TTL",
+    "HISTORY_SIZE",
+    "MAX_TTL",
     "TTL_ENV",
+    "Former",
     "Lease",
     "LeaseHeld",
     "LeaseInfo",
     "LeaseLost",
     "current",
     "default_ttl",
+    "former_holders",
     "is_live",
     "lease_path",
     "pid_running",
@@ -72,6 +85,10 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_TTL = 120.0  # seconds
+# The longest time to live a lease may have; an expiry further ahead of the reader's clock
+# was not written by a build (a corrupt or hand-made lease) and counts as expired.
+MAX_TTL = 7 * 24 * 3600.0
+HISTORY_SIZE = 16  # builds that lost the lease while they may still run, newest first
 TTL_ENV = "BEAM_TFRECORDS_LEASE_SECONDS"
 _RENEW_ATTEMPTS = 10  # same-build writers racing the renewal; each loss means one of them won
 
@@ -85,8 +102,9 @@ def default_ttl() -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{TTL_ENV}={raw!r}: expected a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{TTL_ENV}={raw!r}: expected a positive number of seconds")
+    if not 0 < value <= MAX_TTL:
+        raise ValueError(f"{TTL_ENV}={raw!r}: expected a positive number of seconds, at "
+                         f"most {MAX_TTL:g}")
     return value
 
 
@@ -183,11 +201,25 @@ def pid_running(pid: int, pid_start: str = "") -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class Former:
+    """A build that lost the lease to ``taken_by`` while it may still have been running, and
+    the version folder it had claimed ("" if none yet): what that folder holds without a
+    marker is that build's (sinks/ownership.py), and it learns whom it lost the lease to."""
+
+    build_id: str
+    version: str
+    taken_by: str
+
+
+@dataclasses.dataclass(frozen=True)
 class LeaseInfo:
     """The content of a lease object: who holds it, since when, until when (epoch seconds).
 
     ``machine`` identifies the holder's boot and pid namespace (see ``_machine``); pids are
-    compared only when it and ``host`` equal ours.
+    compared only when it and ``host`` equal ours. ``version`` is the folder the holder
+    claimed; ``history`` the builds that lost the lease while possibly alive (newest first,
+    at most ``HISTORY_SIZE``). A ``released`` lease holds only that history: a build that
+    ended left it so the next builds still know whose leftovers a stalled build writes.
     """
 
     build_id: str
@@ -197,6 +229,9 @@ class LeaseInfo:
     acquired: float
     expires: float
     machine: str = ""
+    version: str = ""
+    history: tuple[Former, ...] = ()
+    released: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -213,20 +248,35 @@ class LeaseInfo:
         try:
             info = cls(build_id=raw["build_id"], host=raw["host"], pid=raw["pid"],
                        pid_start=raw.get("pid_start", ""), acquired=raw["acquired"],
-                       expires=raw["expires"], machine=raw.get("machine", ""))
+                       expires=raw["expires"], machine=raw.get("machine", ""),
+                       version=raw.get("version", ""), history=raw.get("history", ()),
+                       released=raw.get("released", False))
         except KeyError as error:
             raise ValueError(f"not a lease: no {error.args[0]!r}") from None
         types = {"build_id": str, "host": str, "pid": int, "pid_start": str,
-                 "acquired": (int, float), "expires": (int, float), "machine": str}
+                 "acquired": (int, float), "expires": (int, float), "machine": str,
+                 "version": str, "history": (list, tuple)}
         for name, kind in types.items():
             value = getattr(info, name)
             if not isinstance(value, kind) or isinstance(value, bool):
-                raise ValueError(f"not a lease: {name} is {value!r}")
-        return dataclasses.replace(info, acquired=float(info.acquired),
-                                   expires=float(info.expires))
+                raise ValueError(f"not a lease: {name} is {_shown(value)}")
+        if not isinstance(info.released, bool):
+            raise ValueError(f"not a lease: released is {_shown(info.released)}")
+        times = {}
+        for name in ("acquired", "expires"):
+            try:
+                times[name] = float(getattr(info, name))
+            except OverflowError:
+                times[name] = math.inf
+            if not math.isfinite(times[name]):
+                raise ValueError(f"not a lease: {name} is {_shown(getattr(info, name))}, "
+                                 "not a finite time")
+        return dataclasses.replace(info, **times, history=_formers(info.history))
 
     def describe(self) -> str:
         """``build 1a2b3c4d (host:pid) until 2026-11-23 19:30:05 UTC``, on one line."""
+        if self.released:
+            return "no build (released)"
         if not self.build_id:
             return "an unreadable lease"
         return _one_line(f"build {self.build_id[:8]} ({self.host}:{self.pid}) "
@@ -236,17 +286,47 @@ class LeaseInfo:
         return self.host == socket.gethostname() and self.machine == _machine()
 
 
+def _shown(value: object, limit: int = 40) -> str:
+    """A value for a one-line message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _formers(raw: object) -> tuple[Former, ...]:
+    """The history of a lease object; ValueError when it is not one."""
+    formers = []
+    for item in raw if isinstance(raw, (list, tuple)) else ():
+        if isinstance(item, Former):
+            formers.append(item)
+            continue
+        fields = item if isinstance(item, dict) else {}
+        values = [fields.get(k) for k in ("build_id", "version", "taken_by")]
+        if not all(isinstance(v, str) for v in values) or not values[0]:
+            raise ValueError(f"not a lease: a history entry is {_shown(item)}")
+        formers.append(Former(*values))
+    return tuple(formers)
+
+
 _UNREADABLE = LeaseInfo(build_id="", host="", pid=0, pid_start="", acquired=0.0, expires=0.0)
 
 
-def _parse(path: str, data: bytes) -> LeaseInfo:
-    """The lease in ``data``; an unreadable one (never written by a build: ours are written
-    whole) counts as expired, with an empty build id."""
+def _parse(path: str, data: bytes, now: float | None = None) -> LeaseInfo:
+    """The lease in ``data``. One a build did not write -- ours are written whole, with
+    finite times, expiring at most ``MAX_TTL`` after ``now`` (the taker's clock) -- counts
+    as expired (one warning line naming the file and why), with an empty build id: the next
+    build replaces it."""
     try:
-        return LeaseInfo.from_json(data)
+        info = LeaseInfo.from_json(data)
     except ValueError as error:
-        _LOG.warning("%s is not a lease (%s); treating it as expired", path, error)
+        why = str(error).removeprefix("not a lease: ")
+        _LOG.warning("%s is not a lease (%s); treating it as expired", path, why)
         return _UNREADABLE
+    if now is not None and info.expires > now + MAX_TTL:
+        _LOG.warning("%s is not a lease (it expires at %s, more than %g days ahead, which no "
+                     "build writes); treating it as expired", path, _utc(info.expires),
+                     MAX_TTL / 86400)
+        return _UNREADABLE
+    return info
 
 
 def is_live(info: LeaseInfo, now: float | None = None) -> bool:
@@ -254,18 +334,30 @@ def is_live(info: LeaseInfo, now: float | None = None) -> bool:
     (when it ran on this host) its process still running."""
     if (time.time() if now is None else now) > info.expires:
         return False
-    if not info.build_id:
+    if not info.build_id or info.released:
         return False
     if info.on_this_host() and not pid_running(info.pid, info.pid_start):
         return False
     return True
 
 
-def current(root: str) -> LeaseInfo | None:
-    """The lease stored at ``root``, or None when there is none."""
+def _stored(root: str) -> LeaseInfo | None:
     path = lease_path(root)
     found = conditional.read(path)
     return None if found is None else _parse(path, found[0])
+
+
+def current(root: str) -> LeaseInfo | None:
+    """The lease stored at ``root``, or None when there is none (or it was released)."""
+    info = _stored(root)
+    return None if info is None or info.released else info
+
+
+def former_holders(root: str) -> tuple[Former, ...]:
+    """The builds that lost the lease on ``root`` while they may still have been running,
+    newest first (see ``LeaseInfo.history``)."""
+    info = _stored(root)
+    return () if info is None else info.history
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -288,19 +380,34 @@ class LeaseHeld(UserError, RuntimeError):
 
 
 class LeaseLost(UserError, RuntimeError):
-    """Our lease was taken over (it expired and another build took it) or removed."""
+    """Our lease was taken over (it expired and another build took it) or removed.
 
-    def __init__(self, root: str, holder: LeaseInfo | None, why: str = "") -> None:
+    One line that starts ``lost the lease to build <id>`` when the winner is known (the
+    holder now, or the taker the lease's history names)."""
+
+    def __init__(self, root: str, holder: LeaseInfo | None, why: str = "",
+                 winner: str = "") -> None:
         self.root = root
         self.holder = holder
-        if holder is not None:
-            message = f"lost the lease on output {root}: it is now held by {holder.describe()}"
+        self.after_step = ""  # set when the loss was seen only after a fenced step ran
+        live = holder is not None and holder.build_id and not holder.released
+        self.winner = winner or (holder.build_id if live else "")
+        if self.winner:
+            message = f"lost the lease to build {self.winner[:8]} on output {root}"
+            if live:
+                message += f": it is now held by {holder.describe()}"
+            elif why:
+                message += f": {why}"
         else:
             message = f"lost the lease on output {root}: {why or 'it was removed'}"
         super().__init__(_one_line(message))
 
 
 # --- the lease --------------------------------------------------------------------------------
+
+# Called with (lease, step) as a fenced step begins, before its check: a seam where tests
+# stall a build exactly there (tests/test_lease_fence.py). None in normal use.
+before_fence: Callable[[Lease, str], object] | None = None
 
 
 class Lease:
@@ -354,7 +461,22 @@ class Lease:
                 and not (holder.on_this_host() and not pid_running(holder.pid,
                                                                     holder.pid_start))):
             return dataclasses.replace(holder, expires=max(holder.expires, now + self.ttl))
-        return dataclasses.replace(self._me(now), acquired=holder.acquired)
+        return dataclasses.replace(self._me(now), acquired=holder.acquired,
+                                   version=holder.version, history=holder.history)
+
+    def _successor(self, holder: LeaseInfo, now: float) -> LeaseInfo:
+        """Our lease in place of ``holder``'s, which is free: its history goes on, and a
+        holder that may still be running (its lease expired; it is not a process on this
+        host known to be gone) joins it -- it may write after this, and must learn whom it
+        lost the lease to."""
+        history = holder.history
+        if holder.build_id and not holder.released and not (
+                holder.on_this_host() and not pid_running(holder.pid, holder.pid_start)):
+            history = (Former(holder.build_id, holder.version, self.build_id), *history)
+        seen: set[str] = set()
+        kept = [f for f in history if f.build_id != self.build_id
+                and not (f.build_id in seen or seen.add(f.build_id))]
+        return dataclasses.replace(self._me(now), history=tuple(kept[:HISTORY_SIZE]))
 
     def _hold(self, info: LeaseInfo, generation: conditional.Generation) -> None:
         self._info, self._generation = info, generation
@@ -383,7 +505,7 @@ class Lease:
                         return None
                     continue  # another taker won the create: look at what it wrote
                 data, generation = found
-                holder = _parse(self.path, data)
+                holder = _parse(self.path, data, now)
                 if holder.build_id == self.build_id:
                     info = self._extended(holder, now)
                     new = conditional.replace(self.path, info.to_json().encode(), generation)
@@ -391,14 +513,17 @@ class Lease:
                         self._hold(info, new)
                         return None
                     continue
-                if not is_live(holder, now):
-                    info = self._me(now)
+                if not is_live(holder, now):  # expired, gone, unreadable or released
+                    info = self._successor(holder, now)
                     new = conditional.replace(self.path, info.to_json().encode(), generation)
                     if new is not None:
                         self._hold(info, new)
+                        if holder.released:  # free, its history kept: nobody taken over
+                            return None
                         why = "expired" if now > holder.expires else "its process is gone"
-                        _LOG.warning("took over the lease on %s from %s (%s)", self.root,
-                                     holder.describe(), why)
+                        if holder.build_id:  # an unreadable one was reported as read
+                            _LOG.warning("took over the lease on %s from %s (%s)", self.root,
+                                         holder.describe(), why)
                         return holder
                     continue
                 remaining = deadline - self._clock()
@@ -410,14 +535,17 @@ class Lease:
                     announced = True
                 self._sleep(min(max(poll, 0.01), remaining))
 
-    def renew(self) -> LeaseInfo:
-        """Extend our lease to now + ttl; LeaseLost when it is no longer ours."""
+    def renew(self, version: str | None = None) -> LeaseInfo:
+        """Extend our lease to now + ttl; LeaseLost when it is no longer ours. ``version``:
+        record the version folder the build claimed, too."""
         with self._lock:
             if self._generation is None:
                 self._adopt()
             for _ in range(_RENEW_ATTEMPTS):
                 assert self._info is not None and self._generation is not None
                 info = self._extended(self._info, self._clock())
+                if version is not None:
+                    info = dataclasses.replace(info, version=version)
                 new = conditional.replace(self.path, info.to_json().encode(),
                                           self._generation)
                 if new is not None:
@@ -432,19 +560,69 @@ class Lease:
         if found is None:
             self._info = self._generation = None
             raise LeaseLost(self.root, None, "it was released or deleted by someone else")
-        holder = _parse(self.path, found[0])
+        holder = _parse(self.path, found[0], self._clock())
         if holder.build_id != self.build_id:
             self._info = self._generation = None
-            raise LeaseLost(self.root, holder)
+            winner = next((f.taken_by for f in holder.history
+                           if f.build_id == self.build_id), "")
+            why = ("that build has ended since" if holder.released and winner
+                   else "it was released by another build" if holder.released
+                   else "it was overwritten by something that is not a lease")
+            raise LeaseLost(self.root, holder, why, winner)
         self._info, self._generation = holder, found[1]
 
-    def check(self) -> LeaseInfo:
+    def check(self, take_if_absent: bool = False) -> LeaseInfo:
         """Fencing before an irreversible step: LeaseLost unless the stored lease is ours.
 
         Proven by a conditional write that extends it (``renew``), so after this returns
-        the lease stays ours for a full TTL unless the clocks disagree.
+        the lease stays ours for a full TTL unless the clocks disagree. It never takes
+        another build's lease, nor a released one (whose history may name us): a build that
+        lost it stays lost. ``take_if_absent``: where no lease object exists at all (a job
+        that outlived the process that took it), take it as ``acquire`` would.
         """
-        return self.renew()
+        with self._lock:
+            try:
+                return self.renew()
+            except LeaseLost as lost:
+                if not take_if_absent or lost.holder is not None:
+                    raise
+            try:
+                self.acquire()
+            except LeaseHeld as held:
+                raise LeaseLost(self.root, held.holder) from None
+            return self.renew()
+
+    def record_version(self, version: str) -> LeaseInfo:
+        """Note in the lease the version folder this build claimed (see ``Former``)."""
+        return self.renew(version=version)
+
+    @contextlib.contextmanager
+    def fence(self, step: str = "", take_if_absent: bool = False) -> Iterator[LeaseInfo]:
+        """Run an irreversible step (``step`` names it) only while the lease is ours.
+
+        Local disk: the check (``check``) and the whole block run under the lock every
+        write of the lease takes (``conditional.hold``), so no takeover can fall between
+        them: a build stalled before the block finds the lease lost when it resumes, and
+        raises LeaseLost having done nothing. Another build's lease writes wait while the
+        block runs; a killed holder's lock is dropped by the kernel.
+
+        Cloud Storage has no such lock: the check is a write of the lease conditional on the
+        generation we hold (``ifGenerationMatch``) that extends it by a full TTL, and the
+        lease is read again after the block, so a loss is reported (LeaseLost) though the
+        step was done; only a stall longer than the TTL between that write and the step's
+        own request gets there. ``take_if_absent``: as for ``check``.
+        """
+        if before_fence is not None:
+            before_fence(self, step)
+        with self._lock, conditional.hold(self.path):
+            info = self.check(take_if_absent)
+            yield info
+            if "://" in self.path:
+                try:
+                    self._adopt()
+                except LeaseLost as lost:
+                    lost.after_step = step or "the step"
+                    raise
 
     def release(self, build_done: bool = False) -> None:
         """Delete the lease if it is ours and in this process's name; never anyone else's.
@@ -460,11 +638,18 @@ class Lease:
                     found = conditional.read(self.path)
                     if found is None:
                         return
-                    holder = _parse(self.path, found[0])
+                    holder = _parse(self.path, found[0], self._clock())
                     if holder.build_id != self.build_id or not (
                             build_done or self._is_this_process(holder)):
                         return
-                    if conditional.delete(self.path, found[1]):
+                    if not holder.history:
+                        if conditional.delete(self.path, found[1]):
+                            return
+                        continue
+                    free = dataclasses.replace(_UNREADABLE, history=holder.history,
+                                               released=True)
+                    if conditional.replace(self.path, free.to_json().encode(),
+                                           found[1]) is not None:
                         return
             finally:
                 self._info = self._generation = None
@@ -473,9 +658,9 @@ class Lease:
     def keep_alive(self, interval: float | None = None) -> Iterator[Lease]:
         """Renew every ``ttl / 4`` seconds in a daemon thread while the block runs.
 
-        A lost lease stops the thread and is recorded in ``self.lost`` (with a warning), for
-        the build to act on at its next ``check()``; other errors (an outage outlasting the
-        retries) are logged and the renewal tried again next time.
+        A lost lease stops the thread and is recorded in ``self.lost``, for the build to
+        act on at its next ``check()`` (which says so in one line); other errors (an outage
+        outlasting the retries) are logged and the renewal tried again next time.
         """
         every = self.ttl / 4 if interval is None else float(interval)
         stop = threading.Event()
@@ -486,8 +671,8 @@ class Lease:
                     self.renew()
                 except LeaseLost as error:
                     if not stop.is_set():
-                        self.lost = error
-                        _LOG.warning("%s", error)
+                        self.lost = error  # the build's next fenced step reports it, once
+                        _LOG.info("%s", error)
                     return
                 except Exception as error:  # noqa: BLE001 -- keep renewing until expiry
                     _LOG.warning("could not renew the lease on %s (retrying in %g s): %s",

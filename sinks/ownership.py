@@ -10,6 +10,10 @@ while the folder is empty, and writes nothing there before. So:
 - a folder with our marker and no manifest is a build in progress or the leftovers of one --
   leftovers only once that build holds no live lease (sinks/lease.py). Of those, its
   ``.staging/`` tree and the files at names it writes are deleted; anything else stays;
+- a folder without a marker that the lease's history names as the version of a build that
+  lost the lease (``formers``) -- a stalled build that went on writing after the next one
+  removed its leftovers, marker included -- is that build's leftovers too, but only while
+  every file in it is at a name a build writes: one file that is not keeps it foreign;
 - everything else -- another tool's TFRecord export, a folder that happens to contain
   ``.staging/``, loose files -- is foreign: never deleted, never changed.
 
@@ -135,10 +139,12 @@ def _failed_entries(files: Sequence[str], failures: Mapping[str, Any]
 
 def classify(files_by_top: Mapping[str, Sequence[str]], loose: Sequence[str],
              markers: Mapping[str, Marker | None], manifests: Mapping[str, Any],
-             latest: str | None, failures: Mapping[str, Any] | None = None) -> OutputState:
+             latest: str | None, failures: Mapping[str, Any] | None = None,
+             formers: Mapping[str, str] | None = None) -> OutputState:
     """Sort the top-level entries of a root (``files_by_top``: folder -> relative file paths;
     ``loose``: files directly in the root) by the markers, manifests and failure records
-    (``failures``: ``.failed/`` subfolder -> its failure.json) read from them."""
+    (``failures``: ``.failed/`` subfolder -> its failure.json) read from them, and the
+    lease's history (``formers``: version folder -> the build that claimed it)."""
     committed, claimed, failed, foreign = [], [], [], []
     for name in loose:
         # LATEST and the lease, and the temporary files their atomic writes leave when killed
@@ -157,6 +163,9 @@ def classify(files_by_top: Mapping[str, Sequence[str]], loose: Sequence[str],
             committed.append(entry)
         elif entry.marker is not None:
             claimed.append(entry)
+        elif (formers or {}).get(name) and _all_written_by_a_build(entry.files):
+            claimed.append(dataclasses.replace(entry, marker=Marker(formers[name], name, "",
+                                                                    "")))
         else:
             foreign.append(name + "/")
     return OutputState(latest, tuple(committed), tuple(claimed), tuple(failed),
@@ -179,8 +188,13 @@ def _read_manifest(path: str) -> Any:
         return None  # unreadable: not a manifest of ours, so the folder is not ours either
 
 
-def scan(root: str) -> OutputState:
-    """List ``root`` once and classify what it holds."""
+def _all_written_by_a_build(files: Sequence[str]) -> bool:
+    return bool(files) and all(f.startswith(lay.STAGING + "/") or _BUILD_FILES.fullmatch(f)
+                               for f in files)
+
+
+def scan(root: str, formers: Mapping[str, str] | None = None) -> OutputState:
+    """List ``root`` once and classify what it holds (``formers``: see ``classify``)."""
     prefix = root.rstrip("/") + "/"
     files = storage.list_files(root) if storage.exists(root) else []
     tops: dict[str, list[str]] = {}
@@ -204,14 +218,13 @@ def scan(root: str) -> OutputState:
     latest = None
     if lay.LATEST in loose:
         latest = storage.read_text(prefix + lay.LATEST).strip() or None
-    return classify(tops, loose, markers, manifests, latest, failures)
+    return classify(tops, loose, markers, manifests, latest, failures, formers)
 
 
 def written_by_build(entry: Entry) -> list[str]:
     """The files of a claimed folder that its build wrote (relative paths), marker last:
     ``.staging/`` and the names a build writes; nothing else."""
-    ours = [f for f in entry.files
-            if f.startswith(lay.STAGING + "/") or _BUILD_FILES.fullmatch(f)]
+    ours = [f for f in entry.files if _all_written_by_a_build([f])]
     return ours + ([lay.MARKER] if lay.MARKER in entry.files else [])
 
 
