@@ -1,12 +1,21 @@
 """The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect`` and ``schema``.
 
-Exit status 0 on success; otherwise non-zero. An error the user can act on (a
-:class:`~beam_tfrecords.errors.UserError`) is one line on stderr, because the reader is usually
-a scheduler's log; anything else is a bug and prints its traceback. ``--debug``, anywhere on the
-command line, prints the traceback of every error.
+An error the user can act on (a :class:`~beam_tfrecords.errors.UserError`) is one line on
+stderr, because the reader is usually a scheduler's log; anything else is a bug and prints its
+traceback. ``--debug``, anywhere on the command line, prints the traceback of every error.
+Every line printed, by any path, has its secrets redacted and its unprintable characters
+escaped (pipelines/safe_streams.py).
 
-``build`` ended by SIGINT or SIGTERM exits 130 or 143 with one line saying what it committed,
-after stopping its worker processes (pipelines/signals.py).
+Exit status (README.md publishes this table):
+
+=====  ==========================================================================
+0      success (also: ``build --skip-if-unchanged`` found nothing to do)
+1      the command failed; one line on stderr says why (``verify``: a problem found)
+2      a usage mistake: an unknown command, a missing argument
+130    stopped by SIGINT (Ctrl-C)
+141    the reader of the output went away (``| head``): stopped quietly, 128 + SIGPIPE
+143    ``build`` stopped by SIGTERM (pipelines/signals.py)
+=====  ==========================================================================
 """
 
 from __future__ import annotations
@@ -181,6 +190,7 @@ usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema} ...  (each ha
 An error you can act on is one line on stderr; anything else is a bug of ours and prints its
 traceback. --debug (anywhere on the line) prints the traceback of every error."""
 DEBUG_FLAG = "--debug"
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as the shell reports a writer its reader left
 # Beam appends this to the message of an error raised inside a pipeline step.
 _STEP_SUFFIX = re.compile(r"(?: \[while running '[^']*'\])+$")
 
@@ -309,7 +319,24 @@ def _signals_handled(command: str) -> contextlib.AbstractContextManager:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    """Run one command; returns its exit status (the table in the module docstring).
+
+    Everything it prints, through any path, is redacted and escaped (pipelines/safe_streams.py).
+    """
+    from beam_tfrecords.pipelines.safe_streams import discard_broken_pipes, safe_streams
+
+    try:
+        with safe_streams():
+            return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # the reader has gone (``| head``): stop quietly
+        discard_broken_pipes()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str]) -> int:
+    from beam_tfrecords.pipelines.safe_streams import output_gone
+
+    argv, debug = _split_debug(argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         asked = bool(argv) and argv[0] in ("-h", "--help")
         print(USAGE, file=sys.stdout if asked else sys.stderr)
@@ -324,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("beam-tfrecords: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
+        if isinstance(err, BrokenPipeError) and output_gone():
+            raise  # main ends quietly
         user = user_error_line(err)
         if debug or user is None:
             traceback.print_exc(file=sys.stderr)

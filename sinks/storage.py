@@ -42,6 +42,7 @@ from beam_tfrecords.sinks.format.redact import install_log_redaction, redact_tex
 
 __all__ = [
     "CrcCountingWriter",
+    "NoFilesystem",
     "NoMatch",
     "StorageUnavailable",
     "concatenate",
@@ -83,6 +84,8 @@ class NoMatch(UserError, FileNotFoundError):
 
 
 def join(base: str, *parts: str) -> str:
+    if parts and not is_local(base) and not is_gcs(base):
+        _served(base)
     return FileSystems.join(base, *parts) if parts else base
 
 
@@ -195,10 +198,28 @@ def _emulator_credentials_for_beam() -> None:
         pass
 
 
+class NoFilesystem(UserError, ValueError):
+    """A path whose scheme no Beam filesystem here serves (``https://``, a typo, ``s3://``
+    without its extra)."""
+
+
 def _touch(path: str) -> None:
     """Called before any filesystem work on ``path``."""
     if is_gcs(path):
         _emulator_credentials_for_beam()
+    elif not is_local(path):
+        _served(path)
+
+
+def _served(path: str) -> None:
+    """Raise :class:`NoFilesystem` unless a Beam filesystem serves ``path``'s scheme."""
+    try:
+        FileSystems.get_filesystem(path)
+    except ValueError:
+        scheme = path.split("://", 1)[0]
+        raise NoFilesystem(f"{path!r}: no filesystem for {scheme}:// here; local paths and "
+                           "gs:// work, another scheme needs its Beam extra (e.g. "
+                           "apache-beam[aws] for s3://)") from None
 
 
 def gcs_client():
@@ -293,6 +314,7 @@ def read_text(path: str) -> str:
 
 def exists(path: str) -> bool:
     """A file, or a directory. On ``gs://`` a directory is a prefix with objects below it."""
+    _touch(path)
     if not is_gcs(path):
         return FileSystems.exists(path)
     bucket, name = _split_gcs(path)

@@ -16,19 +16,23 @@ import logging
 import re
 from typing import Any
 
-__all__ = ["REDACTED", "install_log_redaction", "redact", "redact_text"]
+__all__ = ["REDACTED", "install_log_redaction", "printable", "redact", "redact_text",
+           "safe_text"]
 
 REDACTED = "REDACTED"
 
 _SECRET_PARAMS = (
-    "x-goog-signature", "x-goog-credential", "x-goog-security-token", "x-amz-signature",
-    "x-amz-credential", "x-amz-security-token", "signature", "sig", "access_token",
-    "refresh_token", "id_token", "token", "key", "api_key", "apikey", "password", "passwd",
-    "client_secret", "secret",
+    "x-goog-signature", "x-goog-credential", "x-goog-security-token", "signature", "sig",
+    "access_token", "refresh_token", "id_token", "token", "key", "api_key", "apikey",
+    "password", "passwd", "client_secret", "secret",
 )
+# Every parameter of an AWS SigV4 presigned URL (X-Amz-Signature, -Credential,
+# -Security-Token, ...): the ones that are not secret say nothing worth keeping.
+_AMZ = r"x-amz-[a-z0-9-]+"
 # name=value after the start, a separator of a query string, or whitespace.
 _PARAM = re.compile(
-    r"(?i)(^|[?&;\s,])(" + "|".join(re.escape(p) for p in _SECRET_PARAMS) + r")=([^&;\s'\"#/,]+)")
+    r"(?i)(^|[?&;\s,])(" + "|".join([_AMZ, *map(re.escape, _SECRET_PARAMS)])
+    + r")=([^&;\s'\"#/,]+)")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")  # scheme://user[:pw]@host
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
 _OAUTH_TOKEN = re.compile(r"\bya29\.[A-Za-z0-9._-]+")  # Google OAuth access tokens
@@ -42,6 +46,33 @@ def redact_text(text: str) -> str:
     text = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     return _OAUTH_TOKEN.sub(REDACTED, text)
+
+
+# What a terminal acts on or cannot show: C0/C1 controls but tab and newline, line and
+# paragraph separators, bidirectional overrides (they reorder what is read), and lone
+# surrogates (invalid UTF-8 bytes of a file name, decoded with ``surrogateescape``).
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+    "\ud800-\udfff]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # the byte surrogateescape stood for
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on or could not encode written as
+    a backslash escape (``\\x1b``, ``\\xff`` for an invalid UTF-8 byte, ``\\u202e``), so a
+    line we print is text, one line per newline, whatever bytes a path or a value held."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def safe_text(text: str) -> str:
+    """What the command line prints: ``text`` redacted, then made :func:`printable`."""
+    return printable(redact_text(text))
 
 
 def redact(value: Any) -> Any:

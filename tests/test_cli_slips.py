@@ -1,0 +1,179 @@
+"""What users type, through the installed console script: secrets never reach a printed line,
+no line prints raw bytes, and a closed pipe (``| head``) ends the command quietly with status
+141."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from beam_tfrecords.pipelines import cli
+from beam_tfrecords.pipelines.safe_streams import SafeLines
+from beam_tfrecords.sinks.format.redact import REDACTED, printable, safe_text
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+DEMO = ROOT / "configs" / "demo.yaml"
+DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
+TIMEOUT = 300
+
+# One query string carrying every kind of signed-URL secret, and a URL with a password.
+SECRETS = ("Tok3nA", "GoogSigB", "GoogCredC", "AmzSigD", "AmzCredE", "AmzTokF", "AzureSigG",
+           "Passw0rdH")
+QUERY = ("?access_token=Tok3nA&X-Goog-Signature=GoogSigB&X-Goog-Credential=GoogCredC"
+         "&X-Amz-Signature=AmzSigD&X-Amz-Credential=AmzCredE&X-Amz-Security-Token=AmzTokF"
+         "&sig=AzureSigG")
+PASSWORD_URL = "https://alice:Passw0rdH@example.com/data"
+
+
+def run(*args, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    """The console script with ``args``; output as bytes, so raw bytes can be looked for."""
+    return subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, cwd=cwd,
+                          env=os.environ.copy(), timeout=TIMEOUT)
+
+
+def leaked(done: subprocess.CompletedProcess) -> list[str]:
+    text = (done.stdout + done.stderr).decode("utf-8", "replace")
+    return [secret for secret in SECRETS if secret in text]
+
+
+def tree(folder: pathlib.Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.fixture
+def config(tmp_path) -> pathlib.Path:
+    """The demo config over 300 rows, writing to tmp_path/out."""
+    data = tmp_path / "in" / "demo.csv"
+    data.parent.mkdir()
+    data.write_text("".join(DEMO_CSV.read_text().splitlines(keepends=True)[:301]))
+    path = tmp_path / "demo.yaml"
+    path.write_text(DEMO.read_text().replace("configs/data/demo.csv", str(data))
+                    .replace("output/demo", str(tmp_path / "out")))
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[pathlib.Path, subprocess.CompletedProcess]:
+    """A build whose input folder and output root carry secrets in their names (``?`` is a
+    glob's one-character wildcard, so it matches itself); progress lines on."""
+    base = tmp_path_factory.mktemp("secrets")
+    folder = base / f"in{QUERY}"
+    folder.mkdir()
+    (folder / "demo.csv").write_text(
+        "".join(DEMO_CSV.read_text().splitlines(keepends=True)[:301]))
+    out = base / f"out{QUERY}"
+    done = run("build", "--config", DEMO, "--input", f"{folder}/*.csv", "--output", out,
+               "--version", "v", "--progress-interval", "0.05")
+    return out, done
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+
+def test_a_build_over_paths_with_secrets_prints_none_of_them(built):
+    out, done = built
+    assert done.returncode == 0, done.stderr.decode()
+    assert (out / "v" / "manifest.json").exists()
+    assert b"built demo version v" in done.stdout
+    assert leaked(done) == []
+
+
+@pytest.mark.parametrize("command", [
+    ["build", "--config", "CONFIG", "--input", "TMP/nothing" + QUERY + "/*.csv"],
+    ["build", "--config", "CONFIG", "--input", PASSWORD_URL + "/*.csv" + QUERY],
+    ["verify", "TMP/out" + QUERY],
+    ["verify", PASSWORD_URL],
+    ["inspect", "TMP/out" + QUERY],
+    ["inspect", PASSWORD_URL + QUERY],
+    ["schema", "TMP/out" + QUERY],
+    ["init", "--input", "TMP/in" + QUERY + "/x.csv"],
+    ["init", "--input", PASSWORD_URL + "/x.csv"],
+])
+def test_an_error_line_names_the_path_without_its_secrets(command, config, tmp_path):
+    args = [str(config) if a == "CONFIG" else a.replace("TMP", str(tmp_path)) for a in command]
+    before = tree(tmp_path)
+    done = run(*args)
+    assert done.returncode == 1, done.stderr.decode()
+    assert leaked(done) == []
+    err = done.stderr.decode()
+    assert err.count("\n") == 1, err  # one line ...
+    assert REDACTED in err, err  # ... naming the path, redacted
+    assert ("example.com" in err) if PASSWORD_URL in args[-1] else (str(tmp_path) in err), err
+    assert tree(tmp_path) == before
+
+
+def test_a_bugs_traceback_is_redacted_too(monkeypatch, capsys):
+    def command(argv):
+        raise KeyError(f"gs://b/x.csv{QUERY}")
+
+    monkeypatch.setitem(cli.COMMANDS, "verify", command)
+    assert cli.main(["verify", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and REDACTED in err
+    assert not [s for s in SECRETS if s in err], err
+
+
+def test_a_secret_written_in_pieces_is_still_redacted(tmp_path):
+    with open(tmp_path / "o", "w") as handle:
+        stream = SafeLines(handle)
+        for piece in ("no input matches 'gs://b/x?access", "_token=Tok", "3nA' (so", "rry)\n",
+                      "partial line?sig=AzureSigG"):
+            stream.write(piece)
+        stream.flush()
+    assert (tmp_path / "o").read_text() == (
+        f"no input matches 'gs://b/x?access_token={REDACTED}' (sorry)\n"
+        f"partial line?sig={REDACTED}")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("gs://b/x?X-Amz-Date=20260101T000000Z&X-Amz-SignedHeaders=host&X-Amz-Signature=ab",
+     f"gs://b/x?X-Amz-Date={REDACTED}&X-Amz-SignedHeaders={REDACTED}&X-Amz-Signature={REDACTED}"),
+    ("a\x1b[31mred\x07\r\x7f\x9b", "a\\x1b[31mred\\x07\\x0d\\x7f\\x9b"),
+    ("file-\udcff\udcfe.csv", "file-\\xff\\xfe.csv"),  # invalid UTF-8, as surrogateescape has it
+    ("evil\u202etxt.csv\u2028x", "evil\\u202etxt.csv\\u2028x"),
+    ("tab\tand été 2 cats, 猫\n", "tab\tand été 2 cats, 猫\n"),  # printable text stays
+])
+def test_safe_text(text, expected):
+    assert safe_text(text) == expected
+
+
+def test_printable_escapes_every_unprintable_ascii_character():
+    for code in [*range(0x20), 0x7f]:
+        char = chr(code)
+        assert printable(char) == (char if char in "\t\n" else f"\\x{code:02x}")
+
+
+# --- raw bytes -------------------------------------------------------------------------------
+
+
+def test_no_line_prints_raw_bytes(tmp_path):
+    """A path with an escape sequence, an invalid UTF-8 byte and a right-to-left override."""
+    name = os.fsencode(str(tmp_path)) + b"/v\x1b[2J\xff\xe2\x80\xae"
+    done = subprocess.run([str(SCRIPT), "verify", name], capture_output=True,
+                          env=os.environ.copy(), timeout=TIMEOUT)
+    assert done.returncode == 1
+    err = done.stderr.decode("utf-8")  # strict: every byte is UTF-8
+    assert err.count("\n") == 1 and "\x1b" not in err and "\u202e" not in err, err
+    assert "v\\x1b[2J\\xff\\u202e" in err, err
+
+
+# --- a reader that goes away -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["inspect", "OUT", "--limit", "300"], ["schema", "OUT"],
+                                     ["verify", "OUT/v"]])
+def test_a_closed_pipe_ends_the_command_quietly_with_141(command, built):
+    """The reader closes the pipe before the command writes (``| head`` at its extreme)."""
+    out, _ = built
+    args = [a.replace("OUT", str(out)) for a in command]
+    proc = subprocess.Popen([str(SCRIPT), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=os.environ.copy())
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=TIMEOUT) == cli.EXIT_BROKEN_PIPE == 141
+    assert err == b""
