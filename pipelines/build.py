@@ -357,6 +357,18 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _local_kind(path: str) -> str | None:
+    """What is at a local ``path``, for output_guard.check_output_kind (a symbolic link
+    counts as what it points to; a broken one as a file: nothing can be created there)."""
+    import os
+
+    try:
+        return output_guard.FOLDER if os.path.isdir(path) else (
+            output_guard.FILE if os.path.lexists(path) else None)
+    except OSError:
+        return None
+
+
 def unchanged_since_latest(root: str, inputs: dict, config_sha256: str) -> str | None:
     """The LATEST version when it was built from the same inputs and config, else None."""
     latest = read_latest(root)
@@ -414,6 +426,10 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
         raise BuildError(f"--wait-for-lease {args.wait_for_lease}: use 0 (refuse at once) or "
                          "more")
     root = config.output.path.rstrip("/")
+    try:
+        output_guard.check_output_kind(root, _local_kind)
+    except output_guard.OutputGuardError as err:
+        raise BuildError(str(err)) from None
     config, found = plan_inputs(config)
     suffix = tff.file_suffix(config.output.compression)
     try:  # the output is not the input, not matched by its glob, does not hold it

@@ -1,6 +1,6 @@
 """What users type, through the installed console script: secrets never reach a printed line,
-no line prints raw bytes, and a closed pipe (``| head``) ends the command quietly with status
-141."""
+no line prints raw bytes, odd output states end in one line before anything
+is written, and a closed pipe (``| head``) ends the command quietly with status 141."""
 
 from __future__ import annotations
 
@@ -177,3 +177,29 @@ def test_a_closed_pipe_ends_the_command_quietly_with_141(command, built):
     err = proc.stderr.read()
     assert proc.wait(timeout=TIMEOUT) == cli.EXIT_BROKEN_PIPE == 141
     assert err == b""
+
+
+# --- odd output states -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state, output, said", [
+    ("file", "afile", "is a file, not a folder"),
+    ("file", "afile/sub/out", "lies inside"),
+    ("lease-folder", "out", "/.lease' is a folder"),
+    ("latest-folder", "out", "/LATEST' is a folder"),
+])
+def test_an_output_that_cannot_hold_a_data_set_is_refused_in_one_line(state, output, said,
+                                                                       config, tmp_path):
+    if state == "file":
+        (tmp_path / "afile").write_text("not ours\n")
+    else:
+        (tmp_path / "out" / {"lease-folder": ".lease", "latest-folder": "LATEST"}[state]
+         ).mkdir(parents=True)
+    before = tree(tmp_path)
+    done = run("build", "--config", config, "--output", tmp_path / output)
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err.count("\n") == 1 and said in err and "BuildError" in err, err
+    assert tree(tmp_path) == before  # nothing written, not even the lease
+    if state == "file":
+        assert (tmp_path / "afile").read_text() == "not ours\n"
