@@ -326,9 +326,11 @@ def first_columns(config: Config, path: str) -> list[str] | None:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="beam-tfrecords build",
-        description="Build a TFRecord data set from a config. Unrecognised flags are Beam "
-                    "pipeline options (e.g. --runner DataflowRunner --project P --region R).",
+        prog="beam-tfrecords build", allow_abbrev=False,
+        description="Build a TFRecord data set from a config. Any Beam pipeline option is "
+                    "accepted too (e.g. --runner DataflowRunner --project P --region R); "
+                    "another flag is a usage error. Flags after a lone -- go to the runner "
+                    "unchecked (a job service's own options).",
     )
     parser.add_argument("--config", required=True, help="data set config (YAML), local or gs://")
     parser.add_argument("--input", help="override source.path (a glob, local or gs://)")
@@ -387,8 +389,8 @@ class Skipped(Exception):
     """--skip-if-unchanged found nothing new; carries the message for the user."""
 
 
-def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
-        ) -> dict[str, Any] | None:
+def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
+        check_flags: bool = True) -> dict[str, Any] | None:
     """Build a data set; returns the manifest when the runner ran the job to completion.
 
     Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do. With a progress
@@ -396,12 +398,23 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     10 s from the command line) a line with the records and bytes written so far, summed over
     every writer process, goes to stderr that often -- except on Dataflow, whose job page
     shows the sink's counters.
+
+    A flag that is neither the build's nor a registered Beam pipeline option is a usage error
+    (pipelines/flags.py) unless ``check_flags`` is false (the Flex Template entry, whose
+    launcher passes template parameters of its own).
     """
     parser = make_parser()
     parser.add_argument("--progress-interval", type=float, default=progress_interval,
                         metavar="SECONDS", help="seconds between progress lines on stderr "
                         f"(default {progress_interval:g}; 0: none)")
-    args, beam_args = parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    args, beam_args = parser.parse_known_args(argv[:end])
+    if check_flags:
+        from beam_tfrecords.pipelines.flags import check_pipeline_flags
+
+        check_pipeline_flags(parser, beam_args)
+    beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
     if args.progress_interval < 0:
         raise BuildError(f"--progress-interval {args.progress_interval}: use 0 (off) or more")
     config = load_config(args.config)

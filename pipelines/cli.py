@@ -11,7 +11,7 @@ Exit status (README.md publishes this table):
 =====  ==========================================================================
 0      success (also: ``build --skip-if-unchanged`` found nothing to do)
 1      the command failed; one line on stderr says why (``verify``: a problem found)
-2      a usage mistake: an unknown command, a missing argument
+2      a usage mistake: an unknown command or flag, a missing argument
 130    stopped by SIGINT (Ctrl-C)
 141    the reader of the output went away (``| head``): stopped quietly, 128 + SIGPIPE
 143    ``build`` stopped by SIGTERM (pipelines/signals.py)
@@ -69,7 +69,7 @@ def _schema(argv: Sequence[str]) -> int:
     return 0
 
 
-def _build(argv: Sequence[str]) -> int:
+def _build(argv: Sequence[str], check_flags: bool = True) -> int:
     import time
 
     from beam_tfrecords.pipelines.build import Skipped, run
@@ -78,7 +78,7 @@ def _build(argv: Sequence[str]) -> int:
 
     started = time.monotonic()
     try:
-        manifest = run(argv, progress_interval=DEFAULT_INTERVAL)
+        manifest = run(argv, progress_interval=DEFAULT_INTERVAL, check_flags=check_flags)
     except Skipped as skipped:
         print(skipped)
         return 0
@@ -318,22 +318,24 @@ def _signals_handled(command: str) -> contextlib.AbstractContextManager:
     return handle_signals()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, check_flags: bool = True) -> int:
     """Run one command; returns its exit status (the table in the module docstring).
 
     Everything it prints, through any path, is redacted and escaped (pipelines/safe_streams.py).
+    ``check_flags=False`` lets ``build`` hand flags it does not know to Beam unchecked (the
+    Flex Template entry's template parameters); otherwise such a flag is a usage error.
     """
     from beam_tfrecords.pipelines.safe_streams import discard_broken_pipes, safe_streams
 
     try:
         with safe_streams():
-            return _main(list(sys.argv[1:] if argv is None else argv))
+            return _main(list(sys.argv[1:] if argv is None else argv), check_flags)
     except BrokenPipeError:  # the reader has gone (``| head``): stop quietly
         discard_broken_pipes()
         return EXIT_BROKEN_PIPE
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], check_flags: bool = True) -> int:
     from beam_tfrecords.pipelines.safe_streams import output_gone
 
     argv, debug = _split_debug(argv)
@@ -346,7 +348,9 @@ def _main(argv: list[str]) -> int:
         _quiet_beams_report_of_user_errors()
     try:
         with _signals_handled(command):
-            return COMMANDS[command](argv[1:])
+            # Only build passes flags on (to Beam); the Flex Template entry skips their check.
+            extra = {} if check_flags or command != "build" else {"check_flags": False}
+            return COMMANDS[command](argv[1:], **extra)
     except KeyboardInterrupt:
         print("beam-tfrecords: interrupted", file=sys.stderr)
         return 130

@@ -1,5 +1,5 @@
 """What users type, through the installed console script: secrets never reach a printed line,
-no line prints raw bytes, odd output states end in one line before anything
+no line prints raw bytes, odd output states and flag typos end in one line before anything
 is written, and a closed pipe (``| head``) ends the command quietly with status 141."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from beam_tfrecords.pipelines import cli
+from beam_tfrecords.pipelines import cli, flags
 from beam_tfrecords.pipelines.safe_streams import SafeLines
 from beam_tfrecords.sinks.format.redact import REDACTED, printable, safe_text
 
@@ -203,3 +203,71 @@ def test_an_output_that_cannot_hold_a_data_set_is_refused_in_one_line(state, out
     assert tree(tmp_path) == before  # nothing written, not even the lease
     if state == "file":
         assert (tmp_path / "afile").read_text() == "not ours\n"
+
+
+# --- our flags -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("typo, suggested", [
+    (["--ouput", "OUT"], "--output"),
+    (["--ouput=OUT"], "--output"),
+    (["--out", "OUT"], "--output"),  # abbreviations are refused, not taken as --output
+    (["--skip_if_unchanged"], "--skip-if-unchanged"),
+    (["--direct_num_worker", "2"], "--direct_num_workers"),  # Beam's are suggested too
+])
+def test_a_mistyped_flag_is_a_usage_error_with_a_suggestion(typo, suggested, config,
+                                                             tmp_path):
+    before = tree(tmp_path)
+    done = run("build", "--config", config,
+               *[a.replace("OUT", str(tmp_path / "elsewhere")) for a in typo])
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert f"(did you mean {suggested}?)" in err.splitlines()[-1], err
+    assert tree(tmp_path) == before  # nothing built, here or in the config's output
+
+
+def test_a_stray_argument_and_a_bad_beam_value_are_usage_errors(config, tmp_path):
+    stray = run("build", "--config", config, "stray")
+    assert stray.returncode == 2 and b"'stray'" in stray.stderr
+    bad = run("build", "--config", config, "--direct_num_workers", "two")
+    assert bad.returncode == 2 and b"--direct_num_workers" in bad.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_beam_options_and_flags_after_a_lone_dash_dash_pass(tmp_path):
+    """Refused for its missing config (exit 1), so every flag passed the check."""
+    done = run("build", "--config", tmp_path / "missing.yaml", "--runner", "DirectRunner",
+               "--project", "p", "--region", "r", "--temp_location", tmp_path,
+               "--experiments", "a", "--experiments=b", "--save_main_session",
+               "--no_use_public_ips", "--job_name=nightly", "--parallelism", "3",
+               "--direct_running_mode=in_memory", "--tfrecords_progress_dir", tmp_path,
+               "--", "--a_job_service_option", "5")
+    assert done.returncode == 1, done.stderr.decode()
+    assert b"ConfigError: cannot read config" in done.stderr
+
+
+def test_the_flex_template_entry_passes_template_parameters_unchecked(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "beam_tfrecords.pipelines.flex_template",
+         f"--config={tmp_path / 'missing.yaml'}", "--a_template_parameter=x"],
+        capture_output=True, text=True, env=os.environ.copy(), timeout=TIMEOUT)
+    assert done.returncode == 1, done.stderr
+    assert "ConfigError: cannot read config" in done.stderr
+
+
+def test_every_option_beam_collects_is_known():
+    """Beam's own collection (PipelineOptions.get_all_options, over its direct subclasses) is
+    a subset of ours, which also reaches subclasses of subclasses."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    class RunnerOptions(StandardOptions):  # a runner's options, two levels down
+        @classmethod
+        def _add_argparse_args(cls, parser):
+            parser.add_argument("--a_runners_own_option")
+
+    parser = flags.pipeline_option_parser()
+    dests = {action.dest for action in parser._actions}
+    assert set(PipelineOptions([]).get_all_options()) <= dests
+    assert "a_runners_own_option" in dests
+    _, unknown = parser.parse_known_args(["--a_runners_own_option=1", "--ouput", "x"])
+    assert unknown == ["--ouput", "x"]
