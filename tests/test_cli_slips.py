@@ -179,6 +179,15 @@ def test_a_closed_pipe_ends_the_command_quietly_with_141(command, built):
     assert err == b""
 
 
+def test_a_broken_pipe_that_is_not_our_output_is_still_an_error(monkeypatch, capsys):
+    def command(argv):
+        raise BrokenPipeError(32, "Broken pipe (a socket to a job service)")
+
+    monkeypatch.setitem(cli.COMMANDS, "verify", command)
+    assert cli.main(["verify", "x"]) == 1
+    assert "unexpected BrokenPipeError" in capsys.readouterr().err
+
+
 # --- odd output states -----------------------------------------------------------------------
 
 
