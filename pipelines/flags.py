@@ -9,6 +9,8 @@ with two vocabularies on one line, a prefix may mean something else tomorrow.
 
 "Registered" means every ``PipelineOptions`` subclass, at any depth, once the modules that
 define runners' options are imported (and the module of a runner named by its dotted path).
+Those imports cost about a second (``apache_beam.yaml`` loads its whole provider), so they
+happen only when a flag is not among the options already registered.
 A portable runner's job service may accept options no Python class describes (Flink's Java
 options); flags after a lone ``--`` go to Beam unchecked. The Flex Template entry, which
 receives template parameters, does not check (pipelines/flex_template.py).
@@ -48,11 +50,13 @@ def _option_classes() -> Iterator[type]:
                 yield cls
 
 
-def pipeline_option_parser(runner: str | None = None) -> argparse.ArgumentParser:
-    """A parser of every pipeline option Beam has registered (see the module docstring)."""
+def pipeline_option_parser(runner: str | None = None, every_module: bool = True
+                           ) -> argparse.ArgumentParser:
+    """A parser of every pipeline option Beam has registered (see the module docstring);
+    ``every_module=False``: of those registered so far, and the runner's."""
     from apache_beam.options.pipeline_options import _BeamArgumentParser
 
-    modules = list(OPTION_MODULES)
+    modules = list(OPTION_MODULES) if every_module else []
     if runner and "." in runner:  # a runner given by its dotted path may define options
         modules.append(runner.rsplit(".", 1)[0])
     for module in modules:
@@ -85,13 +89,16 @@ def check_pipeline_flags(ours: argparse.ArgumentParser, flags: Sequence[str]) ->
     that is not a registered Beam pipeline option, or a value Beam's parser refuses."""
     if not flags:
         return
-    beam = pipeline_option_parser(_runner(flags))
-    try:
-        _, unknown = beam.parse_known_args(list(flags))
-    except _Refused as refused:
-        ours.error(f"{refused} (a Beam pipeline option)")
-    if not unknown:
-        return
+    for every_module in (False, True):
+        beam = pipeline_option_parser(_runner(flags), every_module)
+        try:
+            _, unknown = beam.parse_known_args(list(flags))
+        except _Refused as refused:
+            if every_module:
+                ours.error(f"{refused} (a Beam pipeline option)")
+            continue  # perhaps an option the other modules define takes that value
+        if not unknown:
+            return
     first = unknown[0]
     name = first.split("=", 1)[0]
     if not name.startswith("--"):

@@ -250,6 +250,7 @@ def test_beam_options_and_flags_after_a_lone_dash_dash_pass(tmp_path):
                "--experiments", "a", "--experiments=b", "--save_main_session",
                "--no_use_public_ips", "--job_name=nightly", "--parallelism", "3",
                "--direct_running_mode=in_memory", "--tfrecords_progress_dir", tmp_path,
+               "--render_output=graph.png",  # defined by a runner module build never imports
                "--", "--a_job_service_option", "5")
     assert done.returncode == 1, done.stderr.decode()
     assert b"ConfigError: cannot read config" in done.stderr
