@@ -64,7 +64,8 @@ class SafeLines(io.TextIOBase):
             raise
 
     def close(self) -> None:  # the stream underneath is not ours to close
-        self.flush()
+        if not self.stream.closed:
+            self.flush()
 
     @property
     def closed(self) -> bool:
