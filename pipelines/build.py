@@ -31,6 +31,7 @@ import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.config import Config, check_columns, check_seed, load_config
+from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks import storage
@@ -325,8 +326,8 @@ def first_columns(config: Config, path: str) -> list[str] | None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="beam-tfrecords build", allow_abbrev=False,
+    parser = CommandParser(
+        prog="beam-tfrecords build",
         description="Build a TFRecord data set from a config. Any Beam pipeline option is "
                     "accepted too (e.g. --runner DataflowRunner --project P --region R); "
                     "another flag is a usage error. Flags after a lone -- go to the runner "
@@ -411,8 +412,6 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
     end = argv.index("--") if "--" in argv else len(argv)
     args, beam_args = parser.parse_known_args(argv[:end])
     if check_flags:
-        from beam_tfrecords.pipelines.flags import check_pipeline_flags
-
         check_pipeline_flags(parser, beam_args)
     beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
     if args.progress_interval < 0:

@@ -20,7 +20,6 @@ Exit status (README.md publishes this table):
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import importlib
@@ -31,6 +30,8 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
+from beam_tfrecords.pipelines.flags import CommandParser
+
 __all__ = ["entry", "main"]
 
 
@@ -39,7 +40,7 @@ def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.sinks import storage
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
-    parser = argparse.ArgumentParser(prog="beam-tfrecords schema",
+    parser = CommandParser(prog="beam-tfrecords schema",
                                      description="Print the tf.io parse spec as JSON "
                                                  "(or as Python with --python).")
     parser.add_argument("path", nargs="?", help="a version directory or its manifest.json, "
@@ -96,7 +97,7 @@ def _build(argv: Sequence[str], check_flags: bool = True) -> int:
 def _verify(argv: Sequence[str]) -> int:
     from beam_tfrecords.pipelines.verify import format_table, verify_path
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="beam-tfrecords verify",
         description="Check every record's CRCs and framing, record counts, sizes and crc32c "
                     "against the manifest, listed files that are missing and files the "
@@ -126,7 +127,7 @@ def _inspect(argv: Sequence[str]) -> int:
         summarize,
     )
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="beam-tfrecords inspect",
         description="Print the first examples as JSON and a per-feature summary.")
     parser.add_argument("path", help="a version directory, its manifest.json, an output root "

@@ -24,13 +24,39 @@ import difflib
 import importlib
 from collections.abc import Iterator, Sequence
 
-__all__ = ["OPTION_MODULES", "check_pipeline_flags", "pipeline_option_parser"]
+__all__ = ["OPTION_MODULES", "CommandParser", "check_pipeline_flags", "pipeline_option_parser"]
 
 # Modules that define PipelineOptions subclasses beyond apache_beam.options.pipeline_options
 # (their runners import them only when chosen); one that cannot import defines nothing here.
 OPTION_MODULES = ("apache_beam.options.pipeline_options", "apache_beam.runners.render",
                   "apache_beam.runners.dask.dask_runner", "apache_beam.yaml.options",
                   "beam_tfrecords.sinks.progress_files")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Every command's parser: no abbreviations, and an argument it does not know is a usage
+    error naming the closest flag (``init --ouput`` -> "did you mean --output?")."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):  # noqa: ANN001 -- argparse's signature
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(_unknown(extras[0], [self]))
+        return parsed
+
+
+def _unknown(first: str, parsers: Sequence[argparse.ArgumentParser], more: str = "") -> str:
+    """The usage error for the first argument no parser took."""
+    name = first.split("=", 1)[0]
+    if not name.startswith("--"):
+        return f"unrecognized argument {first!r}"
+    known = [option for parser in parsers for action in parser._actions
+             for option in action.option_strings if option.startswith("--")]
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"unknown flag {name}" + (f" (did you mean {close[0]}?)" if close else "") + more
 
 
 class _Refused(Exception):
@@ -99,14 +125,5 @@ def check_pipeline_flags(ours: argparse.ArgumentParser, flags: Sequence[str]) ->
             continue  # perhaps an option the other modules define takes that value
         if not unknown:
             return
-    first = unknown[0]
-    name = first.split("=", 1)[0]
-    if not name.startswith("--"):
-        ours.error(f"unrecognized argument {first!r}: flags take the form --name VALUE or "
-                   "--name=VALUE")
-    known = [option for parser in (ours, beam) for action in parser._actions
-             for option in action.option_strings if option.startswith("--")]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    ours.error(f"unknown flag {name}{hint}: neither ours nor a Beam pipeline option (flags "
-               "after a lone -- go to the runner unchecked)")
+    ours.error(_unknown(unknown[0], [ours, beam], ": neither ours nor a Beam pipeline option "
+                        "(flags after a lone -- go to the runner unchecked)"))

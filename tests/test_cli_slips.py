@@ -235,6 +235,17 @@ def test_a_mistyped_flag_is_a_usage_error_with_a_suggestion(typo, suggested, con
     assert tree(tmp_path) == before  # nothing built, here or in the config's output
 
 
+@pytest.mark.parametrize("command, suggested", [
+    (["init", "--input", "IN", "--ouput", "x.yaml"], "--output"),
+    (["inspect", "IN", "--lim", "2"], "--limit"),  # no abbreviations in any command
+])
+def test_every_command_suggests_the_flag_meant(command, suggested, config, tmp_path):
+    done = run(*[str(tmp_path / "in" / "demo.csv") if a == "IN" else a for a in command])
+    assert done.returncode == 2, done.stderr.decode()
+    assert f"(did you mean {suggested}?)" in done.stderr.decode().splitlines()[-1]
+    assert done.stdout == b""
+
+
 def test_a_stray_argument_and_a_bad_beam_value_are_usage_errors(config, tmp_path):
     stray = run("build", "--config", config, "stray")
     assert stray.returncode == 2 and b"'stray'" in stray.stderr
