@@ -362,14 +362,19 @@ def make_parser() -> argparse.ArgumentParser:
 
 def _local_kind(path: str) -> str | None:
     """What is at a local ``path``, for output_guard.check_output_kind (a symbolic link
-    counts as what it points to; a broken one as a file: nothing can be created there)."""
+    counts as what it points to)."""
     import os
+    import stat
 
     try:
-        return output_guard.FOLDER if os.path.isdir(path) else (
-            output_guard.FILE if os.path.lexists(path) else None)
-    except OSError:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return output_guard.SPECIAL if os.path.islink(path) else None  # a broken link
+    except OSError:  # e.g. ENOTDIR: a file on the way; its parent tells
         return None
+    if stat.S_ISDIR(mode):
+        return output_guard.FOLDER
+    return output_guard.FILE if stat.S_ISREG(mode) else output_guard.SPECIAL
 
 
 def unchanged_since_latest(root: str, inputs: dict, config_sha256: str) -> str | None:

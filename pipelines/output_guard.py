@@ -27,9 +27,12 @@ from collections.abc import Callable, Sequence
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks.format.layout import LATEST, LEASE
 
-__all__ = ["FILE", "FOLDER", "OutputGuardError", "check_locations", "check_output_kind"]
+__all__ = ["FILE", "FOLDER", "OutputGuardError", "SPECIAL", "check_locations",
+           "check_output_kind"]
 
-FOLDER, FILE = "folder", "file"  # what ``kind`` says of a path; None: nothing there
+# What ``kind`` says of a path (None: nothing there). SPECIAL: a FIFO, socket, device or
+# broken symbolic link -- opening a FIFO named LATEST would wait forever.
+FOLDER, FILE, SPECIAL = "folder", "file", "FIFO, socket, device or broken link"
 
 _GCS = "gs://"
 _WILDCARD = re.compile(r"[*?\[]")
@@ -126,30 +129,32 @@ def check_locations(input_pattern: str, output_root: str,
 
 
 def check_output_kind(output_root: str, kind: Callable[[str], str | None]) -> None:
-    """Refuse a local output root that is a file or lies inside one, and one whose ``LATEST``
-    or ``.lease`` -- files we write there -- is a folder. ``kind(path)``: :data:`FOLDER`,
-    :data:`FILE` (anything else that exists), or None; Cloud Storage has no such states
-    (an object and a "folder" of the same name coexist), so only local roots are judged."""
+    """Refuse a local output root that is not a folder or lies inside a file, and one whose
+    ``LATEST`` or ``.lease`` -- files we read and write there -- is not a regular file.
+    ``kind(path)``: :data:`FOLDER`, :data:`FILE`, :data:`SPECIAL` or None. Cloud Storage
+    has no such states (an object and a "folder" of the same name coexist), so only local
+    roots are judged."""
     if "://" in output_root:
         return
     root = _normalize(output_root)
     found = kind(root)
-    if found == FILE:
-        raise OutputGuardError(f"the output {output_root!r} is a file, not a folder; give a "
-                               "folder (it is created when absent)")
+    if found in (FILE, SPECIAL):
+        raise OutputGuardError(f"the output {output_root!r} is a {found}, not a folder; give "
+                               "a folder (it is created when absent)")
     if found is None:
         parent = os.path.dirname(root)
         while parent and parent != os.path.dirname(parent):
             above = kind(parent)
-            if above == FILE:
+            if above in (FILE, SPECIAL):
                 raise OutputGuardError(f"the output {output_root!r} lies inside {parent!r}, "
-                                       "which is a file, not a folder")
+                                       f"which is a {above}, not a folder")
             if above == FOLDER:
                 break
             parent = os.path.dirname(parent)
         return
     for name in (LATEST, LEASE):
-        if kind(os.path.join(root, name)) == FOLDER:
+        inside = kind(os.path.join(root, name))
+        if inside in (FOLDER, SPECIAL):
             raise OutputGuardError(
-                f"{os.path.join(output_root, name)!r} is a folder; a build writes a file by "
-                "that name there -- move that folder away, or choose another output")
+                f"{os.path.join(output_root, name)!r} is a {inside}; a build reads and writes "
+                "a file by that name there -- move it away, or choose another output")

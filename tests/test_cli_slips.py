@@ -196,12 +196,17 @@ def test_a_broken_pipe_that_is_not_our_output_is_still_an_error(monkeypatch, cap
     ("file", "afile/sub/out", "lies inside"),
     ("lease-folder", "out", "/.lease' is a folder"),
     ("latest-folder", "out", "/LATEST' is a folder"),
+    ("latest-fifo", "out", "/LATEST' is a FIFO"),  # reading it would wait forever
+    ("device", "/dev/null", "is a FIFO, socket, device or broken link, not a folder"),
 ])
 def test_an_output_that_cannot_hold_a_data_set_is_refused_in_one_line(state, output, said,
                                                                        config, tmp_path):
     if state == "file":
         (tmp_path / "afile").write_text("not ours\n")
-    else:
+    elif state == "latest-fifo":
+        (tmp_path / "out").mkdir()
+        os.mkfifo(tmp_path / "out" / "LATEST")
+    elif state != "device":
         (tmp_path / "out" / {"lease-folder": ".lease", "latest-folder": "LATEST"}[state]
          ).mkdir(parents=True)
     before = tree(tmp_path)
