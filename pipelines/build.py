@@ -458,7 +458,10 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
     except output_guard.OutputGuardError as err:
         raise BuildError(str(err)) from None
     build_id = uuid.uuid4().hex
-    lease = Lease(root, build_id)
+    try:
+        lease = Lease(root, build_id)
+    except NotImplementedError as err:  # an output filesystem without conditional writes
+        raise BuildError(str(err)) from None
     try:
         lease.acquire(wait=args.wait_for_lease)
     except LeaseHeld as err:

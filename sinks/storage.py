@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import crc32c
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
@@ -213,13 +213,32 @@ def _touch(path: str) -> None:
 
 def _served(path: str) -> None:
     """Raise :class:`NoFilesystem` unless a Beam filesystem serves ``path``'s scheme."""
+    with _other_filesystem(path):
+        try:
+            FileSystems.get_filesystem(path)
+        except ValueError:
+            scheme = path.split("://", 1)[0]
+            raise NoFilesystem(f"{path!r}: no filesystem for {scheme}:// here; local paths "
+                               "and gs:// work, another scheme needs its Beam extra (e.g. "
+                               "apache-beam[aws] for s3://)") from None
+
+
+@contextlib.contextmanager
+def _other_filesystem(path: str) -> Iterator[None]:
+    """A scheme Beam knows but cannot use here (s3:// without boto3 or options, hdfs://
+    without its client) fails in one line naming the path, not a BeamIOError traceback."""
+    if is_local(path) or is_gcs(path):
+        yield
+        return
     try:
-        FileSystems.get_filesystem(path)
-    except ValueError:
+        yield
+    except BeamIOError as err:
+        details = getattr(err, "exception_details", None)
+        inner = next(iter(details.values())) if isinstance(details, dict) and details else err
         scheme = path.split("://", 1)[0]
-        raise NoFilesystem(f"{path!r}: no filesystem for {scheme}:// here; local paths and "
-                           "gs:// work, another scheme needs its Beam extra (e.g. "
-                           "apache-beam[aws] for s3://)") from None
+        raise NoFilesystem(f"{path!r}: the {scheme}:// filesystem failed here "
+                           f"({type(inner).__name__}: {inner}); local paths and gs:// work, "
+                           "another scheme needs its Beam extra and options") from None
 
 
 def gcs_client():
@@ -304,7 +323,8 @@ def open_counted_write(path: str) -> Any:
 
 def open_read(path: str) -> BinaryIO:
     _touch(path)
-    return FileSystems.open(path, compression_type=_RAW)
+    with _other_filesystem(path):
+        return FileSystems.open(path, compression_type=_RAW)
 
 
 def read_text(path: str) -> str:
@@ -316,7 +336,8 @@ def exists(path: str) -> bool:
     """A file, or a directory. On ``gs://`` a directory is a prefix with objects below it."""
     _touch(path)
     if not is_gcs(path):
-        return FileSystems.exists(path)
+        with _other_filesystem(path):
+            return FileSystems.exists(path)
     bucket, name = _split_gcs(path)
     client = gcs_client()
     with _gcs_errors("exists", path):
@@ -341,7 +362,8 @@ def match(pattern: str) -> list:
     if is_local(pattern) and pattern.endswith("/**") and not _GLOB_CHARS.search(top) and (
             os.path.isdir(top)):
         return sorted(_walk_metadata(top), key=lambda m: m.path)
-    result = FileSystems.match([pattern])[0]
+    with _other_filesystem(pattern):
+        result = FileSystems.match([pattern])[0]
     return sorted(result.metadata_list, key=lambda m: m.path)
 
 
