@@ -140,6 +140,7 @@ def test_a_secret_written_in_pieces_is_still_redacted(tmp_path):
     ("file-\udcff\udcfe.csv", "file-\\xff\\xfe.csv"),  # invalid UTF-8, as surrogateescape has it
     ("evil\u202etxt.csv\u2028x", "evil\\u202etxt.csv\\u2028x"),
     ("tab\tand été 2 cats, 猫\n", "tab\tand été 2 cats, 猫\n"),  # printable text stays
+    ("'s3://me:p@ss:w@rd@bucket/x', 'ftp://h/a@b'", "'s3://REDACTED@bucket/x', 'ftp://h/a@b'"),
 ])
 def test_safe_text(text, expected):
     assert safe_text(text) == expected

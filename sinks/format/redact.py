@@ -33,7 +33,8 @@ _AMZ = r"x-amz-[a-z0-9-]+"
 _PARAM = re.compile(
     r"(?i)(^|[?&;\s,])(" + "|".join([_AMZ, *map(re.escape, _SECRET_PARAMS)])
     + r")=([^&;\s'\"#/,]+)")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")  # scheme://user[:pw]@host
+# scheme://user[:pw]@host, up to the authority's last @ (a password may hold one).
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s?#'\"]+@")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
 _OAUTH_TOKEN = re.compile(r"\bya29\.[A-Za-z0-9._-]+")  # Google OAuth access tokens
 
