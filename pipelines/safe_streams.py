@@ -10,83 +10,25 @@ trusting each of them to clean its own text, the command replaces ``sys.stdout``
 streams can bypass the filter. Text is passed on a line at a time (a secret split across two
 ``write`` calls is still seen whole); ``flush`` passes on a partial line too.
 
-What writes to the file descriptors directly (a worker process's own stderr, a native crash
-report) is outside Python's streams and outside this filter.
+Worker processes the command starts (``--direct_running_mode=multi_processing``) print to
+the same stderr -- Beam's worker prints a failed step's traceback there itself -- so the
+command also sets ``BEAM_TFRECORDS_REDACT_STREAMS=1`` for its children, and a process that
+sees it wraps its own streams the same way when it first imports this package's storage
+module (sinks/format/redact.py ``redact_streams_if_asked``). What writes to a file
+descriptor directly (a native crash report) is outside Python's streams and this filter.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
-import threading
 from collections.abc import Iterator
-from typing import TextIO
 
-from beam_tfrecords.sinks.format.redact import safe_text
+from beam_tfrecords.sinks.format.redact import STREAMS_ENV, SafeLines
 
 __all__ = ["SafeLines", "discard_broken_pipes", "output_gone", "safe_streams"]
-
-
-class SafeLines(io.TextIOBase):
-    """A text stream that writes ``safe_text`` of each line to ``stream``."""
-
-    def __init__(self, stream: TextIO) -> None:
-        super().__init__()
-        self.stream = stream
-        self._pending = ""
-        self._lock = threading.Lock()  # the progress line comes from a thread of its own
-        self.broken = False  # a write found the reader gone (EPIPE)
-
-    def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        with self._lock, self._noting_a_broken_pipe():
-            self._pending += text
-            if "\n" in text:
-                lines, _, self._pending = self._pending.rpartition("\n")
-                self.stream.write(safe_text(lines + "\n"))
-        return len(text)
-
-    def flush(self) -> None:
-        with self._lock, self._noting_a_broken_pipe():
-            if self._pending:
-                pending, self._pending = self._pending, ""
-                self.stream.write(safe_text(pending))
-            self.stream.flush()
-
-    @contextlib.contextmanager
-    def _noting_a_broken_pipe(self) -> Iterator[None]:
-        try:
-            yield
-        except BrokenPipeError:
-            self.broken = True
-            raise
-
-    def close(self) -> None:  # the stream underneath is not ours to close
-        if not self.stream.closed:
-            self.flush()
-
-    @property
-    def closed(self) -> bool:
-        return self.stream.closed
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self.stream.fileno()
-
-    def isatty(self) -> bool:
-        return self.stream.isatty()
-
-    @property
-    def encoding(self) -> str:
-        return getattr(self.stream, "encoding", None) or "utf-8"
-
-    @property
-    def errors(self) -> str | None:
-        return getattr(self.stream, "errors", None)
 
 
 @contextlib.contextmanager
@@ -97,9 +39,15 @@ def safe_streams() -> Iterator[None]:
     saved = sys.stdout, sys.stderr
     wrapped = [s if s is None or isinstance(s, SafeLines) else SafeLines(s) for s in saved]
     sys.stdout, sys.stderr = wrapped
+    asked = os.environ.get(STREAMS_ENV)
+    os.environ[STREAMS_ENV] = "1"  # for the processes the command starts
     try:
         yield
     finally:
+        if asked is None:
+            os.environ.pop(STREAMS_ENV, None)
+        else:
+            os.environ[STREAMS_ENV] = asked
         sys.stdout, sys.stderr = saved
         broken = None
         for stream in wrapped:
@@ -122,8 +70,6 @@ def discard_broken_pipes() -> None:
     """Point stdout and stderr at the null device when their reader has gone (``| head``),
     so that the interpreter's last flush of what they still buffer neither fails nor prints
     "Exception ignored"."""
-    import os
-
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

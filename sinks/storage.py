@@ -38,7 +38,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import threaded_file
-from beam_tfrecords.sinks.format.redact import install_log_redaction, redact_text
+from beam_tfrecords.sinks.format.redact import (
+    install_log_redaction,
+    redact_streams_if_asked,
+    redact_text,
+)
 
 __all__ = [
     "CrcCountingWriter",
@@ -66,6 +70,7 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 install_log_redaction()  # every process that touches storage: launcher and workers
+redact_streams_if_asked()  # a worker the command started prints through the same filter
 _COPY_CHUNK = 8 * 1024 * 1024
 _RAW = CompressionTypes.UNCOMPRESSED
 _GCS = "gs://"

@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from beam_tfrecords.pipelines import cli, flags
-from beam_tfrecords.pipelines.safe_streams import SafeLines
-from beam_tfrecords.sinks.format.redact import REDACTED, printable, safe_text
+from beam_tfrecords.sinks.format.redact import REDACTED, SafeLines, printable, safe_text
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
@@ -80,6 +79,22 @@ def test_a_build_over_paths_with_secrets_prints_none_of_them(built):
     assert done.returncode == 0, done.stderr.decode()
     assert (out / "v" / "manifest.json").exists()
     assert b"built demo version v" in done.stdout
+    assert leaked(done) == []
+
+
+def test_worker_processes_print_no_secret_either(tmp_path):
+    """multi_processing workers print a failed step's traceback to the shared stderr
+    themselves; the command asks them (through the environment) to filter it too."""
+    folder = tmp_path / f"in{QUERY}"
+    folder.mkdir()
+    rows = DEMO_CSV.read_text().splitlines(keepends=True)[:101]
+    (folder / "demo.csv").write_text("".join(rows) + "101,maybe,1,dog,0.5\n")  # a reject
+    done = run("build", "--config", DEMO, "--input", f"{folder}/*.csv", "--output",
+               tmp_path / f"out{QUERY}", "--direct_running_mode=multi_processing",
+               "--direct_num_workers=2")
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert "CommitError" in err.splitlines()[-1] and REDACTED in err.splitlines()[-1], err
     assert leaked(done) == []
 
 

@@ -7,17 +7,24 @@ and dead letters and logs are shared widely, so every string we write from such 
 through :func:`redact_text` first. Only the secret part is replaced (``access_token=REDACTED``),
 so the rest of a path still says where things came from.
 
-Pure and Beam-free; :func:`install_log_redaction` adds it to this package's log records.
+Pure and Beam-free; :func:`install_log_redaction` adds it to this package's log records,
+:class:`SafeLines` to a text stream (the command's stdout and stderr).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
+import os
 import re
-from typing import Any
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any, TextIO
 
-__all__ = ["REDACTED", "install_log_redaction", "printable", "redact", "redact_text",
-           "safe_text"]
+__all__ = ["REDACTED", "STREAMS_ENV", "SafeLines", "install_log_redaction", "printable",
+           "redact", "redact_streams_if_asked", "redact_text", "safe_text"]
 
 REDACTED = "REDACTED"
 
@@ -118,3 +125,80 @@ def install_log_redaction() -> None:
 
     logging.setLogRecordFactory(factory)
     _installed = True
+
+
+# Set by the command for the processes it starts: wrap your stdout and stderr too.
+STREAMS_ENV = "BEAM_TFRECORDS_REDACT_STREAMS"
+
+
+class SafeLines(io.TextIOBase):
+    """A text stream that writes ``safe_text`` of each line to ``stream``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+        self._pending = ""
+        self._lock = threading.Lock()  # the progress line comes from a thread of its own
+        self.broken = False  # a write found the reader gone (EPIPE)
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        with self._lock, self._noting_a_broken_pipe():
+            self._pending += text
+            if "\n" in text:
+                lines, _, self._pending = self._pending.rpartition("\n")
+                self.stream.write(safe_text(lines + "\n"))
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock, self._noting_a_broken_pipe():
+            if self._pending:
+                pending, self._pending = self._pending, ""
+                self.stream.write(safe_text(pending))
+            self.stream.flush()
+
+    @contextlib.contextmanager
+    def _noting_a_broken_pipe(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            self.broken = True
+            raise
+
+    def close(self) -> None:  # the stream underneath is not ours to close
+        if not self.stream.closed:
+            self.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.stream.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:
+        return getattr(self.stream, "errors", None)
+
+
+def redact_streams_if_asked() -> None:
+    """In a process the command started (``STREAMS_ENV`` set: a multi_processing worker),
+    make ``sys.stdout`` and ``sys.stderr`` :class:`SafeLines`; elsewhere (a notebook, a
+    library caller's process) leave them alone."""
+    if os.environ.get(STREAMS_ENV) != "1":
+        return
+    if sys.stdout is not None and not isinstance(sys.stdout, SafeLines):
+        sys.stdout = SafeLines(sys.stdout)
+    if sys.stderr is not None and not isinstance(sys.stderr, SafeLines):
+        sys.stderr = SafeLines(sys.stderr)
