@@ -39,6 +39,7 @@ from beam_tfrecords.pipelines.config import (
     check_seed,
     load_config,
 )
+from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
 from beam_tfrecords.sinks import storage
@@ -395,10 +396,12 @@ def first_columns(config: Config, path: str) -> list[str] | None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="beam-tfrecords build",
-        description="Build a TFRecord data set from a config. Unrecognised flags are Beam "
-                    "pipeline options (e.g. --runner DataflowRunner --project P --region R).",
+        description="Build a TFRecord data set from a config. Any Beam pipeline option is "
+                    "accepted too (e.g. --runner DataflowRunner --project P --region R); "
+                    "another flag is a usage error. Flags after a lone -- go to the runner "
+                    "unchecked (a job service's own options).",
     )
     parser.add_argument("--config", required=True, help="data set config (YAML), local or gs://")
     parser.add_argument("--input", help="override source.path (a glob, local or gs://)")
@@ -427,6 +430,23 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _local_kind(path: str) -> str | None:
+    """What is at a local ``path``, for output_guard.check_output_kind (a symbolic link
+    counts as what it points to)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return output_guard.SPECIAL if os.path.islink(path) else None  # a broken link
+    except OSError:  # e.g. ENOTDIR: a file on the way; its parent tells
+        return None
+    if stat.S_ISDIR(mode):
+        return output_guard.FOLDER
+    return output_guard.FILE if stat.S_ISREG(mode) else output_guard.SPECIAL
+
+
 def unchanged_since_latest(root: str, inputs: dict, config_sha256: str) -> str | None:
     """The LATEST version when it was built from the same inputs and config, else None."""
     latest = read_latest(root)
@@ -445,8 +465,8 @@ class Skipped(Exception):
     """--skip-if-unchanged found nothing new; carries the message for the user."""
 
 
-def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
-        ) -> dict[str, Any] | None:
+def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
+        check_flags: bool = True) -> dict[str, Any] | None:
     """Build a data set; returns the manifest when the runner ran the job to completion.
 
     Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do. With a progress
@@ -454,12 +474,21 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     10 s from the command line) a line with the records and bytes written so far, summed over
     every writer process, goes to stderr that often -- except on Dataflow, whose job page
     shows the sink's counters.
+
+    A flag that is neither the build's nor a registered Beam pipeline option is a usage error
+    (pipelines/flags.py) unless ``check_flags`` is false (the Flex Template entry, whose
+    launcher passes template parameters of its own).
     """
     parser = make_parser()
     parser.add_argument("--progress-interval", type=float, default=progress_interval,
                         metavar="SECONDS", help="seconds between progress lines on stderr "
                         f"(default {progress_interval:g}; 0: none)")
-    args, beam_args = parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    args, beam_args = parser.parse_known_args(argv[:end])
+    if check_flags:
+        check_pipeline_flags(parser, beam_args)
+    beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
     if args.progress_interval < 0:
         raise BuildError(f"--progress-interval {args.progress_interval}: use 0 (off) or more")
     untested = check_runner(PipelineOptions(beam_args))  # refused before anything is written
@@ -487,6 +516,10 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
         raise BuildError(f"--wait-for-lease {args.wait_for_lease}: use 0 (refuse at once) or "
                          "more")
     root = config.output.path.rstrip("/")
+    try:
+        output_guard.check_output_kind(root, _local_kind)
+    except output_guard.OutputGuardError as err:
+        raise BuildError(str(err)) from None
     config, found = plan_inputs(config)
     suffix = tff.file_suffix(config.output.compression)
     try:  # the output is not the input, not matched by its glob, does not hold it
@@ -498,7 +531,10 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0
     except output_guard.OutputGuardError as err:
         raise BuildError(str(err)) from None
     build_id = uuid.uuid4().hex
-    lease = Lease(root, build_id)
+    try:
+        lease = Lease(root, build_id)
+    except NotImplementedError as err:  # an output filesystem without conditional writes
+        raise BuildError(str(err)) from None
     try:
         lease.acquire(wait=args.wait_for_lease)
     except LeaseHeld as err:

@@ -1,17 +1,25 @@
 """The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect`` and ``schema``.
 
-Exit status 0 on success; otherwise non-zero. An error the user can act on (a
-:class:`~beam_tfrecords.errors.UserError`) is one line on stderr, because the reader is usually
-a scheduler's log; anything else is a bug and prints its traceback. ``--debug``, anywhere on the
-command line, prints the traceback of every error.
+An error the user can act on (a :class:`~beam_tfrecords.errors.UserError`) is one line on
+stderr, because the reader is usually a scheduler's log; anything else is a bug and prints its
+traceback. ``--debug``, anywhere on the command line, prints the traceback of every error.
+Every line printed, by any path, has its secrets redacted and its unprintable characters
+escaped (pipelines/safe_streams.py).
 
-``build`` ended by SIGINT or SIGTERM exits 130 or 143 with one line saying what it committed,
-after stopping its worker processes (pipelines/signals.py).
+Exit status (README.md publishes this table):
+
+=====  ==========================================================================
+0      success (also: ``build --skip-if-unchanged`` found nothing to do)
+1      the command failed; one line on stderr says why (``verify``: a problem found)
+2      a usage mistake: an unknown command or flag, a missing argument
+130    stopped by SIGINT (Ctrl-C)
+141    the reader of the output went away (``| head``): stopped quietly, 128 + SIGPIPE
+143    ``build`` stopped by SIGTERM (pipelines/signals.py)
+=====  ==========================================================================
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import importlib
@@ -23,6 +31,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 
 from beam_tfrecords import crash_note
+from beam_tfrecords.pipelines.flags import CommandParser
 
 __all__ = ["entry", "main"]
 
@@ -32,7 +41,7 @@ def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.sinks import storage
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
-    parser = argparse.ArgumentParser(prog="beam-tfrecords schema",
+    parser = CommandParser(prog="beam-tfrecords schema",
                                      description="Print the tf.io parse spec as JSON "
                                                  "(or as Python with --python).")
     parser.add_argument("path", nargs="?", help="a version directory or its manifest.json, "
@@ -62,7 +71,7 @@ def _schema(argv: Sequence[str]) -> int:
     return 0
 
 
-def _build(argv: Sequence[str]) -> int:
+def _build(argv: Sequence[str], check_flags: bool = True) -> int:
     import time
 
     from beam_tfrecords.pipelines.build import Skipped, run
@@ -71,7 +80,7 @@ def _build(argv: Sequence[str]) -> int:
 
     started = time.monotonic()
     try:
-        manifest = run(argv, progress_interval=DEFAULT_INTERVAL)
+        manifest = run(argv, progress_interval=DEFAULT_INTERVAL, check_flags=check_flags)
     except Skipped as skipped:
         print(skipped)
         return 0
@@ -89,7 +98,7 @@ def _build(argv: Sequence[str]) -> int:
 def _verify(argv: Sequence[str]) -> int:
     from beam_tfrecords.pipelines.verify import format_table, verify_path
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="beam-tfrecords verify",
         description="Check every record's CRCs and framing, record counts, sizes and crc32c "
                     "against the manifest, listed files that are missing and files the "
@@ -119,7 +128,7 @@ def _inspect(argv: Sequence[str]) -> int:
         summarize,
     )
 
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="beam-tfrecords inspect",
         description="Print the first examples as JSON and a per-feature summary.")
     parser.add_argument("path", help="a version directory, its manifest.json, an output root "
@@ -184,6 +193,7 @@ usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema} ...  (each ha
 An error you can act on is one line on stderr; anything else is a bug of ours and prints its
 traceback. --debug (anywhere on the line) prints the traceback of every error."""
 DEBUG_FLAG = "--debug"
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as the shell reports a writer its reader left
 # Beam appends this to the message of an error raised inside a pipeline step.
 _STEP_SUFFIX = re.compile(r"(?: \[while running '[^']*'\])+$")
 
@@ -311,8 +321,27 @@ def _signals_handled(command: str) -> contextlib.AbstractContextManager:
     return handle_signals()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+def main(argv: Sequence[str] | None = None, *, check_flags: bool = True) -> int:
+    """Run one command; returns its exit status (the table in the module docstring).
+
+    Everything it prints, through any path, is redacted and escaped (pipelines/safe_streams.py).
+    ``check_flags=False`` lets ``build`` hand flags it does not know to Beam unchecked (the
+    Flex Template entry's template parameters); otherwise such a flag is a usage error.
+    """
+    from beam_tfrecords.pipelines.safe_streams import discard_broken_pipes, safe_streams
+
+    try:
+        with safe_streams():
+            return _main(list(sys.argv[1:] if argv is None else argv), check_flags)
+    except BrokenPipeError:  # the reader has gone (``| head``): stop quietly
+        discard_broken_pipes()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str], check_flags: bool = True) -> int:
+    from beam_tfrecords.pipelines.safe_streams import output_gone
+
+    argv, debug = _split_debug(argv)
     if argv == ["--version"]:
         from beam_tfrecords import __version__
 
@@ -327,11 +356,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_beams_report_of_user_errors()
     try:
         with _signals_handled(command):
-            return COMMANDS[command](argv[1:])
+            # Only build passes flags on (to Beam); the Flex Template entry skips their check.
+            extra = {} if check_flags or command != "build" else {"check_flags": False}
+            return COMMANDS[command](argv[1:], **extra)
     except KeyboardInterrupt:
         print("beam-tfrecords: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
+        if isinstance(err, BrokenPipeError) and output_gone():
+            raise  # main ends quietly
         user = user_error_line(err)
         if debug or user is None:
             traceback.print_exc(file=sys.stderr)

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"beam-tfrecords build: {err}", file=sys.stderr)
         return 2
-    return cli_main(["build", *args])
+    return cli_main(["build", *args], check_flags=False)  # template parameters are not ours
 
 
 if __name__ == "__main__":

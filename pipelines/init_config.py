@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.pipelines.flags import CommandParser
 from beam_tfrecords.sinks import storage
 
 __all__ = ["Column", "InitError", "columns_of", "features_from_arrow", "main", "render"]
@@ -774,7 +775,7 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="beam-tfrecords init",
         description="Print a complete, commented config inferred from the input data.")
     parser.add_argument("--input", required=True,

@@ -7,6 +7,9 @@ Three mistakes would destroy data or build garbage, and none is caught by the co
   build would delete them);
 - ``..`` in a Cloud Storage path: object names are never normalized, so ``gs://b/a/../x``
   names an object under a literal ``..`` folder, not ``gs://b/x``;
+- a local output that cannot hold a data set: a file, a path through a file, or a folder
+  whose ``LATEST`` or ``.lease`` is a folder (:func:`check_output_kind`) -- found at the
+  first write otherwise, as a traceback after the lease was taken or a whole build was run.
 
 What in a non-empty output location is ours is decided by content (markers and manifests),
 never by names, in sinks/ownership.py.
@@ -19,12 +22,17 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks.format.layout import LATEST
+from beam_tfrecords.sinks.format.layout import LATEST, LEASE
 
-__all__ = ["OutputGuardError", "check_locations"]
+__all__ = ["FILE", "FOLDER", "OutputGuardError", "SPECIAL", "check_locations",
+           "check_output_kind"]
+
+# What ``kind`` says of a path (None: nothing there). SPECIAL: a FIFO, socket, device or
+# broken symbolic link -- opening a FIFO named LATEST would wait forever.
+FOLDER, FILE, SPECIAL = "folder", "file", "FIFO, socket, device or broken link"
 
 _GCS = "gs://"
 _WILDCARD = re.compile(r"[*?\[]")
@@ -118,3 +126,35 @@ def check_locations(input_pattern: str, output_root: str,
         raise OutputGuardError(
             f"the input glob {input_pattern!r} matches the output ({hit!r}); a rebuild would "
             "read its own output -- choose an output location the glob cannot match")
+
+
+def check_output_kind(output_root: str, kind: Callable[[str], str | None]) -> None:
+    """Refuse a local output root that is not a folder or lies inside a file, and one whose
+    ``LATEST`` or ``.lease`` -- files we read and write there -- is not a regular file.
+    ``kind(path)``: :data:`FOLDER`, :data:`FILE`, :data:`SPECIAL` or None. Cloud Storage
+    has no such states (an object and a "folder" of the same name coexist), so only local
+    roots are judged."""
+    if "://" in output_root:
+        return
+    root = _normalize(output_root)
+    found = kind(root)
+    if found in (FILE, SPECIAL):
+        raise OutputGuardError(f"the output {output_root!r} is a {found}, not a folder; give "
+                               "a folder (it is created when absent)")
+    if found is None:
+        parent = os.path.dirname(root)
+        while parent and parent != os.path.dirname(parent):
+            above = kind(parent)
+            if above in (FILE, SPECIAL):
+                raise OutputGuardError(f"the output {output_root!r} lies inside {parent!r}, "
+                                       f"which is a {above}, not a folder")
+            if above == FOLDER:
+                break
+            parent = os.path.dirname(parent)
+        return
+    for name in (LATEST, LEASE):
+        inside = kind(os.path.join(root, name))
+        if inside in (FOLDER, SPECIAL):
+            raise OutputGuardError(
+                f"{os.path.join(output_root, name)!r} is a {inside}; a build reads and writes "
+                "a file by that name there -- move it away, or choose another output")

@@ -57,6 +57,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from beam_tfrecords.sinks.format.redact import safe_text
 from beam_tfrecords.sinks.lease import pid_running
 
 __all__ = ["CANCEL_SECONDS", "CLEANUP_SECONDS", "EXIT_STATUS", "claim_signals",
@@ -355,7 +356,8 @@ class _Watcher:
     def _exit(self, message: str) -> None:
         signum = self.signalled or signal.SIGTERM
         name = signal.Signals(signum).name
-        line = f"{self.prog}: interrupted ({name}): {' '.join(message.split())}\n"  # one line
+        # One line, redacted and escaped as the command's own lines are (it bypasses them).
+        line = f"{self.prog}: interrupted ({name}): {safe_text(' '.join(message.split()))}\n"
         with contextlib.suppress(OSError):
             os.write(self._stderr, line.encode("utf-8", "replace"))
         os._exit(EXIT_STATUS.get(signum, 128 + signum))

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import crc32c
-from apache_beam.io.filesystem import CompressionTypes, FileMetadata
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
@@ -45,10 +45,15 @@ from beam_tfrecords.sinks.format.file_identity import (
     kind_of_mode,
     not_a_file,
 )
-from beam_tfrecords.sinks.format.redact import install_log_redaction, redact_text
+from beam_tfrecords.sinks.format.redact import (
+    install_log_redaction,
+    redact_streams_if_asked,
+    redact_text,
+)
 
 __all__ = [
     "CrcCountingWriter",
+    "NoFilesystem",
     "NoMatch",
     "StorageUnavailable",
     "concatenate",
@@ -76,6 +81,7 @@ __all__ = [
 
 _LOG = logging.getLogger(__name__)
 install_log_redaction()  # every process that touches storage: launcher and workers
+redact_streams_if_asked()  # a worker the command started prints through the same filter
 _COPY_CHUNK = 8 * 1024 * 1024
 _RAW = CompressionTypes.UNCOMPRESSED
 _GCS = "gs://"
@@ -94,6 +100,8 @@ class NoMatch(UserError, FileNotFoundError):
 
 
 def join(base: str, *parts: str) -> str:
+    if parts and not is_local(base) and not is_gcs(base):
+        _served(base)
     return FileSystems.join(base, *parts) if parts else base
 
 
@@ -206,10 +214,47 @@ def _emulator_credentials_for_beam() -> None:
         pass
 
 
+class NoFilesystem(UserError, ValueError):
+    """A path whose scheme no Beam filesystem here serves (``https://``, a typo, ``s3://``
+    without its extra)."""
+
+
 def _touch(path: str) -> None:
     """Called before any filesystem work on ``path``."""
     if is_gcs(path):
         _emulator_credentials_for_beam()
+    elif not is_local(path):
+        _served(path)
+
+
+def _served(path: str) -> None:
+    """Raise :class:`NoFilesystem` unless a Beam filesystem serves ``path``'s scheme."""
+    with _other_filesystem(path):
+        try:
+            FileSystems.get_filesystem(path)
+        except ValueError:
+            scheme = path.split("://", 1)[0]
+            raise NoFilesystem(f"{path!r}: no filesystem for {scheme}:// here; local paths "
+                               "and gs:// work, another scheme needs its Beam extra (e.g. "
+                               "apache-beam[aws] for s3://)") from None
+
+
+@contextlib.contextmanager
+def _other_filesystem(path: str) -> Iterator[None]:
+    """A scheme Beam knows but cannot use here (s3:// without boto3 or options, hdfs://
+    without its client) fails in one line naming the path, not a BeamIOError traceback."""
+    if is_local(path) or is_gcs(path):
+        yield
+        return
+    try:
+        yield
+    except BeamIOError as err:
+        details = getattr(err, "exception_details", None)
+        inner = next(iter(details.values())) if isinstance(details, dict) and details else err
+        scheme = path.split("://", 1)[0]
+        raise NoFilesystem(f"{path!r}: the {scheme}:// filesystem failed here "
+                           f"({type(inner).__name__}: {inner}); local paths and gs:// work, "
+                           "another scheme needs its Beam extra and options") from None
 
 
 def gcs_client():
@@ -294,7 +339,8 @@ def open_counted_write(path: str) -> Any:
 
 def open_read(path: str) -> BinaryIO:
     _touch(path)
-    return FileSystems.open(path, compression_type=_RAW)
+    with _other_filesystem(path):
+        return FileSystems.open(path, compression_type=_RAW)
 
 
 def read_text(path: str) -> str:
@@ -304,8 +350,10 @@ def read_text(path: str) -> str:
 
 def exists(path: str) -> bool:
     """A file, or a directory. On ``gs://`` a directory is a prefix with objects below it."""
+    _touch(path)
     if not is_gcs(path):
-        return FileSystems.exists(path)
+        with _other_filesystem(path):
+            return FileSystems.exists(path)
     bucket, name = _split_gcs(path)
     client = gcs_client()
     with _gcs_errors("exists", path):
@@ -330,7 +378,8 @@ def match(pattern: str) -> list:
     if is_local(pattern) and pattern.endswith("/**") and not _GLOB_CHARS.search(top) and (
             os.path.isdir(top)):
         return sorted(_walk_metadata(top), key=lambda m: m.path)
-    result = FileSystems.match([pattern])[0]
+    with _other_filesystem(pattern):
+        result = FileSystems.match([pattern])[0]
     return sorted(result.metadata_list, key=lambda m: m.path)
 
 
