@@ -14,8 +14,14 @@ import uuid
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW, FeatureValueError
+from beam_tfrecords.transforms.codec.coercion import (
+    FLOAT32_OVERFLOW,
+    FeatureValueError,
+    element_coercer,
+)
 from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder, ExampleEncoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
@@ -114,9 +120,9 @@ def test_text_dates(name, kwargs, value, expected):
 
 
 @pytest.mark.parametrize("kwargs,value,needle", [
-    ({}, "2020-01-01", "not an integer, bool, date or datetime"),  # no format: text is text
+    ({}, "2020-01-01", "not an integer or true/false"),  # no format: a date is no number
     ({"format": "iso8601"}, "2020-02-30", "day is out of range for month"),
-    ({"format": "iso8601"}, "1577836800", "not an ISO-8601 date or datetime"),  # JSON numbers
+    ({"format": "iso8601"}, "yesterday", "not an integer or true/false, and not an ISO-8601"),
     ({"format": "iso8601"}, b"2020-01-01", "not an integer, bool, date or datetime"),
     ({"format": "%d/%m/%Y"}, "2020-01-01", "not a date or datetime in format '%d/%m/%Y'"),
     ({"format": "iso8601", "unit": "ns"}, "2300-01-01", "outside the int64 range"),
@@ -205,7 +211,7 @@ REJECTED = [
     ("int_too_small", {"dtype": "int64"}, -(2**63) - 1, "outside the int64 range"),
     ("uint64_too_big", {"dtype": "int64"}, np.uint64(2**63), "outside the int64 range"),
     ("float_too_big_for_int", {"dtype": "int64"}, 1e19, "outside the int64 range"),
-    ("text_to_int", {"dtype": "int64"}, "1", "not an integer"),
+    ("text_to_int", {"dtype": "int64"}, "one", "not an integer or true/false"),
     ("bytes_to_int", {"dtype": "int64"}, b"1", "not an integer"),
     ("fractional_decimal", {"dtype": "int64"}, decimal.Decimal("1.5"), "fractional part"),
     ("bool_to_float", {"dtype": "float"}, True, "a bool is not a float"),
@@ -214,7 +220,7 @@ REJECTED = [
     ("beyond_float32_negative", {"dtype": "float"}, -1e39, "outside the float32 range"),
     ("just_past_float32", {"dtype": "float"}, FLOAT32_OVERFLOW, "outside the float32 range"),
     ("huge_int_to_float", {"dtype": "float"}, 10**400, "outside the float32 range"),
-    ("text_to_float", {"dtype": "float"}, "1.5", "not a number"),
+    ("text_to_float", {"dtype": "float"}, "1.5.2", "not a number"),
     ("nan_when_refused", {"dtype": "float", "nan": "error"}, math.nan, "NaN is not allowed"),
     ("int_to_bytes", {"dtype": "bytes"}, 5, "not bytes or str"),
     ("float_to_bytes", {"dtype": "bytes"}, 1.0, "not bytes or str"),
@@ -298,3 +304,52 @@ def test_policy_does_not_depend_on_protobuf_backend():
     assert math.isinf(lenient.value[0])  # what the backend would silently store
     with pytest.raises(FeatureValueError):
         ExampleEncoder([FeatureSpec("f", "float")]).encode({"f": 1e40})
+
+
+# --- text reaching the coercion follows a CSV cell's rules, whatever brought it -----------------
+
+TEXT_CELLS = ["42", " 42 ", "-7", "+3", "true", "FALSE", "517.0", "1e3", "-2.0E+2", "12.5",
+              "0e-999999999", "1e999999999999", "9223372036854775807", "9223372036854775808",
+              "nan", "inf", "-Infinity", "1e400", "1e-400", "2.5", ".5", "5.", "", " ", "x",
+              "0x1f", "1_000", "١٢٣", "2020-01-01", "12.34", "1.005"]
+
+
+def _csv_then_coerced(spec: FeatureSpec, text: str):
+    """What a CSV cell of ``text`` becomes: parse_cell, then the coercion (or the reason)."""
+    from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
+
+    try:
+        value = parse_cell(spec, text)
+    except CellError as err:
+        return ("refused", err.reason)
+    return _coerced(spec, value)
+
+
+def _coerced(spec: FeatureSpec, value):
+    coerce = element_coercer(spec.dtype, spec.name, spec.unit, spec.nan, spec.format,
+                             spec.scale)
+    try:
+        got = coerce(value)
+    except FeatureValueError as err:
+        return ("refused", err.reason)
+    return ("value", repr(got))
+
+
+@pytest.mark.parametrize("kwargs", [{"dtype": "int64"}, {"dtype": "float"},
+                                    {"dtype": "int64", "scale": 2},
+                                    {"dtype": "int64", "format": "iso8601", "unit": "days"}],
+                         ids=["int64", "float", "scale", "date"])
+@pytest.mark.parametrize("text", TEXT_CELLS)
+def test_text_in_a_row_is_what_the_same_csv_cell_is(kwargs, text):
+    """Rows from the API, Beam YAML (its CSV reader types a column as text after one bad cell)
+    or a BigQuery STRING column meet the rules our CSV reader applies to the same text."""
+    spec = FeatureSpec("f", **kwargs)
+    assert _coerced(spec, text) == _csv_then_coerced(spec, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="0123456789+-.eE xtruefalsn", max_size=12),
+       dtype=st.sampled_from(["int64", "float"]))
+def test_any_text_agrees_with_the_csv_cell_rules(text, dtype):
+    spec = FeatureSpec("f", dtype)
+    assert _coerced(spec, text) == _csv_then_coerced(spec, text)

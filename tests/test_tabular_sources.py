@@ -585,7 +585,7 @@ def test_jsonl_date_text_becomes_epoch_integers_on_both_paths(tmp_path):
         '{"id": 3, "when": "2024-03-01 12:34:56.123456789Z"}',
         '{"id": 4, "when": "1969-12-31T23:59:59.9995"}',  # floors to the millisecond
         '{"id": 6, "when": "2024-02-30"}',
-        '{"id": 7, "when": "1709251200000"}',  # text is a date, never a number
+        '{"id": 7, "when": "1709251200000"}',  # whole-number text: a number, as in CSV
         '{"id": 8, "when": "2024-03-01T12:34:56+02:00"}',
     ]
     clean = [f'{{"id": {100 + n}, "when": "2024-01-01T00:00:{n:02d}Z"}}' for n in range(40)]
@@ -602,26 +602,27 @@ def test_jsonl_date_text_becomes_epoch_integers_on_both_paths(tmp_path):
     assert values[1] == 1709251200000 and values[2] == 1709289296500
     assert values[3] == 1709296496123 and values[4] == -1
     assert values[8] == 1709289296000 and values[100] == 1704067200000
-    assert sorted(reasons) == [45, 46]
+    assert values[7] == 1709251200000 and sorted(reasons) == [45]
     assert reasons[45][0] == "when" and "day is out of range for month" in reasons[45][1]
     assert "'2024-02-30'" in reasons[45][1]
-    assert "not an ISO-8601 date or datetime" in reasons[46][1]
 
 
-def test_jsonl_text_is_no_number_without_a_date_format(tmp_path):
-    """Whole-number text is a CSV matter: a JSON string into a plain int64 feature stays
-    refused, as before (JSON numbers carry numbers)."""
+def test_jsonl_number_text_follows_the_csv_cell_rules(tmp_path):
+    """A JSON string holding a number, for a number feature, is read by the rules of the
+    same text in a CSV cell (one table of coercions on every entry point); a date stays a
+    date only where the feature has a date format."""
     path = tmp_path / "n.jsonl"
     path.write_text('{"id": 1, "when": "517.0"}\n{"id": 2, "when": 517.0}\n'
-                    '{"id": 3, "when": "2024-03-01"}\n')
+                    '{"id": 3, "when": "2024-03-01"}\n{"id": 4, "when": "517.5"}\n')
     features = [F("id", "int64"), F("when", "int64")]
-    values, reasons = _built(features, _run_fn(_ReadJsonlFile(JsonlOptions(), features,
-                                                              columnar=False), path)[0])
-    assert values == {2: 517} and sorted(reasons) == [1, 3]
+    for columnar in (False, True):
+        values, reasons = _built(features, _run_fn(_ReadJsonlFile(JsonlOptions(), features,
+                                                                  columnar=columnar), path)[0])
+        assert values == {1: 517, 2: 517} and sorted(reasons) == [3, 4]
     dated = [F("id", "int64"), F("when", "int64", unit="days", format="iso8601")]
     values, reasons = _built(dated, _run_fn(_ReadJsonlFile(JsonlOptions(), dated,
                                                            columnar=False), path)[0])
-    assert values == {2: 517, 3: 19783} and sorted(reasons) == [1]
+    assert values == {1: 517, 2: 517, 3: 19783} and sorted(reasons) == [4]
 
 
 # --- JSON Lines records leave in file order ----------------------------------------------------

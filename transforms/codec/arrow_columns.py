@@ -368,7 +368,12 @@ def check_type(spec: FeatureSpec, t: pa.DataType) -> str:
     """Why a column of type ``t`` is columnar for ``spec``; raises Unsupported if it is not."""
     t = undict(t)
     depth, leaf = list_depth(t)
-    leaf_kind(leaf)  # raises for the types converted per row
+    kind = leaf_kind(leaf)  # raises for the types converted per row
+    if kind == "text" and (spec.dtype == "float" or (spec.dtype == "int64"
+                                                     and spec.format is None)):
+        # Number text (a BigQuery STRING column, Beam YAML's text fields) follows the rules
+        # of a CSV cell, which the per-row coercion applies (text_values.int64_text).
+        raise Unsupported(f"{t} into {spec.dtype}: number text is parsed per row")
     # Any depth: rows nested unlike the shape are rejected, as the row path's walk rejects
     # them (one level for several dimensions: the values already flat).
     if not spec.shape and depth:
@@ -382,8 +387,8 @@ def never_coerces(spec: FeatureSpec, kind: str) -> bool:
     """True when no value of this leaf kind passes the coercion policy for ``spec``."""
     if kind in ("struct", "null"):
         return True
-    if spec.dtype == "int64":  # decimals: whole ones pass; text: dates, with a format
-        return kind == "binary" or (kind == "text" and spec.format is None)
-    if spec.dtype == "float":
-        return kind in ("text", "binary", "bool", "time", "date", "clock")
+    if spec.dtype == "int64":  # decimals: whole ones pass; text: numbers and dates
+        return kind == "binary"
+    if spec.dtype == "float":  # text: numbers (check_type sends it per row)
+        return kind in ("binary", "bool", "time", "date", "clock")
     return kind in ("int", "uint", "float", "bool", "time", "date", "clock", "decimal")

@@ -8,13 +8,15 @@ per target type, and never depends on the installed protobuf:
 * int64  <- int, bool, numpy integers and bools, uint64 up to 2**63-1, floats that are whole
   numbers (a fractional part is an error, never truncated), Decimal whole numbers, dates and
   datetimes (integers since 1970-01-01 UTC in the feature's unit; naive datetimes are UTC),
-  times of day (integers since midnight in the unit), and -- for features with a date
-  ``format`` (a config's ``unit:`` or ``format:``) -- date and datetime text, parsed as
-  :mod:`text_values` does in every format. A feature's ``scale`` k stores numbers (ints,
+  times of day (integers since midnight in the unit), and text by the rules a CSV cell
+  follows, whatever brought it (``text_values.int64_text``: ``"42"``, ``" 517.0 "``,
+  ``"true"``; and, for features with a date ``format`` -- a config's ``unit:`` or
+  ``format:`` -- date and datetime text). A feature's ``scale`` k stores numbers (ints,
   Decimals, and floats as the shortest decimal that reads back as them, ``repr``; not bools,
   dates or times) as their value times 10**k, which must be a whole number (never rounded):
   ``scale: 2`` makes the Decimal 12.34 and the float 12.34 the integer 1234.
-* float  <- float, int, numpy floats and ints, Decimal. A finite value outside the float32
+* float  <- float, int, numpy floats and ints, Decimal, and number text by a CSV cell's rules
+  (``text_values.float_text``: ``"2.5"``, ``"1e-3"``, ``"nan"``). A finite value outside the float32
   range is an error, not a silent inf; an explicit inf or NaN is a value (NaN policy aside).
   bool is refused: store flags as int64.
 * bytes  <- bytes, bytearray, memoryview, str (UTF-8), numpy bytes and str.
@@ -46,7 +48,8 @@ from beam_tfrecords.transforms.codec.text_values import (
     INT64_RANGE,
     NOT_FINITE,
     TextValueError,
-    parse_time,
+    float_text,
+    int64_text,
     whole_number,
 )
 
@@ -259,11 +262,13 @@ def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None,
         return _datetime64_to_unit(value, unit)
     if isinstance(value, datetime.time):
         return _time_of_day(feature, value, unit)
-    if fmt is not None and isinstance(value, str):
+    if isinstance(value, str):  # text: the rules a CSV cell follows (text_values.int64_text)
         try:
-            return parse_time(value, unit, fmt)
+            parsed = int64_text(value, unit, fmt, scale)
         except TextValueError as err:
             return _fail(feature, value, "int64", err.reason)
+        return to_int64(feature, parsed, unit, None, scale) if scale else _check_int64(
+            feature, value, parsed)
     return _fail(feature, value, "int64", "not an integer, bool, date or datetime")
 
 
@@ -282,6 +287,11 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
         # a finite Decimal or int past float64 (1E+400); Decimal('Infinity') is inf, a value
         if math.isinf(number) and (not isinstance(value, decimal.Decimal) or value.is_finite()):
             return _fail(feature, value, "float", FLOAT32_RANGE)
+    elif isinstance(value, str):  # text: the rules a CSV cell follows (text_values.float_text)
+        try:
+            number = float_text(value)
+        except TextValueError as err:
+            return _fail(feature, value, "float", err.reason)
     else:
         return _fail(feature, value, "float", "not a number")
     if math.isnan(number):

@@ -54,6 +54,8 @@ __all__ = [
     "check_format",
     "decimal_of",
     "decimal_text",
+    "float_text",
+    "int64_text",
     "json_integer",
     "json_number",
     "parse_time",
@@ -188,6 +190,65 @@ def whole_number(number: decimal.Decimal) -> int:
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise TextValueError(INT64_RANGE)
     return value
+
+
+# The scalar text of a number feature, wherever it comes from (a CSV cell, a BigQuery STRING
+# column, Beam YAML's text fields, a dict a user built): one grammar and one set of reasons.
+_INT_TEXT = re.compile(r"^[+-]?\d+$")
+_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$",
+                        re.IGNORECASE)
+_BOOL_TEXT = {"true": 1, "false": 0}
+
+
+def int64_text(text: str, unit: str = "s", fmt: str | None = None,
+               scale: int = 0) -> int | decimal.Decimal:
+    """The text of an int64 value (surrounding spaces ignored): an integer, ``true``/``false``,
+    a whole number in decimal text (``517.0``, ``1e3``: as a Parquet double of that value is
+    stored) or -- with a date ``fmt`` -- a date or datetime in ``unit``. With a ``strptime``
+    layout the date is tried first (``%Y%m%d`` reads ``20240301`` as a date); ISO-8601 text and
+    numbers never look alike. With ``scale`` a number is returned as its exact Decimal, which
+    the encoder multiplies or refuses (12.34 with scale 2 is 1234; 1.005 is refused, never
+    rounded). Other text raises TextValueError with the reason."""
+    cell = text.strip()
+    why = ""
+    if fmt is not None and fmt != ISO8601:
+        try:
+            return parse_time(cell, unit, fmt)
+        except TextValueError as err:
+            why = err.reason
+    lowered = cell.lower()
+    if lowered in _BOOL_TEXT:
+        return _BOOL_TEXT[lowered]
+    if scale and (_INT_TEXT.match(cell) or _FLOAT_TEXT.match(cell)):
+        return decimal_of(cell)
+    if _INT_TEXT.match(cell):
+        try:
+            return int(cell)
+        except ValueError:  # past int()'s 4300 digits: Decimal reads it, the rules judge it
+            return parse_whole(cell)
+    if _FLOAT_TEXT.match(cell):
+        return parse_whole(cell)
+    if fmt is None:
+        raise TextValueError("not an integer or true/false")
+    if fmt == ISO8601:
+        try:
+            return parse_time(cell, unit, fmt)
+        except TextValueError as err:
+            why = err.reason
+    raise TextValueError(f"not an integer or true/false, and {why}")
+
+
+def float_text(text: str) -> float:
+    """The text of a float value (surrounding spaces ignored): decimal or scientific notation,
+    ``nan``, ``inf``. A finite number past float64 (``1e400``) is refused as past float32,
+    never read as ``inf``. Other text raises TextValueError."""
+    cell = text.strip()
+    if _FLOAT_TEXT.match(cell):
+        value = float(cell)
+        if math.isinf(value) and "inf" not in cell.lower():  # 1e400: past float32 too
+            raise TextValueError(FLOAT32_RANGE)
+        return value
+    raise TextValueError("not a number")
 
 
 def json_number(text: str) -> float | decimal.Decimal:

@@ -32,7 +32,6 @@ import csv
 import dataclasses
 import io
 import json
-import math
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -43,14 +42,11 @@ import pyarrow as pa
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
 from beam_tfrecords.transforms.codec.text_values import (
-    FLOAT32_RANGE,
-    ISO8601,
     TextValueError,
-    decimal_of,
+    float_text,
+    int64_text,
     json_integer,
     json_number,
-    parse_time,
-    parse_whole,
 )
 from beam_tfrecords.transforms.readers import csv_columnar as cc
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
@@ -121,10 +117,6 @@ def parse_csv_options(raw: Any, key: str = "source.csv") -> CsvOptions:
 
 # -- cells and rows ---------------------------------------------------------------------------
 
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$",
-                    re.IGNORECASE)
-_TRUE = {"true": 1, "false": 0}
 _SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogateescape decodes them
 # A row at least this long, of which few columns are kept, is split by cc.pick_cells (numpy)
 # rather than csv, which makes a string of every cell.
@@ -138,70 +130,24 @@ class CellError(ValueError):
 
 
 def parse_cell(spec: FeatureSpec, text: str) -> Any:
-    """A CSV cell's text as the Python value the encoder expects for ``spec``."""
+    """A CSV cell's text as the Python value the encoder expects for ``spec``: a JSON array
+    for a list-shaped feature; for a number feature, the text rules every entry point shares
+    (``text_values.int64_text`` / ``float_text``); bytes and string cells exactly as they are,
+    spaces included."""
     if spec.shape or spec.sequence:
         try:
             return json.loads(text, parse_float=json_number, parse_int=json_integer)
         except ValueError as err:
             raise CellError(
                 f"a list-shaped feature needs a JSON array in the cell: {err}") from None
-    cell = text.strip()
-    if spec.dtype == "int64":
-        return _int64_cell(spec, cell)
-    if spec.dtype == "float":
-        if _FLOAT.match(cell):
-            value = float(cell)
-            if math.isinf(value) and "inf" not in cell.lower():  # 1e400: past float32 too
-                raise CellError(FLOAT32_RANGE)
-            return value
-        raise CellError("not a number")
-    return text  # bytes and string cells are kept exactly, spaces included
-
-
-def _int64_cell(spec: FeatureSpec, cell: str) -> int:
-    """An int64 cell (stripped): an integer, true/false, a whole number in decimal text
-    (``517.0``, ``1e3``: as a Parquet double of that value is stored) or -- for a feature
-    with a date format -- a date or datetime in its unit. With a ``strptime`` layout the date
-    is tried first (``%Y%m%d`` reads ``20240301`` as a date); ISO-8601 text and numbers
-    never look alike."""
-    fmt = spec.format
-    if fmt is not None and fmt != ISO8601:
-        try:
-            return parse_time(cell, spec.unit, fmt)
-        except TextValueError as err:
-            why = err.reason
-    lowered = cell.lower()
-    if lowered in _TRUE:
-        return _TRUE[lowered]
-    if spec.scale and (_INT.match(cell) or _FLOAT.match(cell)):
-        # Its exact value, which the encoder stores times 10**scale or refuses (12.34 with
-        # scale: 2 is 1234, 1.005 is refused there, never rounded).
-        try:
-            return decimal_of(cell)
-        except TextValueError as err:
-            raise CellError(err.reason) from None
-    if _INT.match(cell):
-        try:
-            return int(cell)
-        except ValueError:  # past int()'s 4300 digits: Decimal reads it, the rules judge it
-            return _whole(cell)
-    if _FLOAT.match(cell):
-        return _whole(cell)
-    if fmt is None:
-        raise CellError("not an integer or true/false")
-    if fmt == ISO8601:
-        try:
-            return parse_time(cell, spec.unit, fmt)
-        except TextValueError as err:
-            why = err.reason
-    raise CellError(f"not an integer or true/false, and {why}")
-
-
-def _whole(cell: str) -> int:
     try:
-        return parse_whole(cell)
+        if spec.dtype == "int64":
+            return int64_text(text, spec.unit, spec.format, spec.scale)
+        if spec.dtype == "float":
+            return float_text(text)
     except TextValueError as err:
         raise CellError(err.reason) from None
+    return text
 
 
 class _Feed:
