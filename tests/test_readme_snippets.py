@@ -264,3 +264,27 @@ def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_python, tmp_path)
     done = subprocess.run([tf_python, "block.py"], cwd=folder, capture_output=True, text=True,
                           timeout=TIMEOUT, env=dict(workspace_env(), TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, (block.name, done.stdout[-2000:], done.stderr[-4000:])
+
+
+# -- the install section ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_install_from_a_git_url_gives_the_command(tmp_path):
+    """README's ``pip install 'git+file:///path/to/clone'``, with this clone's path (committed
+    HEAD; ``--no-deps`` keeps it to the package itself: the locks install its dependencies)."""
+    block = next(b for b in CODE if b.page == "README.md" and "git+file://" in b.code)
+    assert "pip install 'git+file:///path/to/clone'" in block.code
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=TIMEOUT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
+         "--disable-pip-version-check", f"git+file://{ROOT}"],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)
+    shown = subprocess.run([str(env_dir / "bin" / "beam-tfrecords"), "--version"],
+                           capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=env)
+    assert shown.stdout.strip() == f"beam-tfrecords {version.group(1)}", shown
