@@ -1,4 +1,4 @@
-"""Every code block of README.md and docs/**/*.md runs as printed, or is parsed when it cannot.
+"""Every code block of README.md and docs/**/*.md runs as printed, or is parsed if it cannot.
 
 A block's fence names its language (``python``, ``sh``, ``yaml``, ``json``, or ``text`` for
 output shown as a command prints it, which is not code); the line right before the fence may
@@ -42,7 +42,8 @@ from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.pipelines.verify import verify_path
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# RELIABILITY.md is a page of the site too (docs/reliability.md includes it).
+PAGES = [ROOT / "README.md", ROOT / "RELIABILITY.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
 MARK = re.compile(r"<!-- (snippet: (?:python|yaml)|consumer: [\w.-]+|check-only) -->\n\Z")
 LANGUAGES = {"python", "sh", "yaml", "json", "text"}
