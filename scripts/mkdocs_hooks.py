@@ -64,6 +64,10 @@ def public_names() -> dict[str, str]:
     values = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
               if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
               and node.targets[0].id in ("__all__", "_LAZY")}
+    unknown = set(values["__all__"]) - set(values["_LAZY"]) - {"__version__"}
+    if unknown:
+        raise RuntimeError(f"__init__.py's __all__ names {sorted(unknown)} but its _LAZY table "
+                           "does not say where they live: the API page cannot document them")
     return {name: values["_LAZY"][name] for name in values["__all__"] if name in values["_LAZY"]}
 
 
