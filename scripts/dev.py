@@ -3,11 +3,13 @@
     python3 scripts/dev.py demo   # build configs/demo.yaml on DirectRunner into ./output/demo
     python3 scripts/dev.py test   # run the whole test suite (TensorFlow cross-checks included)
     python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf or e2e test)
+    python3 scripts/dev.py docs   # build the documentation (mkdocs build --strict) into site/
 
 Each command creates what it needs and reuses it next time:
   .venv/     the project's virtual environment (this package, editable, with its dev extras)
   .venv-tf/  TensorFlow, only a test oracle, in its own environment because it needs
              protobuf 7 while Apache Beam needs protobuf 6 (tests talk to it via files)
+  .venv-docs/  MkDocs and its plugins (`docs` only), with this package for the API page
 Every package comes from a lock in locks/ (exact versions and hashes, installed with
 --require-hashes --no-deps; scripts/lock.py makes them), so a fresh machine installs what CI
 tested. An environment is reinstalled when its lock changes.
@@ -25,6 +27,7 @@ import venv
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 TF_VENV = ROOT / ".venv-tf"
+DOCS_VENV = ROOT / ".venv-docs"
 LOCKS = ROOT / "locks"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -42,9 +45,11 @@ def _lock(name: str) -> pathlib.Path:
     return lock
 
 
-def _ensure_env(env: pathlib.Path, lock: pathlib.Path, project: bool) -> pathlib.Path:
+def _ensure_env(env: pathlib.Path, lock: pathlib.Path, project: bool,
+                check: bool = True) -> pathlib.Path:
     """Create ``env`` from ``lock`` (and this package, editable, when ``project``) unless the
-    lock and setup.py are unchanged since the last install."""
+    lock and setup.py are unchanged since the last install. ``check``: ``pip check`` the
+    result (not for an environment that holds this package without its dependencies)."""
     stamp = env / ".installed"
     pinned = [lock, ROOT / "setup.py"] if project else [lock]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in pinned)).hexdigest()
@@ -59,7 +64,8 @@ def _ensure_env(env: pathlib.Path, lock: pathlib.Path, project: bool) -> pathlib
                    cwd=ROOT)
     if project:
         subprocess.run([*pip, "--no-deps", "-e", "."], check=True, cwd=ROOT)
-    subprocess.run([str(python), "-m", "pip", "check"], check=True, cwd=ROOT)
+    if check:
+        subprocess.run([str(python), "-m", "pip", "check"], check=True, cwd=ROOT)
     stamp.write_text(digest)
     return python
 
@@ -70,6 +76,12 @@ def project_env() -> pathlib.Path:
 
 def tf_env() -> pathlib.Path:
     return _ensure_env(TF_VENV, _lock("tf-oracle"), project=False)
+
+
+def docs_env() -> pathlib.Path:
+    """MkDocs from locks/docs-py3.11.txt, with this package installed editable and without
+    its dependencies: mkdocstrings reads the docstrings from the source, never importing it."""
+    return _ensure_env(DOCS_VENV, LOCKS / "docs-py3.11.txt", project=True, check=False)
 
 
 def demo(args: list[str]) -> int:
@@ -96,7 +108,18 @@ def test(args: list[str]) -> int:
     return run_pytest(project_env(), args)
 
 
-COMMANDS = {"demo": demo, "test": test}
+def docs(args: list[str]) -> int:
+    """``mkdocs build --strict`` into site/ (or the folder ``-d DIR`` names); the command
+    line's page runs ``--help`` through the project's environment (scripts/mkdocs_hooks.py)."""
+    env = dict(os.environ, BEAM_TFRECORDS_CLI_PYTHON=str(project_env()))
+    python = docs_env()
+    if "-d" not in args and "--site-dir" not in args:
+        args = [*args, "-d", str(ROOT / "site")]
+    return subprocess.run([str(python), "-m", "mkdocs", "build", "--strict", *args], cwd=ROOT,
+                          env=env).returncode
+
+
+COMMANDS = {"demo": demo, "test": test, "docs": docs}
 
 
 def main() -> int:

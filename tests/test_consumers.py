@@ -192,8 +192,9 @@ SNIPPET = re.compile(r"<!-- consumer: ([\w.-]+) -->\n```python\n(.*?)^```", re.S
 
 
 def readme_snippets() -> dict[str, str]:
-    """``{consumer: code}`` of README's ``<!-- consumer: NAME -->`` blocks."""
-    return dict(SNIPPET.findall((ROOT / "README.md").read_text()))
+    """``{consumer: code}`` of the ``<!-- consumer: NAME -->`` blocks of docs/reading.md (the
+    page README.md sends readers to)."""
+    return dict(SNIPPET.findall((ROOT / "docs" / "reading.md").read_text()))
 
 
 def test_readme_has_a_snippet_for_every_consumer():

@@ -102,3 +102,15 @@ def test_the_oracle_lock_holds_the_oracle_requirements():
             requirement = Requirement(line)
             name = canonicalize_name(requirement.name)
             assert requirement.specifier.contains(pins[name]), (name, pins.get(name))
+
+
+def test_the_docs_lock_holds_the_docs_requirements():
+    pins = _pins(LOCKS / "docs-py3.11.txt")
+    for line in (ROOT / "docs/requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            name = canonicalize_name(requirement.name)
+            assert name in pins and requirement.specifier.contains(pins[name]), (
+                name, pins.get(name))
+            for extra in requirement.extras:  # mkdocstrings[python] needs mkdocstrings-python
+                assert canonicalize_name(f"{name}-{extra}") in pins, (name, extra)

@@ -288,8 +288,11 @@ def _harness_module():
     return module
 
 
+READING = "docs/reading.md"  # where the consumer snippets live (README.md links to it)
+
+
 def readme_snippets() -> dict[str, str]:
-    return dict(SNIPPET.findall((ROOT / "README.md").read_text()))
+    return dict(SNIPPET.findall((ROOT / READING).read_text()))
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -475,7 +478,7 @@ def _git_head() -> str:
                               text=True).stdout
 
     head = git("log", "-1", "--format=%h %s").strip()
-    committed = {k: v for k, v in SNIPPET.findall(git("show", "HEAD:README.md"))
+    committed = {k: v for k, v in SNIPPET.findall(git("show", f"HEAD:{READING}"))
                  if k in CONSUMERS}
     current = {k: v for k, v in readme_snippets().items() if k in CONSUMERS}
     bits = ["README's snippets as in HEAD" if committed == current

@@ -1,0 +1,76 @@
+"""MkDocs hook (mkdocs.yml ``hooks:``): the command-line page is generated from the commands.
+
+A line ``<!-- cli-help: build -->`` in a page becomes the text ``beam-tfrecords build --help``
+prints, run at build time through the project's environment, so the reference cannot drift
+from the argument parsers. ``<!-- cli-help: -->`` (no command) is the top-level usage.
+``<!-- api-reference -->`` becomes one mkdocstrings block per name in
+``beam_tfrecords.__all__``, so a new public name appears on the API page by itself.
+
+The commands import Apache Beam, which the docs environment does not hold: the interpreter is
+``BEAM_TFRECORDS_CLI_PYTHON`` (scripts/dev.py docs sets it to .venv's), else .venv's, else the
+one running MkDocs. A command whose ``--help`` fails fails the build.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARK = re.compile(r"^<!-- cli-help: ?([\w-]*) -->$", re.M)
+COLUMNS = "96"  # argparse wraps at $COLUMNS: a fixed width keeps the page the same everywhere
+
+
+def _python() -> str:
+    chosen = os.environ.get("BEAM_TFRECORDS_CLI_PYTHON")
+    if chosen:
+        return chosen
+    project = ROOT / ".venv" / "bin" / "python"
+    return str(project) if project.exists() else sys.executable
+
+
+def cli_help(command: str) -> str:
+    """What ``beam-tfrecords [command] --help`` prints."""
+    args = [command, "--help"] if command else ["--help"]
+    done = subprocess.run(
+        [_python(), "-m", "beam_tfrecords.pipelines.cli", *args], capture_output=True,
+        text=True, timeout=300, cwd=ROOT, env=dict(os.environ, COLUMNS=COLUMNS))
+    text = done.stdout
+    if done.returncode != 0 or not text.strip():
+        raise RuntimeError(f"beam-tfrecords {command} --help failed "
+                           f"({done.returncode}): {done.stderr.strip()[-500:]}")
+    return text.rstrip()
+
+
+def on_page_markdown(markdown: str, **_) -> str:
+    def render(found: re.Match) -> str:
+        return f"```text\n{cli_help(found.group(1))}\n```"
+
+    return API_MARK.sub(lambda _: api_reference(), MARK.sub(render, markdown))
+
+
+API_MARK = re.compile(r"^<!-- api-reference -->$", re.M)
+
+
+def public_names() -> dict[str, str]:
+    """``{name: module}`` of every name in ``beam_tfrecords.__all__`` that documents itself
+    (``__version__`` does not), read from ``__init__.py``'s ``__all__`` and its lazy-import
+    table without importing the package."""
+    tree = ast.parse((ROOT / "__init__.py").read_text())
+    values = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+              if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id in ("__all__", "_LAZY")}
+    unknown = set(values["__all__"]) - set(values["_LAZY"]) - {"__version__"}
+    if unknown:
+        raise RuntimeError(f"__init__.py's __all__ names {sorted(unknown)} but its _LAZY table "
+                           "does not say where they live: the API page cannot document them")
+    return {name: values["_LAZY"][name] for name in values["__all__"] if name in values["_LAZY"]}
+
+
+def api_reference() -> str:
+    """One mkdocstrings block per public name, in ``__all__``'s order."""
+    return "\n\n".join(f"::: {module}.{name}" for name, module in public_names().items())
