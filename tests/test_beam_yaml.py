@@ -30,6 +30,8 @@ from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "configs" / "beam_yaml" / "demo.yaml"
 TIMEOUT = 300

@@ -14,6 +14,8 @@ import pytest
 from beam_tfrecords.pipelines import cli, flags
 from beam_tfrecords.sinks.format.redact import REDACTED, SafeLines, printable, safe_text
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
 DEMO = ROOT / "configs" / "demo.yaml"

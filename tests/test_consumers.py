@@ -34,6 +34,8 @@ import pytest
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONSUMERS = ROOT / "tests" / "tf_oracle" / "read_with_consumers.py"
 # The sample configs whose input ships with the repository (dataflow.yaml and flink.yaml name

@@ -8,10 +8,13 @@ import json
 import pathlib
 import tarfile
 
+import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.sinks.commit import read_latest
+
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"

@@ -15,6 +15,8 @@ import pytest
 from beam_tfrecords.pipelines.build import make_parser
 from beam_tfrecords.pipelines.flex_template import template_argv
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 METADATA = ROOT / "pipelines" / "flex" / "metadata.json"
 

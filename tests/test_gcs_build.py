@@ -24,6 +24,8 @@ from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.transforms.codec.splits import key_bytes
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
 
 

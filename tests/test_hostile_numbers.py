@@ -27,6 +27,8 @@ from beam_tfrecords_tests_helpers import read_examples, shard_paths
 
 from beam_tfrecords import crash_note
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
 KINDS = {"n": "{type: int64}", "x": "{type: float}", "p": "{type: int64, scale: 2}"}
 GOOD = {"n": "7", "x": "2.5", "p": "1.25"}

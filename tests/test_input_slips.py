@@ -16,6 +16,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
 DATA = ROOT / "configs" / "data"

@@ -24,6 +24,8 @@ import pytest
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.sinks import storage
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
 

@@ -19,6 +19,8 @@ import beam_tfrecords as btf
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import verify
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # What each sample file holds, derived from the file by its format's own library, and our
 # decoder's view of a shard: test_formats.py's, for the command line's builds of the samples.

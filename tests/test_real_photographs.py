@@ -27,6 +27,8 @@ from beam_tfrecords.transforms.readers.image_header import (
     read_header,
 )
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "real-photographs"  # gitignored; filled once per checkout
 WHEEL = "scikit-learn==1.9.1"

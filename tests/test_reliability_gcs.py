@@ -19,6 +19,8 @@ from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks import storage
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"

@@ -7,8 +7,12 @@ from __future__ import annotations
 import pathlib
 import shutil
 
+import pytest
+
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.sinks import ownership
+
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"

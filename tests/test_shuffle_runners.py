@@ -22,6 +22,8 @@ from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import Layout
 
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
 MIN, MAX = 12_000, 40_000
 SEED = 20261124
 
