@@ -438,47 +438,247 @@ def _arrow_refusals() -> tuple[type[Exception], ...]:
 
 
 def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Column], Any]:
-    """Columns of sampled records (JSON Lines, Avro) and their table: Arrow infers the types;
-    a key absent from some records counts as missing there."""
+    """Columns of sampled records (JSON Lines, Avro) and their table: Arrow infers the types
+    (field by field, nested records member by member, where it refuses the whole); a key
+    absent from some records counts as missing there. Then every column is held to every
+    sampled value as the build encodes it (:func:`_fit_records`)."""
     if not records:
         raise InitError(f"{where}: no records to learn from")
-    refused: dict[str, str] = {}
     try:
         # pa.array unites the keys of every record (Table.from_pylist keeps the first's).
         table = pa.Table.from_struct_array(pa.array(records))
+        columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table))
     except _arrow_refusals():  # one field Arrow cannot type: the others still can
-        table, refused = _field_by_field(pa, records)
-        if table is None:
-            raise InitError(f"{where}: no field of the sampled records has one type "
-                            f"({'; '.join(refused.values())}); write the features by hand"
-                            ) from None
-    columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table))
+        table, columns = _field_by_field(pa, records)
     for column in columns:
-        if len(column.source) == 1 and column.dtype == "string":
+        if (table is not None and len(column.source) == 1 and column.dtype == "string"
+                and column.source[0] in table.column_names):
             _date_text(column, table.column(column.source[0]).drop_null().to_pylist())
-    columns += [Column(name, (name,), skip=why) for name, why in refused.items()]
+    _fit_records(columns, records)
+    if not any(not column.skip for column in columns):
+        raise InitError(f"{where}: no field of the sampled records has one type "
+                        f"({'; '.join(c.skip for c in columns)}); write the features by hand")
     return columns, table
 
 
-def _field_by_field(pa: Any, records: list[dict]) -> tuple[Any, dict[str, str]]:
-    """A table of the fields Arrow can type one by one (None if none), and why each other
-    field could not be (an integer past 64 bits, a number in one record and text in another)."""
+def _field_by_field(pa: Any, records: list[dict]) -> tuple[Any, list[Column]]:
+    """The columns of every field, typed one by one (:func:`_value_columns`), and a table of
+    the top-level fields Arrow could type whole (None if none)."""
     names = list(dict.fromkeys(key for record in records for key in record))
-    arrays, kept, refused = [], [], {}
+    arrays, kept, columns = [], [], []
     for name in names:
-        values = [record.get(name) for record in records]
-        try:
-            arrays.append(pa.array(values))
+        found, array = _value_columns(pa, (name,), [record.get(name) for record in records])
+        columns += found
+        if array is not None:
+            arrays.append(array)
             kept.append(name)
-        except _arrow_refusals() as err:
-            whole = [v for v in values if v is not None]
-            if whole and all(isinstance(v, int) and not isinstance(v, bool) for v in whole):
-                refused[name] = (f"integers from {min(whole)} to {max(whole)}, past int64's "
-                                 "range: write them as strings, or hash them")
-            else:
-                refused[name] = f"no one type in the sample ({err})"
-    return (pa.table(arrays, names=kept) if kept else None), refused
+    return (pa.table(arrays, names=kept) if kept else None), columns
 
+
+def _value_columns(pa: Any, path: tuple[str, ...], values: list) -> tuple[list[Column], Any]:
+    """The columns of the field at ``path`` from its sampled ``values`` (None: missing), and
+    its Arrow array when Arrow types it whole. A field of records Arrow refuses is typed
+    member by member; any other refused field becomes a column of no type yet (``dtype``
+    empty, its shape from its list nesting) for :func:`_fit_records` to type or leave out --
+    save integers past 64 bits, which no type holds exactly."""
+    try:
+        array = pa.array(values)
+    except _arrow_refusals() as err:
+        present = [value for value in values if value is not None]
+        if present and all(isinstance(value, dict) for value in present):
+            members = dict.fromkeys(key for value in present for key in value)
+            columns = []
+            for key in members:
+                columns += _value_columns(pa, path + (key,), [
+                    value.get(key) if isinstance(value, dict) else None for value in values])[0]
+            return columns, None
+        from beam_tfrecords.transforms.codec.coercion import INT64_MAX, INT64_MIN
+
+        leaves = [leaf for value in present for leaf in _leaves(value)]
+        if leaves and all(type(leaf) is int for leaf in leaves) and not all(
+                INT64_MIN <= leaf <= INT64_MAX for leaf in leaves):
+            return [Column("_".join(path), path, skip=(
+                f"integers from {min(leaves)} to {max(leaves)}, past int64's range: write "
+                "them as strings, or hash them"))], None
+        depth = max((_depth(value) for value in present), default=0)
+        return [Column("_".join(path), path, "", (-1,) * depth,
+                       "omit" if len(present) < len(values) else "error",
+                       note=f"no one type in the sample ({err})")], None
+    top = path[-1]
+    columns = features_from_arrow(pa, pa.schema([pa.field(top, array.type)]),
+                                  _nulls_of(pa, pa.table([array], names=[top])))
+    for column in columns:
+        column.source = path[:-1] + column.source
+        column.name = "_".join(column.source)
+    return columns, array
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    """The scalars of a (nested) list value, or the value itself."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _depth(value: Any) -> int:
+    """How deep lists nest in ``value`` (0: a single value)."""
+    if isinstance(value, (list, tuple)):
+        return 1 + max((_depth(item) for item in value), default=0)
+    return 0
+
+
+# The types a column may take when the one Arrow inferred refuses a sampled value, in order.
+_LADDER = ("int64", "float", "string", "bytes")
+
+
+def _fit_records(columns: list[Column], records: Sequence[Mapping[str, Any]]) -> None:
+    """Hold every column to every sampled record as the build encodes it (the feature as the
+    printed config states it, through :class:`ExampleEncoder`): a column that refuses a value
+    takes the first type of :data:`_LADDER` that holds them all (322 and ``true``: int64), or
+    becomes a comment saying why none does (322.5 and ``true``: float refuses bools, int64
+    fractions). So the config init prints never rejects the records it learned from."""
+    from beam_tfrecords.transforms.codec.coercion import FeatureValueError
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+
+    _name_apart(columns)
+    todo: list[Column] = []
+    for column in columns:
+        if column.skip:
+            continue
+        if not column.dtype or _spec(column) is None:
+            _refit(column, records)
+        else:
+            todo.append(column)
+    start = 0
+    while todo:
+        encoder = ExampleEncoder([_spec(column) for column in todo])
+        try:
+            for index in range(start, len(records)):
+                start = index
+                encoder.encode(records[index])
+            return
+        except FeatureValueError as err:
+            bad = [c for c in todo if err.feature in (c.name, ".".join(c.source))] or [
+                c for c in todo if not _holds(c, records[start:start + 1])]
+            for column in bad:
+                todo.remove(column)
+                _refit(column, records)
+
+
+def _spec(column: Column) -> Any:
+    """The FeatureSpec the printed config gives ``column`` (its ``features:`` entry parsed by
+    the build's own parser), or None when that entry would not parse."""
+    from beam_tfrecords.errors import UserError
+    from beam_tfrecords.transforms.codec.specs import parse_features
+
+    try:
+        return parse_features({column.name: _raw_feature(column)})[0]
+    except UserError:
+        return None
+
+
+def _holds(column: Column, records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the build encodes ``column`` of every one of ``records``."""
+    return _first_refusal(column, records) is None
+
+
+def _first_refusal(column: Column, records: Sequence[Mapping[str, Any]]) -> Any:
+    """The build's error for the first of ``records`` whose ``column`` it refuses, else None."""
+    from beam_tfrecords.transforms.codec.coercion import FeatureValueError
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+
+    spec = _spec(column)
+    if spec is None:
+        return FeatureValueError(column.name, None, "a feature the config can state",
+                                 "its name or source does not parse")
+    encoder = ExampleEncoder([spec])
+    for record in records:
+        try:
+            encoder.encode(record)
+        except FeatureValueError as err:
+            return err
+    return None
+
+
+def _refit(column: Column, records: Sequence[Mapping[str, Any]]) -> None:
+    """Give ``column`` the first type of :data:`_LADDER` the build encodes every sampled
+    value with (its shape and missing policy kept), or make it a comment naming what each type
+    refused."""
+    from beam_tfrecords.transforms.codec.coercion import FeatureValueError, preview, type_name
+    from beam_tfrecords.transforms.codec.example_codec import lookup
+
+    kinds: dict[str, None] = {}
+    present = []
+    for record in records:
+        try:
+            value = lookup(record, column.source)
+        except FeatureValueError:
+            kinds["record"] = None
+            continue
+        if isinstance(value, dict):
+            kinds["record"] = None
+        elif value is not None:
+            present.append(value)
+            for leaf in _leaves(value):
+                kinds[type_name(leaf) if leaf is not None else "null"] = None
+    what = ", ".join(sorted(kinds)) or "no values"
+    depths = {_depth(value) for value in present if value != []}  # [] fits any list depth
+    if "record" in kinds and len(kinds) > 1:
+        others = ", ".join(sorted(set(kinds) - {"record"}))
+        column.skip = f"a record in some samples and {others} in others: no feature holds both"
+        return
+    if len(depths) > 1 or (0 in depths and [] in present):
+        shown = ", ".join(map(str, sorted(depths | ({1} if [] in present else set()))))
+        column.skip = (f"lists nested {shown} deep in different samples (0: a single value): "
+                       "no one shape holds them")
+        return
+    original = column.dtype
+    refusals: list[tuple[str, Any]] = []
+    for dtype in _LADDER:
+        if dtype == original or (dtype == "bytes" and "bytes" not in kinds):
+            continue
+        trial = dataclasses.replace(column, dtype=dtype, unit="")
+        err = _first_refusal(trial, records)
+        if err is None:
+            column.dtype, column.unit = dtype, ""
+            column.note = f"{what} values -> {dtype}" + (
+                " (true/false -> 1/0)" if dtype == "int64" and "bool" in kinds else "")
+            return
+        refusals.append((dtype, err))
+    if original:
+        refusals.insert(0, (original, _first_refusal(column, records)))
+    reasons = {getattr(err, "reason", "") for _, err in refusals}
+    if len(reasons) == 1 and refusals:  # not a matter of type: a shape, a null in a list
+        err = refusals[0][1]
+        column.skip = f"{err.reason or err} ({preview(getattr(err, 'value', None), 40)})"
+        return
+    column.skip = (f"no one type holds every sampled value ({what}): " + "; ".join(
+        f"{dtype} refuses {preview(err.value, 30)} ({err.reason})" for dtype, err in refusals)
+        + "; write them as one type")
+
+
+def _name_apart(columns: list[Column]) -> None:
+    """Give every column a name the config can hold once: names from nested paths can meet
+    (``a_b`` beside ``a.b``), and a feature name may not start or end with ``/``. A source
+    the config cannot spell -- a nested key holding a dot -- makes the column a comment."""
+    seen: set[str] = set()
+    for column in columns:
+        if column.skip:
+            continue
+        if not all(column.source) or (
+                len(column.source) > 1 and any("." in part for part in column.source)):
+            column.skip = ("an empty key, or a nested key holding a dot: a source path "
+                           "(a.b.c) cannot name it")
+            continue
+        base = column.name.strip("/") or "field"
+        name, count = base, 1
+        while name in seen:
+            count += 1
+            name = f"{base}_{count}"
+        seen.add(name)
+        column.name = name
 
 
 def _plain_values(value: Any) -> Any:
@@ -622,28 +822,48 @@ def _images_config(root: str, name: str, output: str) -> str:
 # -- rendering -------------------------------------------------------------------------------------
 
 def _scalar(value: str) -> str:
-    """A YAML scalar: plain when safe, else a JSON string (valid YAML)."""
-    if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:":
+    """A YAML scalar: plain when safe (YAML reads it back as this very text: not ``on``,
+    ``null`` or ``12``), else a JSON string (valid YAML)."""
+    if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:" and _reads_back(
+            value):
         return value
     return json.dumps(value)
 
 
+def _reads_back(text: str) -> bool:
+    import yaml
+
+    try:
+        return yaml.safe_load(text) == text
+    except yaml.YAMLError:
+        return False
+
+
 def _key(name: str) -> str:
-    return name if _PLAIN_KEY.fullmatch(name) else json.dumps(name)
+    return name if _PLAIN_KEY.fullmatch(name) and _reads_back(name) else json.dumps(name)
+
+
+def _raw_feature(column: Column) -> dict[str, Any]:
+    """``column``'s entry under ``features:`` as the config states it (what the printed line
+    says, and what :func:`_fit_records` parses to hold the sample to)."""
+    raw: dict[str, Any] = {"type": column.dtype}
+    if column.shape:
+        raw["shape"] = list(column.shape)
+    if column.source != tuple(column.name.split("/")):  # a name's default source
+        raw["source"] = ".".join(column.source)
+    if column.missing != "error":
+        raw["missing"] = column.missing
+    if column.unit:
+        raw["unit"] = column.unit
+    return raw
 
 
 def _feature_line(column: Column) -> str:
-    parts = [f"type: {column.dtype}"]
-    if column.shape:
-        parts.append(f"shape: {list(column.shape)}")
-    if column.source != (column.name,):
-        parts.append(f"source: {_scalar('.'.join(column.source))}")
-    if column.missing != "error":
-        parts.append(f"missing: {column.missing}")
-    if column.unit and column.unit != "s":
-        parts.append(f"unit: {column.unit}")
-    elif column.unit == "s":
-        parts.append("unit: s")
+    parts = []
+    for key, value in _raw_feature(column).items():
+        shown = _scalar(value) if key == "source" else (
+            str(list(value)) if key == "shape" else value)
+        parts.append(f"{key}: {shown}")
     body = f"  {_key(column.name)}: {{{', '.join(parts)}}}"
     notes = [column.note] if column.note else []
     if column.missing == "omit":
@@ -667,7 +887,7 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
     today = datetime.date.today().isoformat()
     lines = [f"# beam-tfrecords init, {today}: inferred from {path} ({read}).",
              "# Check the types, shapes and missing policies, then build it.",
-             f"name: {name}", "source:", f"  format: {fmt}", f"  path: {_scalar(path)}"]
+             f"name: {_scalar(name)}", "source:", f"  format: {fmt}", f"  path: {_scalar(path)}"]
     if options:
         inner = ", ".join(f"{k}: {json.dumps(v)}" for k, v in options.items())
         lines.append(f"  {fmt}: {{{inner}}}")
@@ -747,6 +967,7 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
     first = files[0]
     fmt = _detect(first, fmt)
     columns, options, read, sample = columns_of(first, fmt, delimiter)
+    _name_apart(columns)
     name = name or _name_of(pattern if "*" not in pattern else first)
     unique = _unique_ids(first, columns, sample)
     return render(name=name, fmt=fmt, path=pattern, output=output or f"output/{name}",
