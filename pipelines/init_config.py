@@ -45,6 +45,7 @@ _CSV_NULLS = ("", "NA", "N/A", "NULL", "null", "#N/A", "n/a", "None", "none", "-
 _FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
             ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".avro": "avro"}
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SURROGATE = re.compile("[\uD800-\uDFFF]")
 _UNITS = {"s": "s", "ms": "ms", "us": "us", "ns": "ns"}
 
 
@@ -672,6 +673,9 @@ def _name_apart(columns: list[Column]) -> None:
             column.skip = ("an empty key, or a nested key holding a dot: a source path "
                            "(a.b.c) cannot name it")
             continue
+        if any(_SURROGATE.search(part) for part in column.source):
+            column.skip = "a key that is not Unicode text (a lone surrogate): no YAML holds it"
+            continue
         base = column.name.strip("/") or "field"
         name, count = base, 1
         while name in seen:
@@ -823,11 +827,37 @@ def _images_config(root: str, name: str, output: str) -> str:
 
 def _scalar(value: str) -> str:
     """A YAML scalar: plain when safe (YAML reads it back as this very text: not ``on``,
-    ``null`` or ``12``), else a JSON string (valid YAML)."""
+    ``null`` or ``12``), else double-quoted (:func:`_quoted`)."""
     if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:" and _reads_back(
             value):
         return value
-    return json.dumps(value)
+    return _quoted(value)
+
+
+# What YAML accepts unescaped in a document (PyYAML's reader), less the line breaks, which a
+# double-quoted scalar folds and a comment ends at.
+_YAML_RAW = re.compile("[\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF00-\uFFFD"
+                       "\U00010000-\U0010FFFF]")
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar, every character YAML would refuse or fold
+    written as an escape (JSON's escapes are not enough: YAML refuses a surrogate pair)."""
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif _YAML_RAW.fullmatch(char):
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}")
+    return '"' + "".join(out) + '"'
+
+
+def _comment(text: str) -> str:
+    """``text`` fit for a YAML comment: one line, only characters YAML accepts."""
+    return "".join(char if _YAML_RAW.fullmatch(char) else repr(char)[1:-1] for char in text)
 
 
 def _reads_back(text: str) -> bool:
@@ -840,7 +870,7 @@ def _reads_back(text: str) -> bool:
 
 
 def _key(name: str) -> str:
-    return name if _PLAIN_KEY.fullmatch(name) and _reads_back(name) else json.dumps(name)
+    return name if _PLAIN_KEY.fullmatch(name) and _reads_back(name) else _quoted(name)
 
 
 def _raw_feature(column: Column) -> dict[str, Any]:
@@ -868,7 +898,7 @@ def _feature_line(column: Column) -> str:
     notes = [column.note] if column.note else []
     if column.missing == "omit":
         notes.append("missing in some records: left out (or missing: empty / default)")
-    return f"{body:<60}# {'; '.join(notes)}" if notes else body
+    return f"{body:<60}# {_comment('; '.join(notes))}" if notes else body
 
 
 def _split_key(columns: Sequence[Column], unique: Mapping[str, bool]) -> Column | None:
@@ -899,7 +929,7 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
     for column in columns:
         if column.skip:
             where = ".".join(column.source) or repr("")
-            lines.append(f"  # {where}: not a feature: {column.skip}")
+            lines.append(_comment(f"  # {where}: not a feature: {column.skip}"))
     key = _split_key(kept, unique)
     if key is not None:
         lines += ["splits:", f"  key: {_scalar(key.name)}   # id-like: unique in the sample",
