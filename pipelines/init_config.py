@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import decimal
 import json
+import math
 import posixpath
 import re
 import uuid
@@ -179,14 +181,17 @@ def _is_list(pa: Any, t: Any) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
-def _null_counts_parquet(pq_file: Any) -> tuple[dict[str, int], set[str], dict[str, int]]:
+def _null_counts_parquet(pq_file: Any
+                         ) -> tuple[dict[str, int], set[str], dict[str, int], dict[str, float]]:
     """From the row groups' statistics (the whole file): missing values per dotted path (a
     column without a null count counts as having some), the paths without one (INT96
-    timestamps, some writers' columns), and each path's largest value where the statistics
-    give one for an unsigned 64-bit column."""
+    timestamps, some writers' columns), each path's largest value where the statistics
+    give one for an unsigned 64-bit column, and the largest magnitude of a float or decimal
+    column's values."""
     counts: dict[str, int] = {}
     unknown: set[str] = set()
     largest: dict[str, int] = {}
+    widest: dict[str, float] = {}
     meta = pq_file.metadata
     for group in range(meta.num_row_groups):
         row_group = meta.row_group(group)
@@ -204,9 +209,22 @@ def _null_counts_parquet(pq_file: Any) -> tuple[dict[str, int], set[str], dict[s
             counts[path] = counts.get(path, 0) + missing
             if stats is not None and stats.has_min_max and isinstance(stats.max, int):
                 largest[path] = max(largest.get(path, stats.max), stats.max)
+            elif stats is not None and stats.has_min_max and isinstance(
+                    stats.max, (float, decimal.Decimal)):
+                wide = max(abs(float(stats.min)), abs(float(stats.max)))
+                widest[path] = max(widest.get(path, wide), wide)
             for prefix in _prefixes(path):
                 counts.setdefault(prefix, 0)
-    return counts, unknown, largest
+    return counts, unknown, largest, widest
+
+
+def _null_elements(pa: Any, column: Any) -> int:
+    """How many elements inside a (nested) list column's lists are null."""
+    import pyarrow.compute as pc
+
+    while _is_list(pa, column.type):
+        column = pc.list_flatten(column)
+    return column.null_count
 
 
 def _prefixes(path: str) -> Iterable[str]:
@@ -721,28 +739,40 @@ def columns_of(path: str, fmt: str, delimiter: str | None = None
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
+        from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW
+
         with storage.open_read(path) as handle:
             pq_file = pq.ParquetFile(handle)
             schema = pq_file.schema_arrow
-            nulls, unknown, largest = _null_counts_parquet(pq_file)
+            nulls, unknown, largest, widest = _null_counts_parquet(pq_file)
             rows = pq_file.metadata.num_rows
             # A list's leaf statistics count empty lists as nulls, and some columns have no
             # null count: read those and count at the Arrow level (a whole file up to
             # LIST_ROWS rows; past that its first row group, the rest judged by statistics).
             lists = [f.name for f in schema if nulls.get(f.name) and (
                 _is_list(pa, f.type) or f.name in unknown)]
+            holes: dict[str, int] = {}  # list columns: null elements inside their lists
             if lists:
                 read = (pq_file.read(columns=lists) if rows <= LIST_ROWS
                         else pq_file.read_row_group(0, columns=lists))
                 for name in lists:
                     if rows <= LIST_ROWS or read.num_rows == rows:
                         nulls[name] = read.column(name).null_count
+                    holes[name] = _null_elements(pa, read.column(name))
         columns = features_from_arrow(pa, schema, nulls)
-        for column in columns:  # an unsigned 64-bit column holding values no int64 can
-            top = largest.get(".".join(column.source), 0)
+        for column in columns:
+            dotted = ".".join(column.source)
+            top = largest.get(dotted, 0)
             if column.dtype == "int64" and top > 2**63 - 1:
                 column.skip = (f"uint64 values up to {top}, past int64's 2**63-1: no Example "
                                "type holds them (cast the column, or hash it to a string)")
+            wide = widest.get(dotted, 0.0)
+            if column.dtype == "float" and math.isfinite(wide) and wide >= FLOAT32_OVERFLOW:
+                column.skip = (f"values as large as {wide:g}, past float32's range (they would "
+                               "become inf): scale them, or cast them to text")
+            if column.shape and holes.get(dotted):
+                column.skip = (f"null values inside its lists ({holes[dotted]}); only a whole "
+                               "value can be missing (drop or fill them first)")
         return columns, {}, f"its schema ({rows} rows)", None
     if fmt == "csv":
         columns, options, table = _csv_columns(pa, path, delimiter)

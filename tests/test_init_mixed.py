@@ -264,3 +264,31 @@ def test_the_console_script_init_then_build_rejects_nothing(tmp_path, case):
         manifest = json.loads((Path(resolve_version(str(out))) / "manifest.json").read_text())
         assert manifest["counts"]["rejected"] == 0 and manifest["counts"]["written"] == 3
         assert features["v"] == {"type": "string"}
+
+
+def test_parquet_values_no_type_holds_are_comments(tmp_path):
+    """Parquet columns hold one type, but a null inside a list, or a float64 or decimal past
+    float32's range, is a value the build refuses: init leaves such a column out, saying why."""
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({
+        ROW: [0, 1, 2],
+        "holes": pa.array([[1, None], [2], None], pa.list_(pa.int64())),
+        "deep_holes": pa.array([[[1], [None]], [], None], pa.list_(pa.list_(pa.int64()))),
+        "lists": pa.array([[1], [], None], pa.list_(pa.int64())),
+        "wide": pa.array([1.5, 2e39, 3.0]),
+        "inf": pa.array([1.5, -3e38, float("inf")]),
+        "dec": pa.array([decimal.Decimal("1e39"), None, None], pa.decimal256(40, 0)),
+    }), tmp_path / "in.parquet")
+    text = init_config(str(tmp_path / "in.parquet"), output=str(tmp_path / "out"))
+    assert sorted(yaml.safe_load(text)["features"]) == ["inf", "lists", ROW]
+    assert "# holes: not a feature: null values inside its lists (1)" in text
+    assert "# deep_holes: not a feature: null values inside its lists (1)" in text
+    assert "# wide: not a feature: values as large as 2e+39, past float32's range" in text
+    assert "# dec: not a feature: values as large as 1e+39" in text
+    (tmp_path / "config.yaml").write_text(text)
+    manifest = build.run(["--config", str(tmp_path / "config.yaml")])
+    assert manifest["counts"]["rejected"] == 0 and manifest["counts"]["written"] == 3
