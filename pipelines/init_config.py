@@ -12,6 +12,10 @@ folder's layout -- and prints a config that builds that input with no rejects:
   value), dotted sources for nested fields;
 * columns it cannot map (maps, lists of records) are listed as comments, why
   included;
+* a field whose sampled values mix types (JSON Lines, Avro unions) takes a type that holds
+  them all (ints and bools: int64) or is a comment saying why none does (322.5 and ``true``):
+  every kept column of sampled records is held to every sampled value as the build encodes
+  it (:func:`_fit_records`), as CSV columns are held to our CSV reader (:func:`_check_cells`);
 * an id-like column (``id``, ``*_id``: unique and never missing in the sample) becomes the
   split key of an 80/20 train/eval split.
 
