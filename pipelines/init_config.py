@@ -977,7 +977,8 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
 def _unique_ids(path: str, columns: Sequence[Column], sample: Any) -> dict[str, bool]:
     """Whether each id-like column's sampled values are all different: in the rows
     :func:`columns_of` sampled, or for Parquet (``sample`` None) the first row group."""
-    candidates = [c for c in columns if c.name.lower() == "id" or c.name.lower().endswith("_id")]
+    candidates = [c for c in columns if (c.name.lower() == "id" or c.name.lower().endswith("_id"))
+                  and not c.skip and not c.shape and c.dtype in ("int64", "string", "bytes")]
     if not candidates:
         return {}
     import pyarrow.compute as pc
