@@ -296,3 +296,26 @@ def test_parquet_values_no_type_holds_are_comments(tmp_path):
     (tmp_path / "config.yaml").write_text(text)
     manifest = build.run(["--config", str(tmp_path / "config.yaml")])
     assert manifest["counts"]["rejected"] == 0 and manifest["counts"]["written"] == 3
+
+
+_CELLS = ["true", "false", "True", "1", "0", "2.5", "-0", "+3", "1e5", "1e400", "nan", "inf",
+          "0x1F", "9223372036854775808", "", "NA", "null", "-", "abc", "2024-01-02",
+          "2024-01-02T03:04:05", '"1,5"', '"[1, 2]"', '"[true, 1]"', "12.34"]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(columns=st.lists(st.lists(st.sampled_from(_CELLS), min_size=1, max_size=3, unique=True),
+                        min_size=1, max_size=4),
+       rows=st.integers(1, 6), data=st.data())
+def test_init_on_mixed_csv_cells_builds_its_sample_with_no_rejects(columns, rows, data):
+    lines = [",".join([ROW] + [f"c{i}" for i in range(len(columns))])]
+    for row in range(rows):
+        lines.append(",".join([str(row)] + [data.draw(st.sampled_from(mix)) for mix in columns]))
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        (tmp / "in.csv").write_text("\n".join(lines) + "\n")
+        text = init_config(str(tmp / "in.csv"), output=str(tmp / "out"))
+        (tmp / "config.yaml").write_text(text)
+        manifest = build.run(["--config", str(tmp / "config.yaml")])
+        assert manifest["counts"]["rejected"] == 0, (text, manifest.get("dead_letter"))
+        assert manifest["counts"]["written"] == rows
