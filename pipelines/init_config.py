@@ -12,6 +12,10 @@ folder's layout -- and prints a config that builds that input with no rejects:
   value), dotted sources for nested fields;
 * columns it cannot map (maps, lists of records) are listed as comments, why
   included;
+* a field whose sampled values mix types (JSON Lines, Avro unions) takes a type that holds
+  them all (ints and bools: int64) or is a comment saying why none does (322.5 and ``true``):
+  every kept column of sampled records is held to every sampled value as the build encodes
+  it (:func:`_fit_records`), as CSV columns are held to our CSV reader (:func:`_check_cells`);
 * an id-like column (``id``, ``*_id``: unique and never missing in the sample) becomes the
   split key of an 80/20 train/eval split.
 
@@ -24,7 +28,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import decimal
 import json
+import math
 import posixpath
 import re
 import uuid
@@ -46,6 +52,7 @@ _CSV_NULLS = ("", "NA", "N/A", "NULL", "null", "#N/A", "n/a", "None", "none", "-
 _FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
             ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".avro": "avro"}
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SURROGATE = re.compile("[\uD800-\uDFFF]")
 _UNITS = {"s": "s", "ms": "ms", "us": "us", "ns": "ns"}
 
 
@@ -179,14 +186,17 @@ def _is_list(pa: Any, t: Any) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
-def _null_counts_parquet(pq_file: Any) -> tuple[dict[str, int], set[str], dict[str, int]]:
+def _null_counts_parquet(pq_file: Any
+                         ) -> tuple[dict[str, int], set[str], dict[str, int], dict[str, float]]:
     """From the row groups' statistics (the whole file): missing values per dotted path (a
     column without a null count counts as having some), the paths without one (INT96
-    timestamps, some writers' columns), and each path's largest value where the statistics
-    give one for an unsigned 64-bit column."""
+    timestamps, some writers' columns), each path's largest value where the statistics
+    give one for an unsigned 64-bit column, and the largest magnitude of a float or decimal
+    column's values."""
     counts: dict[str, int] = {}
     unknown: set[str] = set()
     largest: dict[str, int] = {}
+    widest: dict[str, float] = {}
     meta = pq_file.metadata
     for group in range(meta.num_row_groups):
         row_group = meta.row_group(group)
@@ -204,9 +214,22 @@ def _null_counts_parquet(pq_file: Any) -> tuple[dict[str, int], set[str], dict[s
             counts[path] = counts.get(path, 0) + missing
             if stats is not None and stats.has_min_max and isinstance(stats.max, int):
                 largest[path] = max(largest.get(path, stats.max), stats.max)
+            elif stats is not None and stats.has_min_max and isinstance(
+                    stats.max, (float, decimal.Decimal)):
+                wide = max(abs(float(stats.min)), abs(float(stats.max)))
+                widest[path] = max(widest.get(path, wide), wide)
             for prefix in _prefixes(path):
                 counts.setdefault(prefix, 0)
-    return counts, unknown, largest
+    return counts, unknown, largest, widest
+
+
+def _null_elements(pa: Any, column: Any) -> int:
+    """How many elements inside a (nested) list column's lists are null."""
+    import pyarrow.compute as pc
+
+    while _is_list(pa, column.type):
+        column = pc.list_flatten(column)
+    return column.null_count
 
 
 def _prefixes(path: str) -> Iterable[str]:
@@ -439,47 +462,250 @@ def _arrow_refusals() -> tuple[type[Exception], ...]:
 
 
 def _records_columns(pa: Any, records: list[dict], where: str) -> tuple[list[Column], Any]:
-    """Columns of sampled records (JSON Lines, Avro) and their table: Arrow infers the types;
-    a key absent from some records counts as missing there."""
+    """Columns of sampled records (JSON Lines, Avro) and their table: Arrow infers the types
+    (field by field, nested records member by member, where it refuses the whole); a key
+    absent from some records counts as missing there. Then every column is held to every
+    sampled value as the build encodes it (:func:`_fit_records`)."""
     if not records:
         raise InitError(f"{where}: no records to learn from")
-    refused: dict[str, str] = {}
     try:
         # pa.array unites the keys of every record (Table.from_pylist keeps the first's).
         table = pa.Table.from_struct_array(pa.array(records))
+        columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table))
     except _arrow_refusals():  # one field Arrow cannot type: the others still can
-        table, refused = _field_by_field(pa, records)
-        if table is None:
-            raise InitError(f"{where}: no field of the sampled records has one type "
-                            f"({'; '.join(refused.values())}); write the features by hand"
-                            ) from None
-    columns = features_from_arrow(pa, table.schema, _nulls_of(pa, table))
+        table, columns = _field_by_field(pa, records)
     for column in columns:
-        if len(column.source) == 1 and column.dtype == "string":
+        if (table is not None and len(column.source) == 1 and column.dtype == "string"
+                and column.source[0] in table.column_names):
             _date_text(column, table.column(column.source[0]).drop_null().to_pylist())
-    columns += [Column(name, (name,), skip=why) for name, why in refused.items()]
+    _fit_records(columns, records)
+    if not any(not column.skip for column in columns):
+        raise InitError(f"{where}: no field of the sampled records has one type "
+                        f"({'; '.join(c.skip for c in columns)}); write the features by hand")
     return columns, table
 
 
-def _field_by_field(pa: Any, records: list[dict]) -> tuple[Any, dict[str, str]]:
-    """A table of the fields Arrow can type one by one (None if none), and why each other
-    field could not be (an integer past 64 bits, a number in one record and text in another)."""
+def _field_by_field(pa: Any, records: list[dict]) -> tuple[Any, list[Column]]:
+    """The columns of every field, typed one by one (:func:`_value_columns`), and a table of
+    the top-level fields Arrow could type whole (None if none)."""
     names = list(dict.fromkeys(key for record in records for key in record))
-    arrays, kept, refused = [], [], {}
+    arrays, kept, columns = [], [], []
     for name in names:
-        values = [record.get(name) for record in records]
-        try:
-            arrays.append(pa.array(values))
+        found, array = _value_columns(pa, (name,), [record.get(name) for record in records])
+        columns += found
+        if array is not None:
+            arrays.append(array)
             kept.append(name)
-        except _arrow_refusals() as err:
-            whole = [v for v in values if v is not None]
-            if whole and all(isinstance(v, int) and not isinstance(v, bool) for v in whole):
-                refused[name] = (f"integers from {min(whole)} to {max(whole)}, past int64's "
-                                 "range: write them as strings, or hash them")
-            else:
-                refused[name] = f"no one type in the sample ({err})"
-    return (pa.table(arrays, names=kept) if kept else None), refused
+    return (pa.table(arrays, names=kept) if kept else None), columns
 
+
+def _value_columns(pa: Any, path: tuple[str, ...], values: list) -> tuple[list[Column], Any]:
+    """The columns of the field at ``path`` from its sampled ``values`` (None: missing), and
+    its Arrow array when Arrow types it whole. A field of records Arrow refuses is typed
+    member by member; any other refused field becomes a column of no type yet (``dtype``
+    empty, its shape from its list nesting) for :func:`_fit_records` to type or leave out --
+    save integers past 64 bits, which no type holds exactly."""
+    try:
+        array = pa.array(values)
+    except _arrow_refusals() as err:
+        present = [value for value in values if value is not None]
+        if present and all(isinstance(value, dict) for value in present):
+            members = dict.fromkeys(key for value in present for key in value)
+            columns = []
+            for key in members:
+                columns += _value_columns(pa, path + (key,), [
+                    value.get(key) if isinstance(value, dict) else None for value in values])[0]
+            return columns, None
+        from beam_tfrecords.transforms.codec.coercion import INT64_MAX, INT64_MIN
+
+        leaves = [leaf for value in present for leaf in _leaves(value)]
+        if leaves and all(type(leaf) is int for leaf in leaves) and not all(
+                INT64_MIN <= leaf <= INT64_MAX for leaf in leaves):
+            return [Column("_".join(path), path, skip=(
+                f"integers from {min(leaves)} to {max(leaves)}, past int64's range: write "
+                "them as strings, or hash them"))], None
+        depth = max((_depth(value) for value in present), default=0)
+        return [Column("_".join(path), path, "", (-1,) * depth,
+                       "omit" if len(present) < len(values) else "error",
+                       note=f"no one type in the sample ({err})")], None
+    top = path[-1]
+    columns = features_from_arrow(pa, pa.schema([pa.field(top, array.type)]),
+                                  _nulls_of(pa, pa.table([array], names=[top])))
+    for column in columns:
+        column.source = path[:-1] + column.source
+        column.name = "_".join(column.source)
+    return columns, array
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    """The scalars of a (nested) list value, or the value itself."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _depth(value: Any) -> int:
+    """How deep lists nest in ``value`` (0: a single value)."""
+    if isinstance(value, (list, tuple)):
+        return 1 + max((_depth(item) for item in value), default=0)
+    return 0
+
+
+# The types a column may take when the one Arrow inferred refuses a sampled value, in order.
+_LADDER = ("int64", "float", "string", "bytes")
+
+
+def _fit_records(columns: list[Column], records: Sequence[Mapping[str, Any]]) -> None:
+    """Hold every column to every sampled record as the build encodes it (the feature as the
+    printed config states it, through :class:`ExampleEncoder`): a column that refuses a value
+    takes the first type of :data:`_LADDER` that holds them all (322 and ``true``: int64), or
+    becomes a comment saying why none does (322.5 and ``true``: float refuses bools, int64
+    fractions). So the config init prints never rejects the records it learned from."""
+    from beam_tfrecords.transforms.codec.coercion import FeatureValueError
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+
+    _name_apart(columns)
+    todo: list[Column] = []
+    for column in columns:
+        if column.skip:
+            continue
+        if not column.dtype or _spec(column) is None:
+            _refit(column, records)
+        else:
+            todo.append(column)
+    start = 0
+    while todo:
+        encoder = ExampleEncoder([_spec(column) for column in todo])
+        try:
+            for index in range(start, len(records)):
+                start = index
+                encoder.encode(records[index])
+            return
+        except FeatureValueError as err:
+            bad = [c for c in todo if err.feature in (c.name, ".".join(c.source))] or [
+                c for c in todo if not _holds(c, records[start:start + 1])]
+            for column in bad:
+                todo.remove(column)
+                _refit(column, records)
+
+
+def _spec(column: Column) -> Any:
+    """The FeatureSpec the printed config gives ``column`` (its ``features:`` entry parsed by
+    the build's own parser), or None when that entry would not parse."""
+    from beam_tfrecords.errors import UserError
+    from beam_tfrecords.transforms.codec.specs import parse_features
+
+    try:
+        return parse_features({column.name: _raw_feature(column)})[0]
+    except UserError:
+        return None
+
+
+def _holds(column: Column, records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the build encodes ``column`` of every one of ``records``."""
+    return _first_refusal(column, records) is None
+
+
+def _first_refusal(column: Column, records: Sequence[Mapping[str, Any]]) -> Any:
+    """The build's error for the first of ``records`` whose ``column`` it refuses, else None."""
+    from beam_tfrecords.transforms.codec.coercion import FeatureValueError
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+
+    spec = _spec(column)
+    if spec is None:
+        return FeatureValueError(column.name, None, "a feature the config can state",
+                                 "its name or source does not parse")
+    encoder = ExampleEncoder([spec])
+    for record in records:
+        try:
+            encoder.encode(record)
+        except FeatureValueError as err:
+            return err
+    return None
+
+
+def _refit(column: Column, records: Sequence[Mapping[str, Any]]) -> None:
+    """Give ``column`` the first type of :data:`_LADDER` the build encodes every sampled
+    value with (its shape and missing policy kept), or make it a comment naming what each type
+    refused."""
+    from beam_tfrecords.transforms.codec.coercion import FeatureValueError, preview, type_name
+    from beam_tfrecords.transforms.codec.example_codec import lookup
+
+    kinds: dict[str, None] = {}
+    present = []
+    for record in records:
+        try:
+            value = lookup(record, column.source)
+        except FeatureValueError:
+            kinds["record"] = None
+            continue
+        if isinstance(value, dict):
+            kinds["record"] = None
+        elif value is not None:
+            present.append(value)
+            for leaf in _leaves(value):
+                kinds[type_name(leaf) if leaf is not None else "null"] = None
+    what = ", ".join(sorted(kinds)) or "no values"
+    depths = {_depth(value) for value in present if value != []}  # [] fits any list depth
+    if "record" in kinds and len(kinds) > 1:
+        others = ", ".join(sorted(set(kinds) - {"record"}))
+        column.skip = f"a record in some samples and {others} in others: no feature holds both"
+        return
+    if len(depths) > 1 or (0 in depths and [] in present):
+        shown = ", ".join(map(str, sorted(depths | ({1} if [] in present else set()))))
+        column.skip = (f"lists nested {shown} deep in different samples (0: a single value): "
+                       "no one shape holds them")
+        return
+    original = column.dtype
+    refusals: list[tuple[str, Any]] = []
+    for dtype in _LADDER:
+        if dtype == original or (dtype == "bytes" and "bytes" not in kinds):
+            continue
+        trial = dataclasses.replace(column, dtype=dtype, unit="")
+        err = _first_refusal(trial, records)
+        if err is None:
+            column.dtype, column.unit = dtype, ""
+            column.note = f"{what} values -> {dtype}" + (
+                " (true/false -> 1/0)" if dtype == "int64" and "bool" in kinds else "")
+            return
+        refusals.append((dtype, err))
+    if original:
+        refusals.insert(0, (original, _first_refusal(column, records)))
+    reasons = {getattr(err, "reason", "") for _, err in refusals}
+    if len(reasons) == 1 and refusals:  # not a matter of type: a shape, a null in a list
+        err = refusals[0][1]
+        column.skip = f"{err.reason or err} ({preview(getattr(err, 'value', None), 40)})"
+        return
+    column.skip = (f"no one type holds every sampled value ({what}): " + "; ".join(
+        f"{dtype} refuses {preview(err.value, 30)} ({err.reason})" for dtype, err in refusals)
+        + "; write them as one type")
+
+
+def _name_apart(columns: list[Column]) -> None:
+    """Give every column a name the config can hold once: names from nested paths can meet
+    (``a_b`` beside ``a.b``), and a feature name may not start or end with ``/``. A source
+    the config cannot spell -- a nested key holding a dot -- makes the column a comment."""
+    seen: set[str] = set()
+    for column in columns:
+        if column.skip:
+            continue
+        if not all(column.source) or (
+                len(column.source) > 1 and any("." in part for part in column.source)):
+            column.skip = ("an empty key, or a nested key holding a dot: a source path "
+                           "(a.b.c) cannot name it")
+            continue
+        if any(_SURROGATE.search(part) for part in column.source):
+            column.skip = "a key that is not Unicode text (a lone surrogate): no YAML holds it"
+            continue
+        base = column.name.strip("/") or "field"
+        name, count = base, 1
+        while name in seen:
+            count += 1
+            name = f"{base}_{count}"
+        seen.add(name)
+        column.name = name
 
 
 def _plain_values(value: Any) -> Any:
@@ -518,28 +744,40 @@ def columns_of(path: str, fmt: str, delimiter: str | None = None
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
+        from beam_tfrecords.transforms.codec.coercion import FLOAT32_OVERFLOW
+
         with storage.open_read(path) as handle:
             pq_file = pq.ParquetFile(handle)
             schema = pq_file.schema_arrow
-            nulls, unknown, largest = _null_counts_parquet(pq_file)
+            nulls, unknown, largest, widest = _null_counts_parquet(pq_file)
             rows = pq_file.metadata.num_rows
             # A list's leaf statistics count empty lists as nulls, and some columns have no
             # null count: read those and count at the Arrow level (a whole file up to
             # LIST_ROWS rows; past that its first row group, the rest judged by statistics).
             lists = [f.name for f in schema if nulls.get(f.name) and (
                 _is_list(pa, f.type) or f.name in unknown)]
+            holes: dict[str, int] = {}  # list columns: null elements inside their lists
             if lists:
                 read = (pq_file.read(columns=lists) if rows <= LIST_ROWS
                         else pq_file.read_row_group(0, columns=lists))
                 for name in lists:
                     if rows <= LIST_ROWS or read.num_rows == rows:
                         nulls[name] = read.column(name).null_count
+                    holes[name] = _null_elements(pa, read.column(name))
         columns = features_from_arrow(pa, schema, nulls)
-        for column in columns:  # an unsigned 64-bit column holding values no int64 can
-            top = largest.get(".".join(column.source), 0)
+        for column in columns:
+            dotted = ".".join(column.source)
+            top = largest.get(dotted, 0)
             if column.dtype == "int64" and top > 2**63 - 1:
                 column.skip = (f"uint64 values up to {top}, past int64's 2**63-1: no Example "
                                "type holds them (cast the column, or hash it to a string)")
+            wide = widest.get(dotted, 0.0)
+            if column.dtype == "float" and math.isfinite(wide) and wide >= FLOAT32_OVERFLOW:
+                column.skip = (f"values as large as {wide:g}, past float32's range (they would "
+                               "become inf): scale them, or cast them to text")
+            if column.shape and holes.get(dotted):
+                column.skip = (f"null values inside its lists ({holes[dotted]}); only a whole "
+                               "value can be missing (drop or fill them first)")
         return columns, {}, f"its schema ({rows} rows)", None
     if fmt == "csv":
         columns, options, table = _csv_columns(pa, path, delimiter)
@@ -634,33 +872,79 @@ def _images_config(root: str, name: str, output: str, asked: bool = True) -> str
 # -- rendering -------------------------------------------------------------------------------------
 
 def _scalar(value: str) -> str:
-    """A YAML scalar: plain when safe, else a JSON string (valid YAML)."""
-    if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:":
+    """A YAML scalar: plain when safe (YAML reads it back as this very text: not ``on``,
+    ``null`` or ``12``), else double-quoted (:func:`_quoted`)."""
+    if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:" and _reads_back(
+            value):
         return value
-    return json.dumps(value)
+    return _quoted(value)
+
+
+# What YAML accepts unescaped in a document (PyYAML's reader), less the line breaks, which a
+# double-quoted scalar folds and a comment ends at.
+_YAML_RAW = re.compile("[\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF00-\uFFFD"
+                       "\U00010000-\U0010FFFF]")
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar, every character YAML would refuse or fold
+    written as an escape (JSON's escapes are not enough: YAML refuses a surrogate pair)."""
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif _YAML_RAW.fullmatch(char):
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append(f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}")
+    return '"' + "".join(out) + '"'
+
+
+def _comment(text: str) -> str:
+    """``text`` fit for a YAML comment: one line, only characters YAML accepts."""
+    return "".join(char if _YAML_RAW.fullmatch(char) else repr(char)[1:-1] for char in text)
+
+
+def _reads_back(text: str) -> bool:
+    import yaml
+
+    try:
+        return yaml.safe_load(text) == text
+    except yaml.YAMLError:
+        return False
 
 
 def _key(name: str) -> str:
-    return name if _PLAIN_KEY.fullmatch(name) else json.dumps(name)
+    return name if _PLAIN_KEY.fullmatch(name) and _reads_back(name) else _quoted(name)
+
+
+def _raw_feature(column: Column) -> dict[str, Any]:
+    """``column``'s entry under ``features:`` as the config states it (what the printed line
+    says, and what :func:`_fit_records` parses to hold the sample to)."""
+    raw: dict[str, Any] = {"type": column.dtype}
+    if column.shape:
+        raw["shape"] = list(column.shape)
+    if column.source != tuple(column.name.split("/")):  # a name's default source
+        raw["source"] = ".".join(column.source)
+    if column.missing != "error":
+        raw["missing"] = column.missing
+    if column.unit:
+        raw["unit"] = column.unit
+    return raw
 
 
 def _feature_line(column: Column) -> str:
-    parts = [f"type: {column.dtype}"]
-    if column.shape:
-        parts.append(f"shape: {list(column.shape)}")
-    if column.source != (column.name,):
-        parts.append(f"source: {_scalar('.'.join(column.source))}")
-    if column.missing != "error":
-        parts.append(f"missing: {column.missing}")
-    if column.unit and column.unit != "s":
-        parts.append(f"unit: {column.unit}")
-    elif column.unit == "s":
-        parts.append("unit: s")
+    parts = []
+    for key, value in _raw_feature(column).items():
+        shown = _scalar(value) if key == "source" else (
+            str(list(value)) if key == "shape" else value)
+        parts.append(f"{key}: {shown}")
     body = f"  {_key(column.name)}: {{{', '.join(parts)}}}"
     notes = [column.note] if column.note else []
     if column.missing == "omit":
         notes.append("missing in some records: left out (or missing: empty / default)")
-    return f"{body:<60}# {'; '.join(notes)}" if notes else body
+    return f"{body:<60}# {_comment('; '.join(notes))}" if notes else body
 
 
 def _split_key(columns: Sequence[Column], unique: Mapping[str, bool]) -> Column | None:
@@ -679,7 +963,7 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
     today = datetime.date.today().isoformat()
     lines = [f"# beam-tfrecords init, {today}: inferred from {path} ({read}).",
              "# Check the types, shapes and missing policies, then build it.",
-             f"name: {name}", "source:", f"  format: {fmt}", f"  path: {_scalar(path)}"]
+             f"name: {_scalar(name)}", "source:", f"  format: {fmt}", f"  path: {_scalar(path)}"]
     if options:
         inner = ", ".join(f"{k}: {json.dumps(v)}" for k, v in options.items())
         lines.append(f"  {fmt}: {{{inner}}}")
@@ -691,7 +975,7 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
     for column in columns:
         if column.skip:
             where = ".".join(column.source) or repr("")
-            lines.append(f"  # {where}: not a feature: {column.skip}")
+            lines.append(_comment(f"  # {where}: not a feature: {column.skip}"))
     key = _split_key(kept, unique)
     if key is not None:
         lines += ["splits:", f"  key: {_scalar(key.name)}   # id-like: unique in the sample",
@@ -705,7 +989,8 @@ def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Col
 def _unique_ids(path: str, columns: Sequence[Column], sample: Any) -> dict[str, bool]:
     """Whether each id-like column's sampled values are all different: in the rows
     :func:`columns_of` sampled, or for Parquet (``sample`` None) the first row group."""
-    candidates = [c for c in columns if c.name.lower() == "id" or c.name.lower().endswith("_id")]
+    candidates = [c for c in columns if (c.name.lower() == "id" or c.name.lower().endswith("_id"))
+                  and not c.skip and not c.shape and c.dtype in ("int64", "string", "bytes")]
     if not candidates:
         return {}
     import pyarrow.compute as pc
@@ -768,6 +1053,7 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
         raise InitError(refused)
     fmt = _detect(first, fmt)
     columns, options, read, sample = columns_of(first, fmt, delimiter)
+    _name_apart(columns)
     name = name or _name_of(pattern if "*" not in pattern else first)
     unique = _unique_ids(first, columns, sample)
     return render(name=name, fmt=fmt, path=pattern, output=output or f"output/{name}",

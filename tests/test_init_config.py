@@ -386,7 +386,8 @@ def test_a_jsonl_field_arrow_cannot_type_is_a_comment_and_the_rest_is_inferred(t
     assert (f"# big: not a feature: integers from {2**64 - 60} to {2**64 - 1}, past int64's "
             "range") in text
     assert f"# huge: not a feature: integers from 0 to {10**30}, past int64's range" in text
-    assert "# either: not a feature: no one type in the sample (" in text
+    assert ("# either: not a feature: no one type holds every sampled value (int, str): "
+            "int64 refuses 't0'") in text
     (tmp_path / "bad.jsonl").write_text('{"x": 1}\n{"x": "a"}\n')
     with pytest.raises(InitError, match="no field of the sampled records has one type"):
         init_config(str(tmp_path / "bad.jsonl"))
