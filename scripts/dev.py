@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import venv
@@ -108,11 +109,31 @@ def test(args: list[str]) -> int:
     return run_pytest(project_env(), args)
 
 
+DOCS_SOURCE = ROOT / ".cache" / "docs-src"  # mkdocs.yml's mkdocstrings `paths`
+
+
+def _docs_source() -> None:
+    """A folder named ``beam_tfrecords`` of links to the package's modules and subpackages, for
+    mkdocstrings to read statically (mkdocs.yml sets ``allow_inspection: false``): the
+    repository root *is* the package, so its name is nowhere on disk, and importing it would
+    need Beam and numpy in the docs environment."""
+    package = DOCS_SOURCE / "beam_tfrecords"
+    if package.exists():
+        shutil.rmtree(package)
+    package.mkdir(parents=True)
+    for entry in sorted(ROOT.iterdir()):
+        is_module = entry.suffix == ".py" and entry.name != "setup.py"
+        if is_module or (entry.is_dir() and (entry / "__init__.py").exists()):
+            (package / entry.name).symlink_to(entry)
+
+
 def docs(args: list[str]) -> int:
     """``mkdocs build --strict`` into site/ (or the folder ``-d DIR`` names); the command
     line's page runs ``--help`` through the project's environment (scripts/mkdocs_hooks.py)."""
-    env = dict(os.environ, BEAM_TFRECORDS_CLI_PYTHON=str(project_env()))
+    env = dict(os.environ, BEAM_TFRECORDS_CLI_PYTHON=str(project_env()),
+               NO_MKDOCS_2_WARNING="1")
     python = docs_env()
+    _docs_source()
     if "-d" not in args and "--site-dir" not in args:
         args = [*args, "-d", str(ROOT / "site")]
     return subprocess.run([str(python), "-m", "mkdocs", "build", "--strict", *args], cwd=ROOT,
