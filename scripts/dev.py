@@ -60,15 +60,23 @@ def _ensure_env(env: pathlib.Path, lock: pathlib.Path, project: bool,
     print(f"[dev] setting up {env.name} from {lock.relative_to(ROOT)} (the first run takes a "
           "few minutes)", flush=True)
     venv.EnvBuilder(with_pip=True, clear=True).create(env)
+    install_locked(python, lock, ["-e", str(ROOT)] if project else [], check=check)
+    stamp.write_text(digest)
+    return python
+
+
+def install_locked(python: pathlib.Path, lock: pathlib.Path, package: list[str],
+                   check: bool = True) -> None:
+    """Into the environment of ``python``: every package of ``lock`` with --require-hashes
+    --no-deps, then ``package`` (pip arguments naming this package: ``-e ROOT``, a wheel) with
+    --no-deps, then ``pip check`` unless ``check`` is false. The one way we install."""
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(lock)], check=True,
                    cwd=ROOT)
-    if project:
-        subprocess.run([*pip, "--no-deps", "-e", "."], check=True, cwd=ROOT)
+    if package:
+        subprocess.run([*pip, "--no-deps", *package], check=True, cwd=ROOT)
     if check:
         subprocess.run([str(python), "-m", "pip", "check"], check=True, cwd=ROOT)
-    stamp.write_text(digest)
-    return python
 
 
 def project_env() -> pathlib.Path:

@@ -98,12 +98,11 @@ def drift(which: str, pytest_args: list[str]) -> int:
     compile_lock("setup.py", ["--extra", "dev"], python, lock, resolution=resolution)
     env = ROOT / f".venv-drift-{which}"
     venv.EnvBuilder(with_pip=True, clear=True).create(env)
-    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(lock)], check=True)
-    subprocess.run([*pip, "--no-deps", "-e", str(ROOT)], check=True)
-    print(f"[lock] {which} versions: {lock.relative_to(ROOT)}", flush=True)
     sys.path.insert(0, str(ROOT / "scripts"))
-    import dev  # noqa: PLC0415 -- the suite runs as `scripts/dev.py test` runs it
+    import dev  # noqa: PLC0415 -- installs and runs the suite as `scripts/dev.py test` does
+
+    dev.install_locked(env / "bin" / "python", lock, ["-e", str(ROOT)], check=False)
+    print(f"[lock] {which} versions: {lock.relative_to(ROOT)}", flush=True)
 
     return dev.run_pytest(env / "bin" / "python", pytest_args or ["-m", "not slow"])
 

@@ -103,12 +103,7 @@ def smoke(python: str, wheel: pathlib.Path, work: pathlib.Path) -> float:
     env_dir = work / f"venv-{python}"
     subprocess.run([interpreter(python), "-m", "venv", str(env_dir)], check=True)
     bin_dir = env_dir / "bin"
-    pip = [str(bin_dir / "python"), "-m", "pip", "install", "--quiet",
-           "--disable-pip-version-check"]
-    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r",
-                    str(lock.runtime_lock(python))], check=True)
-    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
-    subprocess.run([str(bin_dir / "python"), "-m", "pip", "check"], check=True)
+    dev.install_locked(bin_dir / "python", lock.runtime_lock(python), [str(wheel)])
 
     here = work / f"user-{python}"  # a user's folder: nothing of the repository in it
     (here / "data").mkdir(parents=True)
