@@ -38,6 +38,7 @@ YAML_REQUIRES = [f"apache-beam[gcp,yaml]=={BEAM_VERSION}"]
 DEV_REQUIRES = [
     *YAML_REQUIRES,  # tests run our transforms from Beam YAML pipelines
     "pytest==9.2.0",
+    "pytest-xdist==3.8.0",  # the README's test command spreads test files over the cores
     "hypothesis==6.170.15; python_version >= '3.11'",
     "hypothesis==6.168.5; python_version < '3.11'",  # the last release for Python 3.10
     "grpcio-tools==1.80.1",  # protoc whose gencode matches protobuf>=6.31.1,<7
