@@ -100,21 +100,33 @@ def demo(args: list[str]) -> int:
     return subprocess.run(cmd, cwd=ROOT).returncode
 
 
-def run_pytest(python: pathlib.Path, args: list[str]) -> int:
+def run_pytest(python: pathlib.Path, args: list[str], tensorflow: bool = True) -> int:
     """Run the suite with ``python`` (a venv holding this package), the TensorFlow oracle
-    made first."""
-    env = dict(os.environ, BEAM_TFRECORDS_TF_PYTHON=str(tf_env()))
+    made first unless the chosen tests never read through TensorFlow."""
+    env = dict(os.environ)
+    if tensorflow:
+        env["BEAM_TFRECORDS_TF_PYTHON"] = str(tf_env())
     return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
 FAST = ["-m", "not slow and not gcs and not tf and not e2e"]
+# Whole test files spread over every core (pytest-xdist): a file's module fixtures (builds
+# shared by its tests) run once, and tests/conftest.py puts the longest files first.
+PARALLEL = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def test(args: list[str]) -> int:
-    """The whole suite; ``--fast`` runs the quick tier alone (no marked test: see pytest.ini)."""
-    if "--fast" in args:
-        args = [*FAST, *(a for a in args if a != "--fast")]
-    return run_pytest(project_env(), args)
+    """The whole suite on every core; ``--fast`` runs the quick tier alone (no marked test:
+    see pytest.ini) and needs no TensorFlow environment. Pass ``-n 0`` to run in one
+    process (``-x``, ``--pdb``)."""
+    fast = "--fast" in args
+    args = [a for a in args if a != "--fast"]
+    if not any(a in ("-n", "--numprocesses") or a.startswith(("-n", "--numprocesses="))
+               for a in args):
+        args = [*PARALLEL, *args]
+    if fast:
+        args = [*FAST, *args]
+    return run_pytest(project_env(), args, tensorflow=not fast)
 
 
 DOCS_SOURCE = ROOT / ".cache" / "docs-src"  # mkdocs.yml's mkdocstrings `paths`
