@@ -191,6 +191,7 @@ BUILDS = [(kind, "in_process") for kind in KINDS] + [
 
 
 @pytest.mark.parametrize(("kind", "runner"), BUILDS, ids=[f"{k}-{r}" for k, r in BUILDS])
+@pytest.mark.slow
 def test_version_is_committed_verified_and_counted(builds, kind, runner):
     built = builds(kind, runner)
     root = built.version_dir.parent
@@ -298,6 +299,7 @@ def test_arguments_that_cannot_work_are_refused_at_construction(tmp_path):
     assert not (tmp_path / "LATEST").exists()
 
 
+@pytest.mark.slow
 def test_a_shuffle_seed_gives_the_same_files_on_every_runner(tmp_path):
     records = [serialize(row) for row in source_rows() if isinstance(row.get("age"), int)]
     digests = set()

@@ -179,6 +179,7 @@ def test_counts_that_do_not_add_up_refuse_to_commit(counts, written, dead, needl
     commit.check_counts({"read": 10, "built": 9, "rejected_at_build": 1}, 9, 1)
 
 
+@pytest.mark.slow
 def test_versions_latest_retention_and_skip_if_unchanged(tmp_path, capsys):
     from beam_tfrecords.pipelines import cli
 
@@ -243,6 +244,7 @@ def test_csv_split_key_column_not_a_feature_is_still_read(tmp_path):
     assert min(records.values()) > 120, records  # ~200 each: the key was read
 
 
+@pytest.mark.slow
 def test_dates_and_whole_numbers_from_text_equal_a_parquet_build(tmp_path):
     """CSV text, JSON Lines text and a Parquet timestamp column of the same instants build the
     same epoch integers; CSV's 517.0 is the int64 a Parquet double 517.0 gives (issue #18,

@@ -148,6 +148,7 @@ def test_protobuf_limit_applies_without_a_shard_limit():
     assert record_size_error(100, 116) == "" and record_size_error(101, 116)
 
 
+@pytest.mark.slow
 def test_transform_with_batch_chunks_on_direct_runner():
     features = [F("id", "int64"), F("name", "string", missing="omit")]
     first = pa.record_batch({"id": [1, 2], "name": ["a", None]})

@@ -159,6 +159,7 @@ def _in_a_fresh_process(code: str) -> list[str]:
 
 
 @pytest.mark.parametrize("enabled_before", [True, False])
+@pytest.mark.slow
 def test_the_command_is_imported_with_the_collector_paused_and_left_as_it_was(enabled_before):
     seen = _in_a_fresh_process(f"""
 import gc, sys
@@ -189,6 +190,7 @@ print(gc.isenabled())
     assert seen == ["True"]
 
 
+@pytest.mark.slow
 def test_the_console_script_exits_with_mains_status_and_flushes_its_output(tmp_path):
     import subprocess
     import sys

@@ -264,6 +264,7 @@ def case(draw):
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case())
+@pytest.mark.slow
 def test_columnar_bytes_and_rejects_equal_the_row_encoder(drawn):
     specs, batch = drawn
     assert_same_as_rows(specs, batch)
@@ -783,6 +784,7 @@ def test_resolving_every_feature_of_a_wide_schema_reads_its_names_once():
     assert schema.fields_read == WIDE  # the struct column's type, once per nested feature
 
 
+@pytest.mark.slow
 def test_a_wide_config_plans_once_per_schema_and_looks_each_feature_up_once(monkeypatch):
     monkeypatch.setattr(columnar_encoder, "Columns", _CountingColumns)
     monkeypatch.setattr(_CountingColumns, "built", 0)

@@ -222,6 +222,7 @@ def test_image_split_folders_differing_only_by_case_are_refused_at_launch(place,
     assert not (place / "out").exists()
 
 
+@pytest.mark.slow
 def test_through_the_console_script_a_path_in_a_manifest_cell_writes_nothing_outside(place):
     """The reported attack as a user runs it: a manifest cell ``../../x`` once wrote a shard
     beside the output, over a file that was not ours."""

@@ -178,6 +178,7 @@ def dead_letter_rows(kept: pathlib.Path) -> list[dict]:
     ("jsonl", "feature 'count': expected int64, got str …"),
     ("parquet", "feature 'vec': expected int64 of shape [2], got list …"),
 ])
+@pytest.mark.slow
 def test_a_build_that_cannot_meet_the_threshold_stops_after_a_window(tmp_path, capsys, fmt,
                                                                      reason):
     config = write_config(tmp_path, write_input(tmp_path, fmt))
@@ -213,6 +214,7 @@ def _spread_bad(folder: pathlib.Path, n: int, every: int) -> pathlib.Path:
     (100, 0.05),  # 1% bad, 5% allowed
     (4, 0.3),     # 25% bad, 30% allowed: above neither the fraction nor half
 ])
+@pytest.mark.slow
 def test_bad_records_sparse_enough_to_meet_the_threshold_do_not_stop_the_build(
         tmp_path, capsys, every, fraction):
     config = write_config(tmp_path, _spread_bad(tmp_path, 50_000, every),
@@ -231,6 +233,7 @@ def test_bad_records_sparse_enough_to_meet_the_threshold_do_not_stop_the_build(
                               "integer or true/false")
 
 
+@pytest.mark.slow
 def test_within_the_window_or_with_abort_window_0_the_commit_judges_as_before(tmp_path,
                                                                               capsys):
     data = write_input(tmp_path, "jsonl", n=12_000)
@@ -246,6 +249,7 @@ def test_within_the_window_or_with_abort_window_0_the_commit_judges_as_before(tm
     assert "CommitError: 10000 of 12000 records were rejected" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_worker_processes_stop_and_are_gone_before_the_command_ends(tmp_path, capsys):
     before = set(descendants(os.getpid()))  # e.g. a Cloud Storage emulator of other tests
     config = write_config(tmp_path, write_input(tmp_path, "csv"))

@@ -213,6 +213,7 @@ VALUES = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size
                           st.sampled_from(["omit", "error", "empty"])),
                 min_size=1, max_size=6, unique_by=lambda f: f[0]),
        st.lists(st.dictionaries(NAMES, VALUES), min_size=1, max_size=6))
+@pytest.mark.slow
 def test_records_assembled_entry_by_entry_equal_the_map_path(features, records):
     """Features of one map entry each are assembled in sorted key order, small scalars from a
     cache: the same bytes, or the same refusal, as the map of features the general path

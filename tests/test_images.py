@@ -175,6 +175,7 @@ def _records(chunks):
 
 
 @pytest.mark.parametrize("read_threads", [None, 3], ids=["auto", "threads"])
+@pytest.mark.slow
 def test_read_images_split_layout(split_tree, read_threads):
     root, good, bad = split_tree
     plan = list_images(str(root), FOLDERS)
@@ -220,6 +221,7 @@ def test_read_images_split_layout(split_tree, read_threads):
 
 
 @pytest.mark.parametrize("read_threads", ["auto", 2])
+@pytest.mark.slow
 def test_read_images_manifest_end_to_end_through_build_examples(tmp_path, read_threads):
     folder = tmp_path / "set"
     files = {

@@ -50,6 +50,7 @@ def assert_clean(manifest: dict) -> None:
 
 
 @pytest.mark.parametrize("fmt", sorted(SAMPLES))
+@pytest.mark.slow
 def test_every_sample_input_builds_with_zero_rejects(fmt, tmp_path):
     config, manifest = init_and_build(tmp_path, str(ROOT / SAMPLES[fmt]))
     assert_clean(manifest)
@@ -177,6 +178,7 @@ def test_schema_inference_is_pure():
     assert columns["fixed"].shape == (-1,)
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_config(tmp_path):
     done = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "init",
                            "--input", str(ROOT / SAMPLES["parquet"])],

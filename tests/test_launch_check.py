@@ -60,6 +60,7 @@ def refused(path: Path) -> str:
     return str(err.value)
 
 
+@pytest.mark.slow
 def test_csv_text_declared_int64(tmp_path):
     path = config(tmp_path, {"format": "csv", "path": csv_input(tmp_path)},
                   {"id": {"type": "int64"}, "name": {"type": "int64"},
@@ -111,6 +112,7 @@ def test_jsonl_wrong_fixed_shape_and_list_over_scalar(tmp_path):
     assert "(and 1 more: features.s: declared int64, shape [-1]" in line
 
 
+@pytest.mark.slow
 def test_sparse_mistakes_and_missing_values_do_not_stop_the_build(tmp_path):
     # One name in ten is text: the build runs and rejects those rows as dead letters.
     path = config(tmp_path, {"format": "csv", "path": csv_input(tmp_path, bad_every=10)},
@@ -120,6 +122,7 @@ def test_sparse_mistakes_and_missing_values_do_not_stop_the_build(tmp_path):
     assert manifest["counts"]["rejected"] == ROWS // 10
 
 
+@pytest.mark.slow
 def test_values_all_missing_prove_nothing(tmp_path):
     rows = [{"id": i, "note": None} for i in range(ROWS)]
     path = config(tmp_path, {"format": "jsonl", "path": _jsonl(tmp_path, rows)},
@@ -127,6 +130,7 @@ def test_values_all_missing_prove_nothing(tmp_path):
     assert build.run(["--config", str(path)])["counts"]["written"] == ROWS
 
 
+@pytest.mark.slow
 def test_max_bad_fraction_one_lets_every_record_be_rejected(tmp_path):
     path = config(tmp_path, {"format": "csv", "path": csv_input(tmp_path)},
                   {"id": {"type": "int64"}, "name": {"type": "int64"}}, max_bad_fraction=1.0)
@@ -170,6 +174,7 @@ def test_a_feature_is_cleared_by_one_accepted_value_and_the_sample_stops():
     assert len(mistakes(specs, tallies, records, "f")) == 1
 
 
+@pytest.mark.slow
 def test_the_command_says_it_in_one_line(tmp_path):
     path = config(tmp_path, {"format": "csv", "path": csv_input(tmp_path)},
                   {"id": {"type": "int64"}, "name": {"type": "int64"}})

@@ -303,6 +303,7 @@ def _child(root: str, build_id: str, mode: str) -> tuple[subprocess.Popen, dict]
     return child, json.loads(line)
 
 
+@pytest.mark.slow
 def test_a_killed_holder_on_this_host_frees_the_lease_at_once(process_place):
     child, said = _child(process_place.root, "killed-build", "hold")
     try:
@@ -354,6 +355,7 @@ def test_a_recycled_pid_or_another_host_is_judged_rightly(tmp_path):
     assert Lease(root, "new-build").acquire() == mine
 
 
+@pytest.mark.slow
 def test_reentrant_acquire_from_another_process(process_place):
     lease = Lease(process_place.root, "shared-build")
     lease.acquire()

@@ -164,6 +164,7 @@ def test_a_fence_may_take_an_absent_lease_but_never_a_released_or_foreign_one(pl
         Lease(place.root, A, ttl=10, clock=clock).check(take_if_absent=True)
 
 
+@pytest.mark.slow
 def test_no_takeover_falls_between_the_fence_check_and_its_step(tmp_path):
     """Local disk: the check and the step hold the lock every lease write takes."""
     root = str(tmp_path / "out")
@@ -353,6 +354,7 @@ def _lost_to_b(root: str, version: str) -> Clock:
     return clock
 
 
+@pytest.mark.slow
 def test_the_next_build_removes_what_a_stalled_build_wrote_after_losing_its_marker(
         shared_place):
     root = shared_place.root
@@ -415,6 +417,7 @@ def _build(data, out, version) -> list[str]:
             "--version", version, "--progress-interval", "0"]
 
 
+@pytest.mark.slow
 def test_a_build_stalled_at_its_commit_does_not_commit_after_a_takeover(small_csv, tmp_path,
                                                                         monkeypatch, capsys):
     out = tmp_path / "out"
@@ -466,6 +469,7 @@ def _console() -> str:
     return str(pathlib.Path(sys.executable).with_name("beam-tfrecords"))
 
 
+@pytest.mark.slow
 def test_a_stopped_build_resumed_after_a_takeover_exits_in_one_line_and_is_cleaned_up(
         small_csv, tmp_path):
     """Through the console script: build A is stopped (SIGSTOP) right after its commit's

@@ -22,6 +22,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
+@pytest.mark.slow
 def test_wheel_is_one_namespace_without_tests(wheel):
     names = wheel.namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}

@@ -148,11 +148,13 @@ def run_sink(tmp_path, args, progress_dir=None):
     return sum(f.stat().st_size for f in shards)
 
 
+@pytest.mark.slow
 def test_sink_totals_add_up_to_what_it_wrote_in_process(tmp_path):
     written = run_sink(tmp_path, [], progress_dir=str(tmp_path / "progress"))
     assert pf.read_totals(str(tmp_path / "progress"))[:2] == (12 * 500, written)
 
 
+@pytest.mark.slow
 def test_sink_totals_from_two_worker_processes_via_the_pipeline_option(tmp_path):
     progress = tmp_path / "progress"
     written = run_sink(tmp_path, ["--direct_running_mode=multi_processing",
@@ -161,11 +163,13 @@ def test_sink_totals_from_two_worker_processes_via_the_pipeline_option(tmp_path)
     assert pf.read_totals(str(progress))[:2] == (12 * 500, written)
 
 
+@pytest.mark.slow
 def test_no_progress_files_unless_asked(tmp_path):
     run_sink(tmp_path, [])
     assert not list(tmp_path.rglob("*.json"))
 
 
+@pytest.mark.slow
 def test_build_command_prints_progress_lines_on_stderr(tmp_path, capsys):
     from beam_tfrecords.pipelines import cli
 

@@ -228,6 +228,7 @@ def number_text(draw):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(number_text(), min_size=1, max_size=20))
+@pytest.mark.slow
 def test_only_bounded_text_reaches_the_decimal_cast(texts):
     """What decimal_text admits, Arrow's decimal cast reads exactly as Decimal() does or
     refuses (checked here, in-process: the bound is what makes that safe); an exponent of

@@ -73,6 +73,7 @@ def versions(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("kind,suffix", [("none", ".tfrecord"), ("gzip", ".tfrecord.gz"),
                                          ("zlib", ".tfrecord.deflate"),
                                          ("index", ".tfrecord")])
+@pytest.mark.slow
 def test_beam_auto_compression_reads_every_split_glob(versions, kind, suffix, tmp_path):
     version = versions[kind]
     manifest = json.loads((version / "manifest.json").read_text())
@@ -106,6 +107,7 @@ def test_index_sidecars_live_in_their_own_tree_listed_by_the_manifest(versions):
     assert all(c.ok for c in verify_path(str(version)))
 
 
+@pytest.mark.slow
 def test_verify_checks_the_index_sidecars(tmp_path):
     version = build(tmp_path / "out", "v1", index=True)
     manifest = json.loads((version / "manifest.json").read_text())
@@ -125,6 +127,7 @@ def test_verify_checks_the_index_sidecars(tmp_path):
     assert problems == [f"index {index} is missing"]
 
 
+@pytest.mark.slow
 def test_retention_and_cleanup_know_the_index_tree(tmp_path):
     out = tmp_path / "out"
     first = build(out, "v1", index=True)

@@ -7,6 +7,8 @@ import ast
 import pathlib
 import re
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "RELIABILITY.md"
 REFERENCE = re.compile(r"tests/(test_\w+\.py)::(test_\w+)")
@@ -42,6 +44,7 @@ def test_every_guarantee_names_a_test():
     assert not [title for title, tests in found.items() if not tests]
 
 
+@pytest.mark.slow
 def test_every_named_test_exists():
     references = set(REFERENCE.findall(DOC.read_text()))
     assert references

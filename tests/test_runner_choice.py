@@ -63,6 +63,7 @@ def test_a_direct_runner_build_never_tries_prism(tmp_path, no_prism):
     assert manifest["runner"] == "DirectRunner"
 
 
+@pytest.mark.slow
 def test_two_worker_processes_see_the_progress_option(tmp_path, no_prism, monkeypatch):
     """The workers only learn the progress directory from the provision info we pass."""
     seen = []
@@ -98,6 +99,7 @@ def _build_command(out: pathlib.Path, runner: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_runners_that_cannot_run_a_build_are_refused_in_one_line_before_any_write(tmp_path):
     started = {runner: _build_command(tmp_path / f"out{index}", runner)
                for index, runner in enumerate(REFUSED)}
@@ -110,6 +112,7 @@ def test_runners_that_cannot_run_a_build_are_refused_in_one_line_before_any_writ
         assert not (tmp_path / f"out{index}").exists()  # nothing written to the output
 
 
+@pytest.mark.slow
 def test_a_runner_we_do_not_test_is_tried_after_one_warning_line(tmp_path):
     proc = _build_command(tmp_path / "out", "TestDirectRunner")  # Beam's, runs on Direct
     stdout, stderr = proc.communicate(timeout=180)

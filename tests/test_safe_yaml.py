@@ -193,6 +193,7 @@ nested = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(value=nested, flow=st.booleans())
+@pytest.mark.slow
 def test_the_text_pass_never_refuses_what_the_exact_measure_accepts(value, flow):
     text = yaml.safe_dump({"root": value}, default_flow_style=flow)
     assert safe_load_limited(text) == {"root": value}

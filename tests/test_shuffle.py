@@ -412,6 +412,7 @@ def labels_in_order(out, manifest):
             for example in read_examples(path)]
 
 
+@pytest.mark.slow
 def test_a_shuffled_image_folder_build_loses_the_class_order(tmp_path, caplog):
     config = image_config(tmp_path)
     with caplog.at_level(logging.WARNING, logger="beam_tfrecords.pipelines.build"):

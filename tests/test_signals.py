@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 
+import pytest
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_tfrecords.pipelines import signals
@@ -103,6 +104,7 @@ class _Launched:
         self.result = result
 
 
+@pytest.mark.slow
 def test_a_remote_job_is_cancelled_and_waited_for_before_the_lease_goes():
     watcher = signals._Watcher("beam-tfrecords")
     job = _RemoteJob(stops_after=2)
@@ -111,6 +113,7 @@ def test_a_remote_job_is_cancelled_and_waited_for_before_the_lease_goes():
     assert job.cancels == 1
 
 
+@pytest.mark.slow
 def test_a_remote_job_that_does_not_stop_keeps_the_lease(monkeypatch):
     monkeypatch.setattr(signals, "CANCEL_SECONDS", 1.0)
     watcher = signals._Watcher("beam-tfrecords")

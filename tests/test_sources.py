@@ -468,6 +468,7 @@ def test_list_features_headerless_files_and_other_delimiters(tmp_path):
                        (2, {"i": 2, "f": None, "s": "z", "b": ""})]
 
 
+@pytest.mark.slow
 def test_read_csv_transform_emits_batches_rejects_and_counts(tmp_path):
     path = _write(tmp_path, b"i,f,s,b\n1,0.5,a,\n2,x,b,\n3,1.5,c,\n")
 
@@ -578,6 +579,7 @@ KINDS = [("int64", None), ("float", None), ("int64", "iso8601"), ("int64", "%d/%
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(CELLS, min_size=1, max_size=30), st.sampled_from(KINDS),
        st.sampled_from(["s", "ns", "days"]))
+@pytest.mark.slow
 def test_type_batch_agrees_with_parse_cell(cells, kind, unit):
     dtype, fmt = kind
     spec = F("c", dtype, unit=unit, format=fmt)
@@ -613,6 +615,7 @@ def _decimal_text(units: int, places: int, style: int) -> str:
 @given(st.integers(0, 6), st.lists(st.one_of(st.none(), st.tuples(
     st.one_of(st.integers(-10**20, 10**20), st.integers(-10**40, 10**40)), st.integers(0, 3))),
     min_size=1, max_size=20), st.sampled_from([1, 2, 3, 18]), st.data())
+@pytest.mark.slow
 def test_decimal_cells_of_a_scaled_feature_are_parse_cells_decimals(places, drawn, scale,
                                                                     data):
     """A block whose cells share their decimal places is typed column-wise, each value the
@@ -657,6 +660,7 @@ ROW_CELLS = st.one_of(
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ROW_CELLS, min_size=1, max_size=12), st.sampled_from(["\n", "\r\n", "\r", ""]),
        st.integers(0, 2), st.booleans(), st.data())
+@pytest.mark.slow
 def test_pick_cells_agrees_with_csv(cells, end, ncols_off, bad_byte, data):
     """pick_cells gives csv's cells of the kept columns, or None -- never for a row that is
     plainly well formed (clean quoting, valid UTF-8, the expected number of cells)."""

@@ -142,6 +142,7 @@ RUNNERS = {
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
+@pytest.mark.slow
 def test_every_runner_hashes_unique_keys_beside_the_build_with_the_same_splits(runner):
     """In a worker process of each runner the child starts, hashes every key of a batch of
     unique ids (the counter says so) and the splits are those of hashing here."""

@@ -34,6 +34,7 @@ def test_which_pipelines_run_in_one_process(args, runner, one):
     ([], False),
     (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
 ])
+@pytest.mark.slow
 def test_spread_keeps_every_element_and_reshuffles_only_with_several_workers(args, reshuffled):
     p = beam.Pipeline(options=PipelineOptions(args))
     out = p | beam.Create(list(range(50))) | "Spread" >> Spread()

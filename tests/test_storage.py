@@ -131,6 +131,7 @@ def test_file_crc32c(root):
 
 
 @pytest.mark.parametrize("count", [2, 40])
+@pytest.mark.slow
 def test_concatenate(root, count):
     sources = [storage.join(root, "parts", f"{i:03d}.part") for i in range(count)]
     for i, source in enumerate(sources):

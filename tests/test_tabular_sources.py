@@ -177,6 +177,7 @@ def _jsonl_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_jsonl_records_rows_rejects_and_counts(tmp_path):
     path = _jsonl_file(tmp_path)
     expect(
@@ -193,6 +194,7 @@ def test_jsonl_records_rows_rejects_and_counts(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_jsonl_long_lines_are_skipped_not_held_and_chunks_split(tmp_path):
     path = tmp_path / "many.jsonl"
     body = [b'{"i": %d}\n' % i for i in range(CHUNK_ROWS + 10)]
@@ -209,6 +211,7 @@ def test_jsonl_long_lines_are_skipped_not_held_and_chunks_split(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_jsonl_end_to_end(tmp_path):
     path = tmp_path / "e2e.jsonl"
     path.write_text(
@@ -242,6 +245,7 @@ def _parquet_table():
 
 
 @pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.slow
 def test_parquet_records_only_needed_columns(tmp_path, columnar):
     path = tmp_path / "t.parquet"
     pq.write_table(_parquet_table(), path)
@@ -266,6 +270,7 @@ def test_parquet_records_only_needed_columns(tmp_path, columnar):
     assert top_level_fields("parquet", str(path)) == _parquet_table().column_names
 
 
+@pytest.mark.slow
 def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
     path = tmp_path / "big.parquet"
     n = CHUNK_ROWS + 5
@@ -288,6 +293,7 @@ def test_parquet_chunks_extra_fields_and_no_features(tmp_path):
 
 
 @pytest.mark.parametrize("columnar", [True, False])
+@pytest.mark.slow
 def test_parquet_unreadable_file_and_row_group_are_unread_input(tmp_path, columnar):
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"this is not parquet at all")
@@ -342,6 +348,7 @@ def test_parquet_columnar_chunks_hold_batches_equal_to_the_per_row_records(tmp_p
     assert all(c.batch is None for c in slow_chunks)
 
 
+@pytest.mark.slow
 def test_parquet_end_to_end(tmp_path):
     path = tmp_path / "e2e.parquet"
     pq.write_table(_parquet_table(), path)
@@ -386,6 +393,7 @@ def _write_avro(path, rows, **kwargs):
         fastavro.writer(handle, fastavro.parse_schema(AVRO_SCHEMA), rows, **kwargs)
 
 
+@pytest.mark.slow
 def test_avro_records_rows_and_counts(tmp_path):
     path = tmp_path / "t.avro"
     _write_avro(path, AVRO_ROWS, codec="deflate")
@@ -395,6 +403,7 @@ def test_avro_records_rows_and_counts(tmp_path):
     assert top_level_fields("avro", str(path)) == ["id", "tokens", "opt", "meta", "blob", "ts"]
 
 
+@pytest.mark.slow
 def test_avro_unreadable_file_and_truncated_block_are_unread_input(tmp_path):
     junk = tmp_path / "junk.avro"
     junk.write_bytes(b"definitely not avro")
@@ -427,6 +436,7 @@ def test_avro_unreadable_file_and_truncated_block_are_unread_input(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_avro_end_to_end(tmp_path):
     path = tmp_path / "e2e.avro"
     _write_avro(path, AVRO_ROWS)

@@ -173,6 +173,7 @@ CELL = st.one_of(iso_like(), st.none(), st.text(max_size=12),
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(CELL, max_size=40), st.sampled_from(UNITS), st.booleans(), st.integers(0, 2))
+@pytest.mark.slow
 def test_iso_columns_agree_with_the_reference(texts, unit, large, skip):
     arr = pa.array([None] * skip + texts, pa.large_string() if large else pa.string())
     arr = arr.slice(skip)  # an offset into the buffers, as list leaves have
@@ -220,6 +221,7 @@ def formatted(draw, fmt):
     lambda fmt: st.tuples(st.just(fmt), st.lists(st.one_of(formatted(fmt), st.none(),
                                                            st.text(max_size=8)), max_size=30))),
     st.sampled_from(UNITS))
+@pytest.mark.slow
 def test_strptime_columns_agree_with_the_reference(drawn, unit):
     fmt, texts = drawn
     arr = pa.array(texts, pa.string())
@@ -248,6 +250,7 @@ NUMBER_TEXT = st.one_of(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(NUMBER_TEXT, max_size=40))
+@pytest.mark.slow
 def test_whole_number_columns_agree_with_the_reference(texts):
     values, decided = tv.whole_values(pa.array(texts, pa.string()))
     for i, text in enumerate(texts):

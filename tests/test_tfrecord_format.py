@@ -153,6 +153,7 @@ RECORD_SETS = {
 
 @pytest.mark.parametrize("compression", tff.COMPRESSIONS)
 @pytest.mark.parametrize("set_name", list(RECORD_SETS))
+@pytest.mark.slow
 def test_round_trip(compression, set_name):
     records = RECORD_SETS[set_name]
     blob = write_all(records, compression)
@@ -281,6 +282,7 @@ def test_records_passed_through_are_checked_as_held_ones_are():
         assert outcomes(case, 4) == held, case
 
 
+@pytest.mark.slow
 def test_a_record_over_a_chunk_is_checked_alike_held_or_passed_through():
     """Records over a chunk are read apart from their footer, held or not."""
     big = RNG.randbytes(tff.CHUNK_SIZE + 10)
@@ -619,6 +621,7 @@ def _spans(source, verify_crc, max_bytes):
 @given(st.lists(st.binary(max_size=300), max_size=40), st.sampled_from(
     ["none", "flip", "cut", "garbage"]), st.integers(0, 10**6), st.booleans(),
     st.sampled_from([None, 100, tff.CHUNK_SIZE]))
+@pytest.mark.slow
 def test_records_whole_in_a_chunk_read_as_the_general_path_reads_them(records, damage, where,
                                                                      verify_crc, max_bytes):
     """The tight loop over records lying whole in a chunk yields, and fails, exactly as the

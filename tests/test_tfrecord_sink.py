@@ -173,6 +173,7 @@ def test_finalize_is_idempotent(tmp_path):
     assert first == again
 
 
+@pytest.mark.slow
 def test_retried_bundles_neither_duplicate_nor_lose_records(tmp_path, monkeypatch, graph):
     """A writer bundle fails after writing its files; BundleBasedDirectRunner retries it.
 
@@ -276,6 +277,7 @@ def test_pipeline_writes_every_record_once_in_band_and_keeps_the_empty_split(
     assert counters["shards_finalized"] == len(infos)
 
 
+@pytest.mark.slow
 def test_both_graph_shapes_write_the_same_shards(tmp_path, monkeypatch):
     rng = random.Random(11)
     elements = [(split, SerializedBatch.from_records(make_records(rng, 60)))

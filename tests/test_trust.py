@@ -81,6 +81,7 @@ FOREIGN = {
 }
 
 
+@pytest.mark.slow
 def test_another_tools_files_are_never_deleted_or_changed(small_csv, root, capsys):
     for name, data in FOREIGN.items():
         put(f"{root}/{name}", data)
@@ -97,6 +98,7 @@ def test_another_tools_files_are_never_deleted_or_changed(small_csv, root, capsy
     assert all(check.ok for check in verify_path(f"{root}/v1"))
 
 
+@pytest.mark.slow
 def test_a_folder_with_our_marker_but_foreign_files_keeps_the_foreign_files(small_csv, root):
     """Leftovers of a dead build lose what that build writes; a file someone put there stays."""
     marker = ownership.Marker("d" * 32, "dead", "2026-01-01T00:00:00Z", "0.1.0")
@@ -123,6 +125,7 @@ def test_bad_version_names_are_refused_before_anything_runs(small_csv, tmp_path,
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_latest_as_a_version_cannot_break_the_location(small_csv, tmp_path):
     out = tmp_path / "out"
     assert cli.main(args(DEMO, small_csv, str(out), "--version", "LATEST")) == 1
@@ -132,6 +135,7 @@ def test_latest_as_a_version_cannot_break_the_location(small_csv, tmp_path):
 
 # -- the lease --
 
+@pytest.mark.slow
 def test_a_second_build_refuses_at_start_naming_the_holder(small_csv, root, capsys):
     holder = Lease(root, "f" * 32)
     holder.acquire()
@@ -157,6 +161,7 @@ def _spawn(argv: list[str]) -> subprocess.Popen:
                             start_new_session=True, text=True)
 
 
+@pytest.mark.slow
 def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
     """Both exit, one commits; the other refuses (lease) or, waiting, finds it committed."""
     out = str(tmp_path / "out")
@@ -171,6 +176,7 @@ def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
     assert all(check.ok for check in verify_path(f"{out}/v"))
 
 
+@pytest.mark.slow
 def test_overlapping_default_versions_both_commit_when_the_second_waits(small_csv, tmp_path):
     out = str(tmp_path / "out")
     # Either may take the lease first (interpreter start-up varies): both wait for it.
@@ -187,6 +193,7 @@ def test_overlapping_default_versions_both_commit_when_the_second_waits(small_cs
 
 # -- the commit --
 
+@pytest.mark.slow
 def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv, root,
                                                                        monkeypatch, capsys):
     assert cli.main(args(DEMO, small_csv, root, "--version", "v1")) == 0
@@ -209,6 +216,7 @@ def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv
     assert all(check.ok for check in verify_path(f"{root}/v2"))
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, tmp_path,
                                                                           monkeypatch, capsys):
     """Staged parts are written by a thread of their own (sinks/threaded_file.py): its error
@@ -229,6 +237,7 @@ def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_c
     assert commit.read_latest(root) == "v1"
 
 
+@pytest.mark.slow
 def test_any_next_build_completes_an_interrupted_commit(small_csv, tmp_path, monkeypatch):
     out = str(tmp_path / "out")
     real = commit.move_latest
@@ -261,6 +270,7 @@ def test_a_committed_manifest_is_never_rewritten(tmp_path):
 
 # -- failed builds keep their dead letters --
 
+@pytest.mark.slow
 def test_a_failed_build_keeps_its_dead_letters_and_names_the_top_reasons(small_csv, root,
                                                                          capsys):
     bad = small_csv.parent / "bad.csv"
@@ -282,6 +292,7 @@ def test_a_failed_build_keeps_its_dead_letters_and_names_the_top_reasons(small_c
     assert [k for k in tree(root) if k.startswith(".failed/")] == kept
 
 
+@pytest.mark.slow
 def test_retention_removes_old_failed_builds_dead_letters(small_csv, tmp_path):
     out = str(tmp_path / "out")
     bad = small_csv.parent / "bad.csv"
@@ -307,6 +318,7 @@ def _check_location(out: str) -> None:
 
 @pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
                                         ("local", 3), ("gcs", 4)])
+@pytest.mark.slow
 def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, request, where,
                                                         seed):
     rng = random.Random(seed)
@@ -371,6 +383,7 @@ def test_unread_input_fails_the_build_by_default_and_is_counted_when_allowed(tmp
     assert commit.read_latest(str(out)) == "ok"
 
 
+@pytest.mark.slow
 def test_a_latest_set_by_hand_to_an_older_version_is_not_rolled_forward(small_csv, tmp_path):
     """Only an interrupted commit is completed: a LATEST pinned back on purpose stays."""
     out = str(tmp_path / "out")
@@ -390,6 +403,7 @@ def test_temporary_files_of_a_killed_atomic_write_do_not_block_the_next_build(sm
     assert cli.main(args(DEMO, small_csv, str(out), "--version", "v2")) == 0
 
 
+@pytest.mark.slow
 def test_a_failed_build_prints_one_line_not_beams_traceback(tmp_path):
     """Beam logs a step's error with its traceback; for a user error the command's one line
     is all a scheduler's log gets (``--debug`` brings the traceback back)."""

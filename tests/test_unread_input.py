@@ -148,6 +148,7 @@ def test_csv_damage_of_every_kind_in_one_file(tmp_path, columnar):
                       "unread_bytes": len(tail), "unread_rows": 0, "unread_regions": 1}
 
 
+@pytest.mark.slow
 def test_csv_unterminated_quote_on_direct_runner(tmp_path):
     path = tmp_path / "open.csv"
     head = b"i,s\n1,a\n2,b\n"

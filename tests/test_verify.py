@@ -392,6 +392,7 @@ def peak_growth(command: str, small: pathlib.Path, large: pathlib.Path) -> tuple
     return int(grew), "\n".join(output)
 
 
+@pytest.mark.slow
 def test_verify_streams_a_300_mb_record_in_bounded_memory(one_large_record):
     """Both CRCs of a record are computed piece by piece as it is decompressed: a 300 MB
     record never sits in memory (a 2 GiB one peaked at 6.3 GB before)."""
@@ -400,6 +401,7 @@ def test_verify_streams_a_300_mb_record_in_bounded_memory(one_large_record):
     assert f"{one_large_record[1]}          1" in out and "0 with problems" in out, out
 
 
+@pytest.mark.slow
 def test_inspect_shows_a_record_over_the_limit_by_its_size(one_large_record):
     grew, out = peak_growth("inspect", *one_large_record)
     assert grew < MEMORY_BOUND_KIB, f"peak RSS grew by {grew} KiB"

@@ -56,6 +56,7 @@ def _ours(items: dict) -> dict:
 
 @settings(max_examples=300, deadline=None)
 @given(prefix_free_maps)
+@pytest.mark.slow
 def test_example_bytes_equal_protobuf_deterministic(items):
     message = pb.Example()
     _pb_features(message.features, items)
@@ -64,6 +65,7 @@ def test_example_bytes_equal_protobuf_deterministic(items):
 
 @settings(max_examples=200, deadline=None)
 @given(feature_maps)
+@pytest.mark.slow
 def test_example_pieces_join_to_the_example_and_keep_bytes_values_uncopied(items):
     """Features given as pieces encode like joined ones; a bytes value stays its own piece
     (the object itself), so the one join that follows copies an image once."""
@@ -81,6 +83,7 @@ def test_example_pieces_join_to_the_example_and_keep_bytes_values_uncopied(items
 @settings(max_examples=150, deadline=None)
 @given(prefix_free_maps, st.dictionaries(names, st.lists(features, max_size=4), max_size=4)
        .filter(_no_prefix_keys))
+@pytest.mark.slow
 def test_sequence_example_bytes_equal_protobuf(context, lists):
     message = pb.SequenceExample()
     _pb_features(message.context, context)
@@ -100,6 +103,7 @@ def test_sequence_example_bytes_equal_protobuf(context, lists):
 
 @settings(max_examples=300, deadline=None)
 @given(feature_maps)
+@pytest.mark.slow
 def test_decode_inverts_encode(items):
     decoded = wire.decode_example(wire.encode_example(_ours(items)))
     assert decoded == {key: (kind, list(values)) for key, (kind, values) in items.items()}
