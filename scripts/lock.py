@@ -153,12 +153,12 @@ def _targets() -> dict[pathlib.Path, tuple[str, list[str], str]]:
 
 def uv() -> pathlib.Path:
     """The pinned uv, installed into .cache/lock-tools on first use."""
-    uv = TOOLS / "bin" / "uv"
-    if not uv.exists():
+    binary = TOOLS / "bin" / "uv"
+    if not binary.exists():
         venv.EnvBuilder(with_pip=True, clear=True).create(TOOLS)
         subprocess.run([str(TOOLS / "bin" / "python"), "-m", "pip", "install", "--quiet", UV],
                        check=True)
-    return uv
+    return binary
 
 
 def compile_lock(source: str, extra: list[str], python: str, out: pathlib.Path,
