@@ -1,7 +1,9 @@
 """What a user gets from the wheel, on every Python we support, outside the repository.
 
-    python3 scripts/smoke.py              # every Python that setup.py's classifiers name
-    python3 scripts/smoke.py 3.10 3.13    # only these
+    python3 scripts/smoke.py              # every Python that setup.py's classifiers name,
+                                          #   then the Dockerfile's pip step (4 below)
+    python3 scripts/smoke.py 3.10 3.13    # only these Pythons
+    python3 scripts/smoke.py docker       # only the Dockerfile's pip step
 
 1. The sdist and the wheel are built (``python -m build``) and checked (``twine check``).
 2. For each Python: a fresh virtual environment in a temporary folder, the lock of a plain
@@ -11,6 +13,12 @@
    demo's CSV; ``build`` of the demo config; ``verify``; the records read back with
    ``btf.read_examples`` (no TensorFlow); and a Python pipeline of dicts written with
    ``btf.WriteTFRecordDataset``.
+4. The Dockerfile's pip step without Docker: a virtual environment on the image's Python stands
+   in for Beam's SDK image -- Beam's published pins (locks/beam-sdk-image-py3.11.txt) with
+   ``--no-deps``, then Beam itself, as Beam's own image build does -- and the Dockerfile's final
+   stage is replayed on it (scripts/dockerfile.py: its COPY lines and RUN steps, read from the
+   Dockerfile). Then ``pip check``, ``beam-tfrecords --version`` and the import, and the versions
+   that changed must be exactly those locks/docker-py3.11.txt's header names.
 
 An interpreter is found with pyenv (``$(pyenv root)/versions/3.X.*``) or as ``python3.X`` on
 PATH; a supported Python that cannot be found fails the run, so CI never skips one silently.
@@ -34,6 +42,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import dev  # noqa: E402 -- beside this script
+import dockerfile  # noqa: E402
 import lock  # noqa: E402
 
 API_SNIPPET = """
@@ -98,6 +107,18 @@ def run(args: list[str], cwd: pathlib.Path, env: dict) -> str:
     return done.stdout
 
 
+def user_env(bin_dir: pathlib.Path) -> dict[str, str]:
+    """This process's environment without what points Python at the repository, with
+    ``bin_dir`` (a virtual environment's) first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def our_version() -> str:
+    return re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)[1]
+
+
 def smoke(python: str, wheel: pathlib.Path, work: pathlib.Path) -> float:
     start = time.monotonic()
     env_dir = work / f"venv-{python}"
@@ -111,12 +132,10 @@ def smoke(python: str, wheel: pathlib.Path, work: pathlib.Path) -> float:
     config = (ROOT / "configs" / "demo.yaml").read_text().replace(
         "configs/data/demo.csv", "data/demo.csv")
     (here / "demo.yaml").write_text(config)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env = user_env(bin_dir)
     cli = str(bin_dir / "beam-tfrecords")
-    ours = re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)
     version = run([cli, "--version"], here, env).strip()
-    assert version == f"beam-tfrecords {ours.group(1)}", version
+    assert version == f"beam-tfrecords {our_version()}", version
     inferred = run([cli, "init", "--input", "data/demo.csv"], here, env)
     assert re.search(r"^\s+feature3: \{type: float", inferred, re.M), inferred[:2000]
     run([cli, "build", "--config", "demo.yaml", "--output", "out"], here, env)
@@ -129,17 +148,68 @@ def smoke(python: str, wheel: pathlib.Path, work: pathlib.Path) -> float:
     return time.monotonic() - start
 
 
+def installed(python: pathlib.Path) -> dict[str, str]:
+    """Every distribution pip sees in ``python``'s environment, by normalized name."""
+    listed = json.loads(run([str(python), "-m", "pip", "list", "--format=json"], ROOT,
+                            user_env(python.parent)))
+    return {re.sub(r"[-_.]+", "-", d["name"]).lower(): d["version"] for d in listed}
+
+
+def docker_image(work: pathlib.Path) -> tuple[float, float]:
+    """The Dockerfile's final stage replayed on a stand-in for Beam's SDK image (step 4).
+
+    Returns:
+        The seconds taken to make the stand-in, and to replay the stage and check the result.
+    """
+    start = time.monotonic()
+    image = work / "beam-sdk-image"
+    subprocess.run([interpreter(lock.DOCKER_PYTHON), "-m", "venv", str(image)], check=True)
+    python = image / "bin" / "python"
+    uv = [str(lock.uv()), "pip", "install", "--quiet", "--python", str(python), "--no-deps"]
+    subprocess.run([*uv, "-r", str(lock.image_requirements())], check=True)
+    subprocess.run([*uv, f"apache-beam=={lock.beam_version()}"], check=True)
+    before = installed(python)
+    env = user_env(python.parent)
+    made = time.monotonic()
+    dockerfile.replay(dockerfile.final_stage(), work / "image-root", env)
+
+    after = installed(python)
+    changed = {name: (before.get(name, "none"), version) for name, version in after.items()
+               if before.get(name) != version}
+    declared = {**lock.docker_changes(lock.docker_lock()),
+                "beam-tfrecords": ("none", our_version())}
+    gone = sorted(set(before) - set(after))
+    if changed != declared or gone:
+        raise SystemExit(f"[smoke] the Dockerfile's pip step changed {changed} (removed {gone}) "
+                         f"in the image; {lock.docker_lock().name} declares {declared}")
+    run([str(python), "-m", "pip", "check"], work, env)
+    version = run([str(image / "bin" / "beam-tfrecords"), "--version"], work, env).strip()
+    assert version == f"beam-tfrecords {our_version()}", version
+    run([str(python), "-c", "import apache_beam, beam_tfrecords as btf; "
+         f"assert apache_beam.__version__ == {lock.beam_version()!r}; "
+         "btf.WriteTFRecordDataset, btf.read_examples"], work, env)
+    return made - start, time.monotonic() - made
+
+
 def main(argv: list[str]) -> int:
-    pythons = argv or list(lock.PYTHONS)
+    targets = argv or [*lock.PYTHONS, "docker"]
     with tempfile.TemporaryDirectory(prefix="beam-tfrecords-smoke-") as temp:
         work = pathlib.Path(temp)
-        wheel = build_dists(work / "dist")
-        print(f"[smoke] built and checked {wheel.name}", flush=True)
+        pythons = [t for t in targets if t != "docker"]
+        if pythons:
+            wheel = build_dists(work / "dist")
+            print(f"[smoke] built and checked {wheel.name}", flush=True)
         for python in pythons:
             seconds = smoke(python, wheel, work)
             print(f"[smoke] Python {python}: wheel installed outside the repository; "
                   f"--version, init, build, verify, read_examples and the API passed "
                   f"({seconds:.0f} s)", flush=True)
+        if "docker" in targets:
+            made, replayed = docker_image(work)
+            print(f"[smoke] Dockerfile: its pip step on Beam's SDK image changed only what "
+                  f"{lock.docker_lock().name} declares; pip check, --version and the import "
+                  f"passed ({made:.0f} s to stand the image in, {replayed:.0f} s the stage)",
+                  flush=True)
     return 0
 
 

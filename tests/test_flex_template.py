@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import posixpath
 import re
 import subprocess
 import sys
@@ -18,6 +17,10 @@ from beam_tfrecords.pipelines.flex_template import template_argv
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import dockerfile  # noqa: E402 -- scripts/dockerfile.py, the Dockerfile as Docker reads it
+
 METADATA = ROOT / "pipelines" / "flex" / "metadata.json"
 
 # A value each template parameter may take, and the build option it must set.
@@ -90,42 +93,13 @@ def test_entry_script_builds_then_skips_like_the_command(tmp_path):
     assert not (out / "b").exists()
 
 
-def dockerfile_final_stage() -> list[str]:
-    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
-    last_from = max(i for i, line in enumerate(lines) if line.startswith("FROM "))
-    return lines[last_from:]
-
-
-def image_files(stage: list[str]) -> set[str]:
-    """Files the stage's COPY lines put into the image (from this repository)."""
-    workdir, files = "/", set()
-    for line in stage:
-        words = line.split()
-        if words[0] == "WORKDIR":
-            workdir = posixpath.join(workdir, words[1])
-        elif words[0] == "COPY" and not any(w.startswith("--from=") for w in words):
-            *sources, dest = words[1:]
-            dest = posixpath.normpath(posixpath.join(workdir, dest))
-            for source in sources:
-                path = ROOT / source
-                assert path.exists(), f"COPY of {source}, which is not in the repository"
-                if path.is_dir():
-                    files |= {posixpath.join(dest, str(f.relative_to(path)))
-                              for f in path.rglob("*") if f.is_file()}
-                else:
-                    files.add(posixpath.join(dest, path.name))
-    return files
-
-
 def test_dockerfile_launcher_env_points_at_files_in_the_image():
-    stage = dockerfile_final_stage()
+    stage = dockerfile.final_stage()
     env = {}
     for line in stage:
         if line.startswith("ENV "):
             env.update(re.findall(r"(\w+)=(\S+)", line))
-    files = image_files(stage)
+    files = {target for _, target in dockerfile.copies(stage)}
     for name in ("FLEX_TEMPLATE_PYTHON_PY_FILE", "FLEX_TEMPLATE_PYTHON_SETUP_FILE"):
         assert env[name] in files, (name, env[name])
     assert env["FLEX_TEMPLATE_PYTHON_PY_FILE"].endswith("/pipelines/flex/main.py")

@@ -11,6 +11,10 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import dockerfile  # noqa: E402 -- scripts/dockerfile.py, the Dockerfile as Docker reads it
+import lock  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +61,58 @@ def test_dockerfile_launcher_is_pinned_and_matches_the_sdk_python():
     assert launcher[1] == sdk_python
     assert re.search(r"^ARG LAUNCHER_TAG=(\S+)$", docker, re.M)[1] not in ("", "latest")
     assert f"COPY --from={launcher[2]} /opt/google/dataflow/python_template_launcher " in docker
+
+
+def test_dockerfile_installs_through_its_lock_then_the_package_alone():
+    """The image's pip step: the lock with hashes and no resolving, the package without its
+    dependencies, then pip check (scripts/smoke.py replays it on a stand-in for the image)."""
+    stage = dockerfile.final_stage()
+    runs = [line for line in stage if line.startswith("RUN ")]
+    assert len(runs) == 1, runs
+    steps = [step.split() for step in runs[0].removeprefix("RUN ").split("&&")]
+    target = lock.docker_lock().relative_to(ROOT).as_posix()
+    assert steps[0][:2] == ["pip", "install"]
+    assert {"--require-hashes", "--no-deps", "--no-cache-dir"} <= set(steps[0])
+    assert steps[0][-2:] == ["-r", target]
+    assert steps[1][:2] == ["pip", "install"] and steps[1][-1] == "."
+    assert {"--no-deps", "--no-build-isolation"} <= set(steps[1])
+    assert steps[2] == ["pip", "check"]
+    sdk_python = re.match(r"FROM apache/beam_python(3\.\d+)_sdk:", stage[0])[1]
+    assert sdk_python == lock.DOCKER_PYTHON
+    assert f"/opt/beam_tfrecords/{target}" in {t for _, t in dockerfile.copies(stage)}
+
+
+def test_dockerfile_copies_every_file_the_package_build_reads():
+    """Every top-level module and what setup.py opens: a module left out imports nowhere in
+    the image, and a missing README.md failed the build itself."""
+    copied = {source.relative_to(ROOT).as_posix()
+              for source, _ in dockerfile.copies(dockerfile.final_stage())}
+    needed = {p.name for p in ROOT.glob("*.py")} | {"README.md"}
+    for folder in ("pipelines", "transforms", "sinks", "configs"):
+        needed |= {p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*")
+                   if p.is_file() and p.suffix in (".py", ".yaml", ".proto", ".json")
+                   and "__pycache__" not in p.parts}
+    assert sorted(needed - copied) == []
+
+
+def test_the_dockerfile_replay_copies_sets_runs_and_refuses_the_unknown(tmp_path):
+    (tmp_path / "Dockerfile").write_text(
+        "FROM a AS first\nRUN exit 1\nFROM b\nWORKDIR /opt/app\n"
+        "COPY setup.py README.md ./\nCOPY configs ./conf\n"
+        "ENV GREETING=hello \\\n    OTHER=1\n"
+        "RUN echo \"$GREETING\" > out.txt && ls conf > ls.txt\n")
+    stage = dockerfile.final_stage(tmp_path / "Dockerfile")
+    assert stage[0] == "FROM b" and len(stage) == 6
+    root = tmp_path / "root"
+    dockerfile.replay(stage, root, {"PATH": "/usr/bin:/bin"})
+    app = root / "opt" / "app"
+    assert (app / "setup.py").read_bytes() == (ROOT / "setup.py").read_bytes()
+    assert (app / "out.txt").read_text() == "hello\n"
+    assert "demo.yaml" in (app / "ls.txt").read_text().split()
+    with pytest.raises(SystemExit, match="exited 3"):
+        dockerfile.replay(["FROM b", "RUN exit 3"], root, {"PATH": "/usr/bin:/bin"})
+    with pytest.raises(SystemExit, match="does not know `USER`"):
+        dockerfile.replay(["FROM b", "USER nobody"], root, {"PATH": "/usr/bin:/bin"})
 
 
 def test_generated_proto_module_is_current():
