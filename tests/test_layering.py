@@ -44,10 +44,11 @@ def test_the_check_sees_the_package():
 # -- the layers ------------------------------------------------------------------------------------
 
 # Beam-free, I/O-free cores: tested directly, importable anywhere.
-PURE = ("transforms/codec", "sinks/format")
+PURE = ("transforms/codec", "transforms/stats", "sinks/format")
 # What a pure module may import from this package: other pure modules, the error base, and
 # the generated protobuf classes.
-PURE_MAY_IMPORT = ("beam_tfrecords.transforms.codec", "beam_tfrecords.sinks.format",
+PURE_MAY_IMPORT = ("beam_tfrecords.transforms.codec", "beam_tfrecords.transforms.stats",
+                   "beam_tfrecords.sinks.format",
                    "beam_tfrecords.errors", "beam_tfrecords.transforms.proto")
 # Outside modules no pure module may import: Beam, storage clients, filesystems.
 FORBIDDEN_IN_PURE = ("apache_beam", "google", "fsspec", "gcsfs", "s3fs", "pyarrow.fs",

@@ -1,0 +1,590 @@
+"""Per-feature statistics of the stored Examples, as mergeable accumulators.
+
+One :class:`FeatureAccumulator` per stored key (a ragged feature's ``/flat_values`` and each
+``/row_lengths_<k>`` are keys of their own, as TFDV sees them in the Examples), and one
+:class:`DatasetAccumulator` per split holding them and the number of Examples. Both are fed
+columns -- the flat values of a batch and the number of values of each row that has the key
+-- from numpy or Arrow (:meth:`FeatureAccumulator.add_arrow`), or Python values on the
+per-row path (:meth:`FeatureAccumulator.add_python`, :meth:`DatasetAccumulator.add_examples`
+for decoded Examples); they merge in any grouping and order (a Beam ``CombineFn``'s
+``merge_accumulators``) and pickle small. The values are the ones stored: floats as float32,
+strings as their UTF-8 bytes.
+
+What each statistic is (the fields of tensorflow_metadata's ``FeatureNameStatistics``):
+
+* every key (``common_stats``): Examples with the key (``num_non_missing``; an empty list
+  counts) and without (``num_missing``, from the split's Example count), the fewest, most,
+  average and total number of values per Example, and a QUANTILES histogram of the number
+  of values (10 buckets). Exact counts; the histogram from an :class:`OrderSketch`, exact
+  while at most 256 distinct list lengths occur.
+* int64 and float keys (``num_stats``, type INT / FLOAT): exact min, max, number of zeros
+  and of NaNs; mean and population standard deviation from exact sums
+  (:mod:`exact_moments`: correctly rounded, the same double for any merge order); median,
+  a QUANTILES histogram (10 buckets of equal count) and a STANDARD histogram (10 buckets
+  of equal width over [min, max]) from an :class:`OrderSketch` of capacity 1024 (exact up
+  to 1024 distinct values, then a rank/value error bounded per bucket: see
+  :mod:`order_sketch`). NaN is counted (``num_nan``) and left out of every other number;
+  infinities count in min, max, the median and the histograms' end buckets, and make the
+  mean infinite (or NaN with both signs) and the standard deviation NaN.
+* string keys (``string_stats``, type STRING): the number of distinct values
+  (:mod:`distinct`: exact up to 2048, then HyperLogLog with 0.81% standard error), the top
+  20 values and a rank histogram of the 256 most frequent (:mod:`top_values`: exact up to 256
+  distinct values, ties by value bytes; beyond, Misra-Gries lower bounds that may depend on
+  the split into bundles), the average length in bytes (exact) and the number of values
+  that are not UTF-8 (exact).
+* bytes keys holding images or other binary data (``bytes_stats``, type BYTES): distinct
+  values as above, average, smallest and largest size in bytes (exact); with
+  :meth:`DatasetAccumulator.add_image_facts`, TFDV-like ``custom_stats`` of the format,
+  width and height the readers already take from each image's header (exact).
+
+Each key also gets ``custom_stats`` saying which sketched fields are exact for this data
+(``btf:quantiles_exact``, ``btf:unique_exact``, ``btf:top_values_exact``: 1 or 0).
+
+Determinism: every field is a function of the multiset of stored values (the same bytes on
+every runner and for any bundling), except the top values and rank histogram of a key with
+more than 256 distinct values (marked ``btf:top_values_exact = 0``).
+
+Memory per key (the bound that matters for a wide config): 4 KiB for the number-of-values
+sketch and a few hundred bytes of counters, plus 16 KiB for a number key's sketch, or for a
+string key up to 16 KiB of distinct-value state and about 50 KiB of top-value counters
+(256 keys of at most 65 bytes): below 72 KiB per key, 72 MB for 1,000 string features.
+Adding a batch needs, briefly, a few times its own size more.
+
+Pure: numpy, pyarrow and the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_tfrecords.transforms.codec.arrow_columns import binary_layout, decoded
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.stats.distinct import DistinctSketch, hash_values
+from beam_tfrecords.transforms.stats.exact_moments import ExactMoments
+from beam_tfrecords.transforms.stats.order_sketch import OrderSketch, quantile_rank
+from beam_tfrecords.transforms.stats.top_values import TopValues, key_label, value_key
+
+__all__ = [
+    "KINDS",
+    "DatasetAccumulator",
+    "FeatureAccumulator",
+    "ImageFacts",
+    "kinds_for_specs",
+]
+
+# Our statistics kinds -> tensorflow_metadata's FeatureNameStatistics.Type.
+KINDS = {"int": "INT", "float": "FLOAT", "string": "STRING", "bytes": "BYTES"}
+_LIST_KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}
+HISTOGRAM_BUCKETS = 10
+TOP_VALUES = 20
+NUM_VALUES_CAPACITY = 256
+
+
+def kinds_for_specs(specs: Sequence[FeatureSpec], images: Iterable[str] = ()
+                    ) -> dict[str, str]:
+    """Stored key -> statistics kind for ``specs``.
+
+    Args:
+      specs: the features, as the encoders see them.
+      images: names of features that hold image bytes (or other binary blobs): those get
+        ``bytes_stats`` instead of ``string_stats`` (no top values of megabyte values).
+
+    Returns:
+      Every stored key (``<name>/row_lengths_<k>`` of ragged features included) and its kind.
+    """
+    images = set(images)
+    out: dict[str, str] = {}
+    for spec in specs:
+        if spec.dtype in ("bytes", "string"):
+            kind = "bytes" if spec.name in images else "string"
+        else:
+            kind = "int" if spec.dtype == "int64" else "float"
+        out[spec.values_key] = kind
+        for dim in spec.ragged_dims:
+            out[spec.row_lengths_key(dim)] = "int"
+    return out
+
+
+def _label(data: bytes) -> str:
+    """A top value as text: UTF-8 as is, other bytes escaped (statistics hold strings)."""
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+class FeatureAccumulator:
+    """Statistics of one stored key; see the module docstring."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"statistics kind {kind!r} is not one of {sorted(KINDS)}")
+        self.kind = kind
+        self.present = 0  # Examples holding the key
+        self.total_values = 0
+        self.num_values = OrderSketch("int", NUM_VALUES_CAPACITY)
+        if kind in ("int", "float"):
+            self.order = OrderSketch("int" if kind == "int" else "float")
+            self.moments = ExactMoments(kind)
+            self.zeros = 0
+            self.nan = 0
+            self.pos_inf = 0
+            self.neg_inf = 0
+        else:
+            self.distinct = DistinctSketch()
+            self.top = TopValues() if kind == "string" else None
+            self.total_bytes = 0
+            self.min_bytes: int | None = None
+            self.max_bytes: int | None = None
+            self.invalid_utf8 = 0
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def add(self, values: Any, counts: np.ndarray | None = None) -> None:
+        """Add the values of a batch's rows that hold this key.
+
+        Args:
+          values: the flat values of those rows in row order: numbers as a numpy array
+            (or anything ``np.asarray`` takes), bytes as an Arrow binary/string array or a
+            list of bytes/str.
+          counts: how many of ``values`` each such row holds (0 for an empty list); None:
+            one value per row (a scalar feature).
+        """
+        if self.kind in ("int", "float"):
+            values = np.asarray(values, dtype=np.int64 if self.kind == "int" else np.float32)
+            size = values.size
+        else:
+            if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+                values = pa.array([v.encode("utf-8") if isinstance(v, str) else v
+                                   for v in values], pa.binary())
+            size = len(values)
+        if counts is None:
+            self.present += size
+            self.num_values.add_repeated(1, size)
+        else:
+            counts = np.asarray(counts, dtype=np.int64)
+            if int(counts.sum()) != size:
+                raise ValueError(f"the row counts add up to {int(counts.sum())} values, "
+                                 f"but {size} were given")
+            self.present += counts.size
+            self.num_values.add(counts)
+        self.total_values += size
+        if not size:
+            return
+        if self.kind in ("int", "float"):
+            self._add_numbers(values)
+        else:
+            self._add_bytes(values)
+
+    def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
+        """Add a column of one value per row (a scalar) or of one list per row; a null row
+        does not hold the key (it is missing), an empty list does."""
+        if isinstance(array, pa.ChunkedArray):
+            for chunk in array.chunks:
+                self.add_arrow(chunk)
+            return
+        array = decoded(array)
+        t = array.type
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            lengths = pc.list_value_length(array).drop_null()
+            values = decoded(array.flatten())
+            if pa.types.is_list(values.type) or pa.types.is_large_list(values.type) or (
+                    pa.types.is_fixed_size_list(values.type)):
+                raise ValueError("statistics take one list level per stored key; got "
+                                 f"{t} (a stored Example feature is a flat list)")
+            counts = lengths.to_numpy(zero_copy_only=False).astype(np.int64)
+        else:
+            values, counts = array.drop_null(), None
+        if values.null_count:
+            raise ValueError("a null inside a list cannot be stored in an Example")
+        if self.kind in ("int", "float"):
+            if pa.types.is_boolean(values.type):
+                values = values.cast(pa.int64())
+            self.add(values.to_numpy(zero_copy_only=False), counts)
+        else:
+            self.add(values, counts)
+
+    def add_python(self, rows: Iterable[Any]) -> None:
+        """Add rows of Python values: None (missing), a scalar, or a list of values."""
+        flat: list[Any] = []
+        counts: list[int] = []
+        for row in rows:
+            if row is None:
+                continue
+            if isinstance(row, (list, tuple, np.ndarray)):
+                flat.extend(row)
+                counts.append(len(row))
+            else:
+                flat.append(row)
+                counts.append(1)
+        if self.kind in ("int", "float"):
+            dtype = np.int64 if self.kind == "int" else np.float32
+            self.add(np.asarray(flat, dtype=dtype), np.asarray(counts, dtype=np.int64))
+        else:
+            self.add(flat, np.asarray(counts, dtype=np.int64))
+
+    def _add_numbers(self, values: np.ndarray) -> None:
+        self.zeros += int(np.count_nonzero(values == 0))
+        if self.kind == "float":
+            finite = np.isfinite(values)
+            if not finite.all():
+                nan = np.isnan(values)
+                self.nan += int(np.count_nonzero(nan))
+                self.pos_inf += int(np.count_nonzero(values == np.inf))
+                self.neg_inf += int(np.count_nonzero(values == -np.inf))
+                values = values[finite]
+        self.order.add(values)
+        self.moments.add(values)
+
+    def _add_bytes(self, values: pa.Array | pa.ChunkedArray) -> None:
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        values = decoded(values)
+        t = values.type
+        if pa.types.is_large_string(t):
+            values = values.cast(pa.large_binary())
+        elif not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+            values = values.cast(pa.binary())  # string, fixed_size_binary
+        _, _, lens = binary_layout(values, None)
+        self.total_bytes += int(lens.sum())
+        low, high = int(lens.min()), int(lens.max())
+        self.min_bytes = low if self.min_bytes is None else min(self.min_bytes, low)
+        self.max_bytes = high if self.max_bytes is None else max(self.max_bytes, high)
+        counted = pc.value_counts(values)  # distinct values and their counts, at C speed
+        distinct = counted.field("values")
+        counts = counted.field("counts").to_numpy()
+        data, starts, lens = binary_layout(distinct, None)
+        self.distinct.add_hashes(hash_values(data, starts, lens))
+        python = distinct.to_pylist() if self.kind == "string" else []
+        if self.kind == "string":
+            self.invalid_utf8 += self._invalid_utf8(distinct, python, counts)
+        if self.top is not None:
+            self.top.add_counts([value_key(v) for v in python], counts.tolist())
+
+    @staticmethod
+    def _invalid_utf8(distinct: pa.Array, python: list[bytes], counts: np.ndarray) -> int:
+        try:
+            distinct.cast(pa.large_string())  # validates every value at C speed
+            return 0
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        bad = 0
+        for value, count in zip(python, counts.tolist()):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += count
+        return bad
+
+    # -- merging ----------------------------------------------------------------------------
+
+    def merge(self, other: FeatureAccumulator) -> FeatureAccumulator:
+        """Add everything ``other`` holds; returns self."""
+        if other.kind != self.kind:
+            raise ValueError(f"cannot merge {other.kind} statistics into {self.kind} ones")
+        self.present += other.present
+        self.total_values += other.total_values
+        self.num_values.merge(other.num_values)
+        if self.kind in ("int", "float"):
+            self.order.merge(other.order)
+            self.moments.merge(other.moments)
+            for name in ("zeros", "nan", "pos_inf", "neg_inf"):
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+        else:
+            self.distinct.merge(other.distinct)
+            if self.top is not None:
+                self.top.merge(other.top)
+            self.total_bytes += other.total_bytes
+            self.invalid_utf8 += other.invalid_utf8
+            for name, pick in (("min_bytes", min), ("max_bytes", max)):
+                mine, theirs = getattr(self, name), getattr(other, name)
+                setattr(self, name, theirs if mine is None else (
+                    mine if theirs is None else pick(mine, theirs)))
+        return self
+
+    # -- results ----------------------------------------------------------------------------
+
+    def common(self, num_examples: int) -> dict[str, Any]:
+        """``CommonStatistics`` as a mapping (see :mod:`statistics_wire`)."""
+        out: dict[str, Any] = {"num_non_missing": self.present,
+                               "num_missing": max(num_examples - self.present, 0),
+                               "tot_num_values": self.total_values}
+        if self.present:
+            nv = self.num_values
+            out.update(min_num_values=int(nv.min_value()), max_num_values=int(nv.max_value()),
+                       avg_num_values=self.total_values / self.present,
+                       num_values_histogram=_quantiles_histogram(nv, 0, 0))
+        return out
+
+    def result(self, name: str, num_examples: int) -> dict[str, Any]:
+        """``FeatureNameStatistics`` of this key named ``name``, for a split of
+        ``num_examples`` Examples, as a mapping (see :mod:`statistics_wire`)."""
+        common = self.common(num_examples)
+        out: dict[str, Any] = {"path": {"step": [name]}, "type": KINDS[self.kind]}
+        custom = []
+        if self.kind in ("int", "float"):
+            out["num_stats"] = self._numeric(common)
+            custom.append(("btf:quantiles_exact", self.order.exact()))
+        elif self.kind == "string":
+            out["string_stats"] = self._strings(common)
+            custom.append(("btf:unique_exact", self.distinct.exact()))
+            custom.append(("btf:top_values_exact", self.top.exact()))
+        else:
+            out["bytes_stats"] = self._bytes(common)
+            custom.append(("btf:unique_exact", self.distinct.exact()))
+        out["custom_stats"] = [{"name": key, "num": 1.0 if flag else 0.0}
+                               for key, flag in custom]
+        return out
+
+    def _numeric(self, common: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"common_stats": common, "num_zeros": self.zeros}
+        finite = self.order.count
+        ordered = self.neg_inf + finite + self.pos_inf
+        if ordered:
+            if self.neg_inf:
+                out["min"] = -math.inf
+            else:
+                out["min"] = self.order.min_value() if finite else math.inf
+            if self.pos_inf:
+                out["max"] = math.inf
+            else:
+                out["max"] = self.order.max_value() if finite else -math.inf
+            out["median"] = self._value_at(quantile_rank(0.5, ordered))
+            out["mean"], out["std_dev"] = self._moments()
+        histograms = []
+        if ordered or self.nan:
+            histograms.append(self._standard_histogram())
+            histograms.append(_quantiles_histogram(self.order, self.neg_inf, self.pos_inf,
+                                                   self.nan))
+        out["histograms"] = histograms
+        return out
+
+    def _moments(self) -> tuple[float, float]:
+        if self.pos_inf or self.neg_inf:
+            mean = math.nan if self.pos_inf and self.neg_inf else (
+                math.inf if self.pos_inf else -math.inf)
+            return mean, math.nan
+        return self.moments.mean(), self.moments.std_dev()
+
+    def _value_at(self, rank: int) -> float:
+        if rank < self.neg_inf:
+            return -math.inf
+        rank -= self.neg_inf
+        if rank >= self.order.count:
+            return math.inf
+        return self.order.value_at_rank(rank)
+
+    def _standard_histogram(self) -> dict[str, Any]:
+        buckets = []
+        if self.order.count:
+            low, high = self.order.min_value(), self.order.max_value()
+            counts = self.order.equal_width(low, high, HISTOGRAM_BUCKETS)
+            width = (high - low) / HISTOGRAM_BUCKETS
+            for b, count in enumerate(counts):
+                edge_hi = high if b == HISTOGRAM_BUCKETS - 1 else low + (b + 1) * width
+                buckets.append({"low_value": low + b * width, "high_value": edge_hi,
+                                "sample_count": float(count)})
+            if low == high:  # one value: one bucket holds it
+                buckets = [{"low_value": low, "high_value": high,
+                            "sample_count": float(self.order.count)}]
+        if self.neg_inf:
+            if buckets:
+                buckets[0]["low_value"] = -math.inf
+                buckets[0]["sample_count"] += self.neg_inf
+            else:
+                buckets.append({"low_value": -math.inf, "high_value": -math.inf,
+                                "sample_count": float(self.neg_inf)})
+        if self.pos_inf:
+            if buckets and buckets[-1]["high_value"] != -math.inf:
+                buckets[-1]["high_value"] = math.inf
+                buckets[-1]["sample_count"] += self.pos_inf
+            else:
+                buckets.append({"low_value": math.inf, "high_value": math.inf,
+                                "sample_count": float(self.pos_inf)})
+        return {"num_nan": self.nan, "buckets": buckets, "type": "STANDARD"}
+
+    def _strings(self, common: dict[str, Any]) -> dict[str, Any]:
+        ranked = self.top.ranked(self.top.capacity)
+        labels = [(_label(key_label(key)[0]), count) for key, count in ranked]
+        out: dict[str, Any] = {
+            "common_stats": common,
+            "unique": self.distinct.count(),
+            "top_values": [{"value": label, "frequency": float(count)}
+                           for label, count in labels[:TOP_VALUES]],
+            "rank_histogram": {"buckets": [
+                {"low_rank": rank, "high_rank": rank, "label": label,
+                 "sample_count": float(count)}
+                for rank, (label, count) in enumerate(labels)]},
+            "invalid_utf8_count": self.invalid_utf8,
+        }
+        if self.total_values:
+            out["avg_length"] = self.total_bytes / self.total_values
+        return out
+
+    def _bytes(self, common: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"common_stats": common, "unique": self.distinct.count()}
+        if self.total_values:
+            out.update(avg_num_bytes=self.total_bytes / self.total_values,
+                       min_num_bytes=float(self.min_bytes), max_num_bytes=float(self.max_bytes),
+                       max_num_bytes_int=self.max_bytes)
+        return out
+
+
+def _quantiles_histogram(sketch: OrderSketch, neg_inf: int, pos_inf: int, nan: int = 0
+                         ) -> dict[str, Any]:
+    """TFDV's QUANTILES histogram: bucket edges at the i/10 quantiles, equal counts."""
+    n = neg_inf + sketch.count + pos_inf
+    buckets = []
+    if n:
+        def at(rank: int) -> float:
+            if rank < neg_inf:
+                return -math.inf
+            if rank - neg_inf >= sketch.count:
+                return math.inf
+            return sketch.value_at_rank(rank - neg_inf)
+
+        edges = [at(quantile_rank(i / HISTOGRAM_BUCKETS, n)) for i in
+                 range(HISTOGRAM_BUCKETS + 1)]
+        buckets = [{"low_value": edges[i], "high_value": edges[i + 1],
+                    "sample_count": n / HISTOGRAM_BUCKETS} for i in range(HISTOGRAM_BUCKETS)]
+    return {"num_nan": nan, "buckets": buckets, "type": "QUANTILES"}
+
+
+class ImageFacts:
+    """Formats and sizes of the images of one bytes key, from their headers (exact)."""
+
+    def __init__(self) -> None:
+        self.formats: dict[str, int] = {}
+        self.count = 0
+        self.width: tuple[int, int] | None = None  # (min, max)
+        self.height: tuple[int, int] | None = None
+
+    def add(self, formats: Sequence[str], heights: Sequence[int], widths: Sequence[int]) -> None:
+        """Add images by the format, height and width read from their headers."""
+        for fmt in formats:
+            self.formats[fmt] = self.formats.get(fmt, 0) + 1
+        self.count += len(formats)
+        if len(heights):
+            h, w = np.asarray(heights, dtype=np.int64), np.asarray(widths, dtype=np.int64)
+            self.height = _span(self.height, (int(h.min()), int(h.max())))
+            self.width = _span(self.width, (int(w.min()), int(w.max())))
+
+    def merge(self, other: ImageFacts) -> ImageFacts:
+        """Add ``other``'s images; returns self."""
+        for fmt, count in other.formats.items():
+            self.formats[fmt] = self.formats.get(fmt, 0) + count
+        self.count += other.count
+        if other.height is not None:
+            self.height = _span(self.height, other.height)
+            self.width = _span(self.width, other.width)
+        return self
+
+    def custom_stats(self) -> list[dict[str, Any]]:
+        """TFDV's image statistics (``image_format_histogram``, ``image_max_width``, ...)."""
+        ranked = sorted(self.formats.items(), key=lambda kv: (-kv[1], kv[0]))
+        out: list[dict[str, Any]] = [{"name": "image_format_histogram", "rank_histogram": {
+            "buckets": [{"low_rank": i, "high_rank": i, "label": fmt,
+                         "sample_count": float(count)} for i, (fmt, count) in
+                        enumerate(ranked)]}}]
+        if self.height is not None:
+            out += [{"name": "image_max_height", "num": float(self.height[1])},
+                    {"name": "image_max_width", "num": float(self.width[1])},
+                    {"name": "image_min_height", "num": float(self.height[0])},
+                    {"name": "image_min_width", "num": float(self.width[0])}]
+        return out
+
+
+def _span(a: tuple[int, int] | None, b: tuple[int, int]) -> tuple[int, int]:
+    return b if a is None else (min(a[0], b[0]), max(a[1], b[1]))
+
+
+class DatasetAccumulator:
+    """The statistics of one split: its Example count and an accumulator per stored key.
+
+    Args:
+      kinds: stored key -> kind (:func:`kinds_for_specs`); keys met later that are not
+        listed (decoded Examples of an older version) get the kind of their list.
+    """
+
+    def __init__(self, kinds: Mapping[str, str] | None = None) -> None:
+        self.num_examples = 0
+        self.kinds = dict(kinds or {})
+        self.features: dict[str, FeatureAccumulator] = {}
+        self.images: dict[str, ImageFacts] = {}
+
+    def feature(self, key: str) -> FeatureAccumulator:
+        """The accumulator of ``key``, made on first use."""
+        acc = self.features.get(key)
+        if acc is None:
+            if key not in self.kinds:
+                raise KeyError(f"no statistics kind for feature {key!r}; known: "
+                               f"{sorted(self.kinds)}")
+            acc = self.features[key] = FeatureAccumulator(self.kinds[key])
+        return acc
+
+    def add_batch(self, num_rows: int, columns: Mapping[str, Any]) -> None:
+        """Add a batch of ``num_rows`` Examples.
+
+        Args:
+          num_rows: the Examples in the batch (rows without a key count as missing it).
+          columns: stored key -> an Arrow array with a row per Example (null: missing), or
+            ``(values, counts)`` of the rows holding the key (:meth:`FeatureAccumulator.add`).
+        """
+        self.num_examples += num_rows
+        for key, column in columns.items():
+            if isinstance(column, tuple):
+                self.feature(key).add(*column)
+            else:
+                if len(column) != num_rows:
+                    raise ValueError(f"feature {key!r}: {len(column)} rows in a batch of "
+                                     f"{num_rows}")
+                self.feature(key).add_arrow(column)
+
+    def add_examples(self, examples: Iterable[Mapping[str, tuple[str | None, list]]]) -> None:
+        """Add decoded Examples (``wire.decode_example``: key -> (list kind, values))."""
+        rows: dict[str, list[Any]] = {}
+        n = 0
+        for example in examples:
+            n += 1
+            for key, (list_kind, values) in example.items():
+                if key not in self.kinds:
+                    self.kinds[key] = _LIST_KINDS.get(list_kind, "string")
+                rows.setdefault(key, []).append(values)
+        self.num_examples += n
+        for key, values in rows.items():
+            self.feature(key).add_python(values)
+
+    def add_image_facts(self, key: str, formats: Sequence[str], heights: Sequence[int],
+                        widths: Sequence[int]) -> None:
+        """Add the header facts of the images stored under bytes ``key``."""
+        self.images.setdefault(key, ImageFacts()).add(formats, heights, widths)
+
+    def merge(self, other: DatasetAccumulator) -> DatasetAccumulator:
+        """Add ``other``'s Examples and statistics; returns self."""
+        self.num_examples += other.num_examples
+        for key, kind in other.kinds.items():
+            if self.kinds.setdefault(key, kind) != kind:
+                raise ValueError(f"feature {key!r} is {kind} in one part and "
+                                 f"{self.kinds[key]} in another")
+        for key, acc in other.features.items():
+            mine = self.features.get(key)
+            self.features[key] = acc if mine is None else mine.merge(acc)
+        for key, facts in other.images.items():
+            mine = self.images.get(key)
+            self.images[key] = facts if mine is None else mine.merge(facts)
+        return self
+
+    def result(self, name: str) -> dict[str, Any]:
+        """``DatasetFeatureStatistics`` named ``name`` (e.g. the split) as a mapping: every
+        known key, sorted, including keys no Example held."""
+        features = []
+        for key in sorted(self.kinds):
+            acc = self.features.get(key) or FeatureAccumulator(self.kinds[key])
+            stats = acc.result(key, self.num_examples)
+            if key in self.images:
+                stats["custom_stats"] = stats["custom_stats"] + self.images[key].custom_stats()
+            features.append(stats)
+        return {"name": name, "num_examples": self.num_examples, "features": features}
