@@ -55,6 +55,7 @@ Pure: numpy, pyarrow and the standard library.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -65,13 +66,21 @@ import pyarrow.compute as pc
 
 from beam_tfrecords.transforms.codec.arrow_columns import binary_layout, decoded
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.stats.distinct import DistinctSketch, hash_values
+from beam_tfrecords.transforms.stats.distinct import (
+    DEFAULT_EXACT_CAPACITY,
+    DEFAULT_PRECISION,
+    DistinctSketch,
+    hash_values,
+)
 from beam_tfrecords.transforms.stats.exact_moments import ExactMoments
+from beam_tfrecords.transforms.stats.order_sketch import DEFAULT_CAPACITY as ORDER_CAPACITY
 from beam_tfrecords.transforms.stats.order_sketch import OrderSketch, quantile_rank
+from beam_tfrecords.transforms.stats.top_values import DEFAULT_CAPACITY as TOP_CAPACITY
 from beam_tfrecords.transforms.stats.top_values import TopValues, key_label, value_key
 
 __all__ = [
     "KINDS",
+    "Capacities",
     "DatasetAccumulator",
     "FeatureAccumulator",
     "ImageFacts",
@@ -116,26 +125,45 @@ def _label(data: bytes) -> str:
     return data.decode("utf-8", errors="backslashreplace")
 
 
+@dataclasses.dataclass(frozen=True)
+class Capacities:
+    """The sketches' sizes (the defaults are the ones the module docstring states).
+
+    Attributes:
+      quantiles: buckets of a number key's :class:`OrderSketch`.
+      num_values: buckets of the number-of-values :class:`OrderSketch`.
+      exact_distinct: distinct values counted exactly before HyperLogLog takes over.
+      precision: HyperLogLog precision (``2**precision`` registers).
+      top_values: counters of :class:`TopValues`.
+    """
+
+    quantiles: int = ORDER_CAPACITY
+    num_values: int = NUM_VALUES_CAPACITY
+    exact_distinct: int = DEFAULT_EXACT_CAPACITY
+    precision: int = DEFAULT_PRECISION
+    top_values: int = TOP_CAPACITY
+
+
 class FeatureAccumulator:
     """Statistics of one stored key; see the module docstring."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, capacities: Capacities = Capacities()) -> None:
         if kind not in KINDS:
             raise ValueError(f"statistics kind {kind!r} is not one of {sorted(KINDS)}")
         self.kind = kind
         self.present = 0  # Examples holding the key
         self.total_values = 0
-        self.num_values = OrderSketch("int", NUM_VALUES_CAPACITY)
+        self.num_values = OrderSketch("int", capacities.num_values)
         if kind in ("int", "float"):
-            self.order = OrderSketch("int" if kind == "int" else "float")
+            self.order = OrderSketch("int" if kind == "int" else "float", capacities.quantiles)
             self.moments = ExactMoments(kind)
             self.zeros = 0
             self.nan = 0
             self.pos_inf = 0
             self.neg_inf = 0
         else:
-            self.distinct = DistinctSketch()
-            self.top = TopValues() if kind == "string" else None
+            self.distinct = DistinctSketch(capacities.precision, capacities.exact_distinct)
+            self.top = TopValues(capacities.top_values) if kind == "string" else None
             self.total_bytes = 0
             self.min_bytes: int | None = None
             self.max_bytes: int | None = None
@@ -507,9 +535,12 @@ class DatasetAccumulator:
     Args:
       kinds: stored key -> kind (:func:`kinds_for_specs`); keys met later that are not
         listed (decoded Examples of an older version) get the kind of their list.
+      capacities: the sketches' sizes (merged accumulators must share them).
     """
 
-    def __init__(self, kinds: Mapping[str, str] | None = None) -> None:
+    def __init__(self, kinds: Mapping[str, str] | None = None,
+                 capacities: Capacities = Capacities()) -> None:
+        self.capacities = capacities
         self.num_examples = 0
         self.kinds = dict(kinds or {})
         self.features: dict[str, FeatureAccumulator] = {}
@@ -522,7 +553,7 @@ class DatasetAccumulator:
             if key not in self.kinds:
                 raise KeyError(f"no statistics kind for feature {key!r}; known: "
                                f"{sorted(self.kinds)}")
-            acc = self.features[key] = FeatureAccumulator(self.kinds[key])
+            acc = self.features[key] = FeatureAccumulator(self.kinds[key], self.capacities)
         return acc
 
     def add_batch(self, num_rows: int, columns: Mapping[str, Any]) -> None:
@@ -582,7 +613,7 @@ class DatasetAccumulator:
         known key, sorted, including keys no Example held."""
         features = []
         for key in sorted(self.kinds):
-            acc = self.features.get(key) or FeatureAccumulator(self.kinds[key])
+            acc = self.features.get(key) or FeatureAccumulator(self.kinds[key], self.capacities)
             stats = acc.result(key, self.num_examples)
             if key in self.images:
                 stats["custom_stats"] = stats["custom_stats"] + self.images[key].custom_stats()

@@ -200,18 +200,29 @@ class OrderSketch:
             return out
         width = (high - low) / buckets
         lows, highs = self.bounds()
+
+        def edges(b: int) -> tuple[float, float]:
+            return low + b * width, high if b == buckets - 1 else low + (b + 1) * width
+
+        def index(value: float) -> int:
+            """The bucket whose [low, high) edges, as reported, hold ``value``."""
+            b = min(max(int((value - low) / width), 0), buckets - 1)
+            while b > 0 and value < edges(b)[0]:
+                b -= 1
+            while b < buckets - 1 and value >= edges(b)[1]:
+                b += 1
+            return b
+
         for lo, hi, n in zip(lows.tolist(), highs.tolist(), self.counts.tolist()):
             if width <= 0:
                 out[0] += n
                 continue
-            first = min(max(int((lo - low) / width), 0), buckets - 1)
-            last = min(max(int((hi - low) / width), 0), buckets - 1)
-            if first == last or hi == lo:
+            first, last = index(lo), index(hi)
+            if first == last:
                 out[first] += n
                 continue
             for b in range(first, last + 1):
-                edge_lo = low + b * width
-                edge_hi = high if b == buckets - 1 else low + (b + 1) * width
+                edge_lo, edge_hi = edges(b)
                 share = max(0.0, min(hi, edge_hi) - max(lo, edge_lo)) / (hi - lo)
                 out[b] += n * share
         return out
