@@ -1,0 +1,140 @@
+"""The accumulators' surface: every way in gives the same statistics, mistakes are named,
+and the memory per key stays within what the module docstring states."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from beam_tfrecords.transforms.codec import wire
+from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.stats.accumulators import (
+    DatasetAccumulator,
+    FeatureAccumulator,
+    kinds_for_specs,
+)
+from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
+
+SPECS = [
+    FeatureSpec("age", "int64", missing="omit"),
+    FeatureSpec("name", "string", missing="omit"),
+    FeatureSpec("emb", "float", shape=(-1,)),
+    FeatureSpec("grid", "int64", shape=(-1, -1)),
+    FeatureSpec("image", "bytes", missing="omit"),
+]
+
+
+def _records(n: int) -> list[dict]:
+    rng = random.Random(5)
+    return [{"age": rng.choice([None, 0, 7, -3, 2**40]),
+             "name": rng.choice([None, "ann", "bob", "", "zoë"]),
+             "emb": [rng.uniform(-1, 1) for _ in range(rng.randint(0, 3))],
+             "grid": [[rng.randint(0, 9) for _ in range(rng.randint(0, 2))]
+                      for _ in range(rng.randint(0, 3))],
+             "image": rng.choice([None, b"\x89PNG" + bytes(100), b"GIF89a"])}
+            for _ in range(n)]
+
+
+def test_kinds_for_specs_lists_every_stored_key():
+    assert kinds_for_specs(SPECS, images=["image"]) == {
+        "age": "int", "name": "string", "emb": "float", "grid/flat_values": "int",
+        "grid/row_lengths_1": "int", "image": "bytes"}
+
+
+def test_decoded_examples_and_arrow_columns_give_the_same_statistics():
+    """The per-row way in (decoded Examples, as a version built earlier is read back) and
+    the columnar way in (Arrow arrays per stored key, as the encoder holds them) agree."""
+    records = _records(300)
+    encoder = ExampleEncoder(SPECS)
+    decoded = [wire.decode_example(encoder.encode(r)) for r in records]
+    kinds = kinds_for_specs(SPECS, images=["image"])
+    by_rows = DatasetAccumulator(kinds)
+    by_rows.add_examples(decoded[:120])
+    by_rows.add_examples(decoded[120:])
+
+    by_columns = DatasetAccumulator(kinds)
+    types = {"int": pa.int64(), "float": pa.float32(), "string": pa.binary(),
+             "bytes": pa.binary()}
+    for start in range(0, len(decoded), 64):
+        part = decoded[start:start + 64]
+        columns = {key: pa.array([d[key][1] if key in d else None for d in part],
+                                 pa.list_(types[kind])) for key, kind in kinds.items()}
+        by_columns.add_batch(len(part), columns)
+    assert encode_statistics_list([by_rows.result("train")]) == encode_statistics_list(
+        [by_columns.result("train")])
+    stats = {f["path"]["step"][0]: f for f in by_columns.result("train")["features"]}
+    assert stats["grid/row_lengths_1"]["type"] == "INT"
+    assert stats["image"]["type"] == "BYTES" and "bytes_stats" in stats["image"]
+    ages = [r["age"] for r in records if r["age"] is not None]
+    assert stats["age"]["num_stats"]["common_stats"]["num_missing"] == len(records) - len(ages)
+
+
+def test_numpy_values_with_row_counts_and_scalars():
+    acc = FeatureAccumulator("int")
+    acc.add(np.array([1, 2, 3]), np.array([2, 0, 1]))  # three rows, one of them empty
+    acc.add(np.array([4, 5]))  # two scalar rows
+    common = acc.common(num_examples=6)
+    assert common == {"num_non_missing": 5, "num_missing": 1, "tot_num_values": 5,
+                      "min_num_values": 0, "max_num_values": 2, "avg_num_values": 1.0,
+                      "num_values_histogram": common["num_values_histogram"]}
+    assert acc.moments.total == 15
+
+
+def test_image_facts_become_tfdv_like_custom_stats():
+    acc = DatasetAccumulator({"image": "bytes"})
+    acc.add_batch(3, {"image": pa.array([b"a", b"bb", None])})
+    acc.add_image_facts("image", ["PNG", "JPEG"], [480, 20], [640, 30])
+    other = DatasetAccumulator({"image": "bytes"})
+    other.add_image_facts("image", ["PNG"], [1000], [10])
+    acc.merge(other)
+    custom = {c["name"]: c for c in acc.result("train")["features"][0]["custom_stats"]}
+    assert [(b["label"], b["sample_count"]) for b in
+            custom["image_format_histogram"]["rank_histogram"]["buckets"]] == [
+        ("PNG", 2.0), ("JPEG", 1.0)]
+    assert {k: custom[k]["num"] for k in ("image_max_height", "image_max_width",
+                                           "image_min_height", "image_min_width")} == {
+        "image_max_height": 1000.0, "image_max_width": 640.0, "image_min_height": 20.0,
+        "image_min_width": 10.0}
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: FeatureAccumulator("int").add(np.array([1, 2]), np.array([3])),
+     "row counts add up to 3 values, but 2 were given"),
+    (lambda: FeatureAccumulator("int").merge(FeatureAccumulator("float")),
+     "cannot merge float statistics into int ones"),
+    (lambda: FeatureAccumulator("date"), "statistics kind 'date' is not one of"),
+    (lambda: DatasetAccumulator({"x": "int"}).add_batch(2, {"y": pa.array([1, 2])}),
+     "no statistics kind for feature 'y'"),
+    (lambda: DatasetAccumulator({"x": "int"}).add_batch(3, {"x": pa.array([1, 2])}),
+     "feature 'x': 2 rows in a batch of 3"),
+    (lambda: FeatureAccumulator("int").add_arrow(pa.array([[[1]]])),
+     "one list level per stored key"),
+])
+def test_mistakes_are_named(call, error):
+    with pytest.raises((ValueError, KeyError), match=error):
+        call()
+
+
+def test_memory_per_key_stays_within_the_stated_bound():
+    """The module docstring states below 72 KiB per key at the default capacities; measured
+    as the pickled size (what a combiner ships) after filling every sketch to its limit."""
+    rng = np.random.default_rng(0)
+    number = FeatureAccumulator("float")
+    for _ in range(5):
+        number.add(rng.lognormal(0, 5, 50_000), rng.multinomial(
+            50_000, np.full(5_000, 1 / 5_000)))
+    words = FeatureAccumulator("string")
+    for _ in range(5):  # 64-byte values: many distinct (HyperLogLog), 400 frequent ones
+        frequent = [b"%064d" % v for v in range(400) for _ in range(v // 8 + 1)]
+        words.add(pa.array(frequent + [b"%064d" % v for v in rng.integers(0, 10**9, 20_000)]))
+    assert len(words.top.counters) > 200
+    sizes = {name: len(pickle.dumps(acc)) for name, acc in (("number", number),
+                                                            ("string", words))}
+    assert not number.order.exact() and not words.distinct.exact() and not words.top.exact()
+    assert sizes["number"] < 24 * 1024, sizes
+    assert sizes["string"] < 72 * 1024, sizes
