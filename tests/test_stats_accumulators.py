@@ -138,3 +138,23 @@ def test_memory_per_key_stays_within_the_stated_bound():
     assert not number.order.exact() and not words.distinct.exact() and not words.top.exact()
     assert sizes["number"] < 24 * 1024, sizes
     assert sizes["string"] < 72 * 1024, sizes
+
+
+def test_exact_sums_of_a_large_batch_of_extreme_floats():
+    """Sums past one chunk of bins (2**15 values), over every float32 exponent, equal the
+    integer arithmetic of the values' exact ratios."""
+    from beam_tfrecords.transforms.stats.exact_moments import float32_sums, int64_sums
+
+    rng = np.random.default_rng(11)
+    bits = rng.integers(0, 2**32, 70_000, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    x = np.concatenate([x[np.isfinite(x)], np.float32([3.4028235e38] * 40_000)])
+    total = square = 0
+    for v in x.tolist():
+        num, den = v.as_integer_ratio()  # den is a power of two up to 2**149
+        total += num * ((1 << 172) // den)
+        square += num * num * ((1 << 345) // (den * den))
+    assert float32_sums(x) == (total, square)
+    ints = rng.integers(-(2**63), 2**63 - 1, 50_000, dtype=np.int64, endpoint=True)
+    values = ints.tolist()
+    assert int64_sums(ints) == (sum(values), sum(v * v for v in values))

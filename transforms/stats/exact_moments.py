@@ -5,14 +5,14 @@ parallel update is stable, but a different split into bundles changes the last b
 mean, and then the statistics file is not the same bytes on every runner. So the sums are
 held exactly, as Python integers in fixed point:
 
-* int64 values: ``sum(v)`` and ``sum(v * v)`` as integers. A batch is summed in numpy without
-  overflow by splitting every value into 16-bit limbs (each product of two limbs is below
-  2**32; a batch of fewer than 2**31 values sums them in int64).
-* float values as stored in a FloatList (float32, finite): every float32 is
-  ``m * 2**(e - 24)`` with an integer ``|m| < 2**24`` and ``e - 24 >= -172``, so
-  ``sum(x) * 2**172`` is an integer; its square is exact in float64 with a 48-bit
-  significand, so ``sum(x * x) * 2**345`` is one too. A batch is summed per exponent with
-  ``np.bincount`` (exact: each bin stays below 2**53 for batches under 2**29 values).
+* int64 values: ``sum(v)`` and ``sum(v * v)`` as integers. A batch of small values (the
+  common case: every square below 2**62 and their sum below 2**63) is summed in int64; any
+  other is split into 16-bit limbs, each product of two limbs below 2**32.
+* float values as stored in a FloatList (float32, finite): every float32 is an integer
+  significand ``m < 2**24`` times ``2**(e - 150)`` (``e`` its biased exponent, at least 1),
+  so ``sum(x) * 2**172`` and ``sum(x * x) * 2**345`` are integers. A batch is summed per
+  exponent from the bit patterns (``np.add.at`` in int64 and uint64, which cannot overflow
+  in chunks of 2**15 values) and the bins shifted into place.
 
 The mean is the exact ratio rounded once (``float(Fraction)``), and the population standard
 deviation is the square root of the exactly rounded population variance
@@ -32,39 +32,49 @@ import numpy as np
 
 __all__ = ["ExactMoments"]
 
-_SUM_SCALE = 172  # 2**-149 (the smallest float32) is 2**23 * 2**-172
-_SQUARE_SCALE = 345  # (2**-149)**2 = 2**-298 is 2**47 * 2**-345
-_CHUNK = 1 << 28  # values per bincount: keeps every bin exact in float64
-
-
-def _bins_total(shift: np.ndarray, weights: np.ndarray) -> int:
-    """sum(weights[i] * 2**shift[i]) exactly, for integer-valued float64 weights."""
-    total = 0
-    for start in range(0, shift.size, _CHUNK):
-        part = np.bincount(shift[start:start + _CHUNK], weights=weights[start:start + _CHUNK])
-        for s in np.flatnonzero(part).tolist():
-            total += int(part[s]) << s
-    return total
+_SUM_SCALE = 172  # every float32 is an integer times 2**-149
+_SQUARE_SCALE = 345  # every float32 square is an integer times 2**-298
+_CHUNK = 1 << 15  # float32 values per set of bins: 2**15 * 2**48 fits in a uint64
 
 
 def float32_sums(values: np.ndarray) -> tuple[int, int]:
-    """(sum * 2**172, sum of squares * 2**345) of finite float32 values, exactly."""
-    x = np.asarray(values, dtype=np.float32).astype(np.float64)
-    if not x.size:
-        return 0, 0
-    m, e = np.frexp(x)  # x = m * 2**e, 0.5 <= |m| < 1 (or 0)
-    total = _bins_total((e - 24 + _SUM_SCALE).astype(np.intp), np.ldexp(m, 24))
-    m2, e2 = np.frexp(x * x)  # exact: 48 significant bits
-    sig = np.ldexp(m2, 48).astype(np.int64)  # >= 0, below 2**48
-    shift = (e2 - 48 + _SQUARE_SCALE).astype(np.intp)
-    high = _bins_total(shift + 24, (sig >> 24).astype(np.float64))
-    low = _bins_total(shift, (sig & 0xFFFFFF).astype(np.float64))
-    return total, high + low
+    """(sum * 2**172, sum of squares * 2**345) of finite float32 values, exactly.
+
+    From the bit patterns: a float32 of biased exponent ``e`` and significand ``m`` (the
+    implicit leading 1 included, ``m < 2**24``) is ``m * 2**(i - 150)`` with
+    ``i = max(e, 1)``. Per ``i``, the signed ``m`` are summed in int64 and the ``m * m``
+    (below 2**48) in uint64, ``2**15`` values at a time so neither can overflow; each bin is
+    then shifted into place as a Python integer.
+    """
+    x = np.ascontiguousarray(values, dtype=np.float32)
+    total = 0
+    square = 0
+    for start in range(0, x.size, _CHUNK):
+        bits = x[start:start + _CHUNK].view(np.uint32)
+        exponent = (bits >> np.uint32(23)) & np.uint32(0xFF)
+        index = np.maximum(exponent, 1).astype(np.intp)
+        m = ((bits & np.uint32(0x7FFFFF)) | ((exponent > 0).astype(np.uint32) << 23)
+             ).astype(np.int64)
+        sums = np.zeros(256, dtype=np.int64)
+        np.add.at(sums, index, np.where(bits >> np.uint32(31), -m, m))
+        m2 = m.view(np.uint64)
+        m2 *= m2
+        squares = np.zeros(256, dtype=np.uint64)
+        np.add.at(squares, index, m2)
+        for i in np.flatnonzero(squares).tolist():
+            total += int(sums[i]) << (i + 22)  # m * 2**(i - 150) * 2**172
+            square += int(squares[i]) << (2 * i + 45)  # m**2 * 2**(2i - 300) * 2**345
+    return total, square
 
 
 def int64_sums(values: np.ndarray) -> tuple[int, int]:
     """(sum, sum of squares) of int64 values, exactly."""
     v = np.asarray(values, dtype=np.int64)
+    if not v.size:
+        return 0, 0
+    largest = max(-int(v.min()), int(v.max()))
+    if largest < 1 << 31 and largest * largest * v.size < 1 << 63:  # no int64 overflow
+        return int(v.sum()), int(np.dot(v, v))
     total = 0
     square = 0
     for start in range(0, v.size, 1 << 30):

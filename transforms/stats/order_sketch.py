@@ -109,9 +109,16 @@ class OrderSketch:
         """Add values by their keys (:func:`int_keys` / :func:`float_keys`)."""
         if keys.size == 0:
             return
-        buckets, counts = np.unique(keys >> np.uint64(self.level), return_counts=True)
-        self._combine(buckets, counts.astype(np.int64), self.level,
-                      int(keys.min()), int(keys.max()), int(keys.size))
+        kmin, kmax = keys.min(), keys.max()
+        low, high = kmin >> np.uint64(self.level), kmax >> np.uint64(self.level)
+        if int(high - low) <= 4 * keys.size:  # few buckets apart: counted without a sort
+            dense = np.bincount(((keys >> np.uint64(self.level)) - low).astype(np.intp))
+            present = np.flatnonzero(dense)
+            buckets, counts = present.astype(np.uint64) + low, dense[present]
+        else:
+            buckets, counts = np.unique(keys >> np.uint64(self.level), return_counts=True)
+        self._combine(buckets, counts.astype(np.int64), self.level, int(kmin), int(kmax),
+                      int(keys.size))
 
     def add_repeated(self, value: int | float, times: int) -> None:
         """Add ``times`` copies of one number (a run of scalar rows' value counts)."""
@@ -119,8 +126,19 @@ class OrderSketch:
             return
         keys = int_keys if self.kind == "int" else float_keys
         key = int(keys(np.array([value]))[0])
-        self._combine(np.array([key >> self.level], dtype=np.uint64),
+        bucket = np.uint64(key >> self.level)
+        at = int(np.searchsorted(self.keys, bucket))
+        if at < self.keys.size and self.keys[at] == bucket:
+            self.counts[at] += times
+            self._note(key, key, times)
+            return
+        self._combine(np.array([bucket], dtype=np.uint64),
                       np.array([times], dtype=np.int64), self.level, key, key, times)
+
+    def _note(self, kmin: int, kmax: int, count: int) -> None:
+        self.count += count
+        self.kmin = kmin if self.kmin is None else min(self.kmin, kmin)
+        self.kmax = kmax if self.kmax is None else max(self.kmax, kmax)
 
     def merge(self, other: OrderSketch) -> OrderSketch:
         """Add everything ``other`` holds to this sketch; returns this sketch."""
@@ -145,9 +163,7 @@ class OrderSketch:
             top += 1
             merged, sums = _reduce_sorted(merged >> np.uint64(1), sums)
         self.level, self.keys, self.counts = top, merged, sums
-        self.count += count
-        self.kmin = kmin if self.kmin is None else min(self.kmin, kmin)
-        self.kmax = kmax if self.kmax is None else max(self.kmax, kmax)
+        self._note(kmin, kmax, count)
 
     # -- reading ----------------------------------------------------------------------------
 
