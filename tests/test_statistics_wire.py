@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from beam_tfrecords.transforms.stats.accumulators import DatasetAccumulator
+from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 from beam_tfrecords.transforms.stats.statistics_wire import (
     MESSAGES,
     encode_message,

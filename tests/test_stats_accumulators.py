@@ -13,11 +13,8 @@ import pytest
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.stats.accumulators import (
-    DatasetAccumulator,
-    FeatureAccumulator,
-    kinds_for_specs,
-)
+from beam_tfrecords.transforms.stats.accumulators import FeatureAccumulator
+from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator, kinds_for_specs
 from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
 
 SPECS = [
@@ -47,15 +44,17 @@ def test_kinds_for_specs_lists_every_stored_key():
 
 
 def test_decoded_examples_and_arrow_columns_give_the_same_statistics():
-    """The per-row way in (decoded Examples, as a version built earlier is read back) and
+    """The per-row ways in (decoded or serialized Examples, as a version built earlier is
+    read back) and
     the columnar way in (Arrow arrays per stored key, as the encoder holds them) agree."""
     records = _records(300)
     encoder = ExampleEncoder(SPECS)
-    decoded = [wire.decode_example(encoder.encode(r)) for r in records]
+    serialized = [encoder.encode(r) for r in records]
+    decoded = [wire.decode_example(r) for r in serialized]
     kinds = kinds_for_specs(SPECS, images=["image"])
     by_rows = DatasetAccumulator(kinds)
     by_rows.add_examples(decoded[:120])
-    by_rows.add_examples(decoded[120:])
+    by_rows.add_serialized(serialized[120:])
 
     by_columns = DatasetAccumulator(kinds)
     types = {"int": pa.int64(), "float": pa.float32(), "string": pa.binary(),

@@ -16,7 +16,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.transforms.stats.accumulators import Capacities, DatasetAccumulator
+from beam_tfrecords.transforms.stats.accumulators import Capacities
+from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
 
 KINDS = {"ints": "int", "floats": "float", "words": "string", "blobs": "bytes"}

@@ -21,11 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.transforms.stats.accumulators import (
-    Capacities,
-    DatasetAccumulator,
-    FeatureAccumulator,
-)
+from beam_tfrecords.transforms.stats.accumulators import Capacities, FeatureAccumulator
+from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ARROW_TYPES = {"int": pa.int64(), "float": pa.float32(), "string": pa.binary()}

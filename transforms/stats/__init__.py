@@ -1,8 +1,9 @@
 """Per-feature statistics of the Examples we write, in TensorFlow Data Validation's format.
 
-Mergeable accumulators (:mod:`accumulators`) are fed from the columns the encoders already
-hold -- numpy arrays and Arrow arrays, or Python values on the per-row path -- and merged in
-any grouping and order; their result is encoded by :mod:`statistics_wire` as a
+Mergeable accumulators (:mod:`accumulators` per stored key, :mod:`dataset_stats` per split)
+are fed from the columns the encoders already hold -- numpy arrays and Arrow arrays, or
+Python values on the per-row path -- and merged in any grouping and order; their result is
+encoded by :mod:`statistics_wire` as a
 ``DatasetFeatureStatisticsList`` (tensorflow_metadata's statistics.proto) with our own wire
 code. The sketches they use say, each in its module docstring, what they hold, their memory
 and error bounds, and which of their results depend on how rows were split into bundles:
