@@ -45,8 +45,7 @@ def test_kinds_for_specs_lists_every_stored_key():
 
 def test_decoded_examples_and_arrow_columns_give_the_same_statistics():
     """The per-row ways in (decoded or serialized Examples, as a version built earlier is
-    read back) and
-    the columnar way in (Arrow arrays per stored key, as the encoder holds them) agree."""
+    read back) and the columnar way in (Arrow arrays per stored key) agree."""
     records = _records(300)
     encoder = ExampleEncoder(SPECS)
     serialized = [encoder.encode(r) for r in records]
