@@ -156,3 +156,41 @@ def test_exact_sums_of_a_large_batch_of_extreme_floats():
     ints = rng.integers(-(2**63), 2**63 - 1, 50_000, dtype=np.int64, endpoint=True)
     values = ints.tolist()
     assert int64_sums(ints) == (sum(values), sum(v * v for v in values))
+
+
+_WORDS = [["a", "bb"], None, [], ["a"], ["ccc", "a", "bb"]]
+
+
+@pytest.mark.parametrize("column", [
+    pa.array(_WORDS, pa.list_(pa.string())),
+    pa.array(_WORDS, pa.large_list(pa.large_string())),
+    pa.array([[w.encode() for w in r] if r is not None else None for r in _WORDS],
+             pa.list_(pa.large_binary())),
+    pa.chunked_array([pa.array(_WORDS[:2], pa.list_(pa.string())),
+                      pa.array(_WORDS[2:], pa.list_(pa.string()))]),
+    pa.array(_WORDS, pa.list_(pa.dictionary(pa.int8(), pa.string()))),
+    pa.array(_WORDS, pa.list_(pa.string())).slice(0),
+], ids=["string", "large", "large_binary", "chunked", "dictionary", "slice"])
+def test_arrow_layouts_of_the_same_values_give_the_same_statistics(column):
+    expected = DatasetAccumulator({"w": "string"})
+    expected.add_examples([{"w": ("bytes_list", [w.encode() for w in r])} if r is not None
+                           else {} for r in _WORDS])
+    acc = DatasetAccumulator({"w": "string"})
+    acc.add_batch(len(_WORDS), {"w": column})
+    assert acc.result("s") == expected.result("s")
+
+
+def test_a_sliced_fixed_size_list_column():
+    column = pa.array([[1, 2], [3, 4], None, [5, 6]], pa.list_(pa.int64(), 2)).slice(1)
+    acc = DatasetAccumulator({"x": "int"})
+    acc.add_batch(3, {"x": column})
+    num = acc.result("s")["features"][0]["num_stats"]
+    assert (num["min"], num["max"], num["mean"]) == (3.0, 6.0, 4.5)
+    assert num["common_stats"]["num_missing"] == 1
+
+
+def test_booleans_are_the_int64_they_are_stored_as():
+    acc = DatasetAccumulator({"flag": "int"})
+    acc.add_batch(4, {"flag": pa.array([True, False, None, True])})
+    num = acc.result("s")["features"][0]["num_stats"]
+    assert (num["num_zeros"], num["max"], num["common_stats"]["num_missing"]) == (1, 1.0, 1)
