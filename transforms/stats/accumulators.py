@@ -254,21 +254,26 @@ class FeatureAccumulator:
         counts = counted.field("counts").to_numpy()
         data, starts, lens = binary_layout(distinct, None)
         self.distinct.add_hashes(hash_values(data, starts, lens))
-        python = distinct.to_pylist() if self.kind == "string" else []
         if self.kind == "string":
-            self.invalid_utf8 += self._invalid_utf8(distinct, python, counts)
-        if self.top is not None:
-            self.top.add_counts([value_key(v) for v in python], counts.tolist())
+            self.invalid_utf8 += self._invalid_utf8(distinct, counts)
+            # Only the values that can survive this batch's own Misra-Gries cut reach Python
+            # (all of them while the batch has at most ``capacity`` distinct values).
+            keep, cut = self.top.batch_cut(counts)
+            kept = distinct if keep is None else distinct.filter(pa.array(keep))
+            kept_counts = counts if keep is None else counts[keep] - cut
+            self.top.add_counts([value_key(v) for v in kept.to_pylist()],
+                                kept_counts.tolist(), dropped=int(counts.sum() -
+                                                                  kept_counts.sum()))
 
     @staticmethod
-    def _invalid_utf8(distinct: pa.Array, python: list[bytes], counts: np.ndarray) -> int:
+    def _invalid_utf8(distinct: pa.Array, counts: np.ndarray) -> int:
         try:
             distinct.cast(pa.large_string())  # validates every value at C speed
             return 0
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
         bad = 0
-        for value, count in zip(python, counts.tolist()):
+        for value, count in zip(distinct.to_pylist(), counts.tolist()):
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError:

@@ -77,13 +77,29 @@ class TopValues:
         """True while every count is exact (at most ``capacity`` distinct values seen)."""
         return not self.pruned
 
-    def add_counts(self, keys: Iterable[bytes], counts: Iterable[int]) -> None:
-        """Add ``counts[i]`` occurrences of each :func:`value_key` ``keys[i]``."""
+    def add_counts(self, keys: Iterable[bytes], counts: Iterable[int], dropped: int = 0
+                   ) -> None:
+        """Add ``counts[i]`` occurrences of each :func:`value_key` ``keys[i]``, and
+        ``dropped`` occurrences a :meth:`batch_cut` took away (counted in the total only)."""
         counters = self.counters
         for key, count in zip(keys, counts):
             counters[key] = counters.get(key, 0) + count
             self.total += count
+        if dropped:
+            self.total += dropped
+            self.pruned = True
         self._prune()
+
+    def batch_cut(self, counts: np.ndarray) -> tuple[np.ndarray | None, int]:
+        """A batch's own Misra-Gries summary before its values become Python objects: (the
+        values to keep, the count to subtract from each), or (None, 0) while the batch has
+        at most ``capacity`` distinct values. Merging that summary keeps the bound stated
+        above: Misra-Gries summaries merge (Agarwal et al.)."""
+        if counts.size <= self.capacity:
+            return None, 0
+        cut = int(np.partition(counts, counts.size - self.capacity - 1)[
+            counts.size - self.capacity - 1])  # the (capacity + 1)-th largest count
+        return counts > cut, cut
 
     def merge(self, other: TopValues) -> TopValues:
         """Add ``other``'s counters to these; returns self."""
