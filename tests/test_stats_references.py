@@ -312,3 +312,26 @@ def test_a_table_nobody_here_wrote_matches_its_reference(umath):
     assert unique > 2048  # the HyperLogLog regime
     assert abs(stats["input"]["string_stats"]["unique"] / unique - 1) < 0.0243
     assert stats["input"]["string_stats"]["avg_length"] == sum(map(len, inputs)) / rows
+
+
+def test_a_parquet_file_nobody_here_wrote_matches_its_reference():
+    """pyarrow's own test file (diamonds: doubles, int64 prices, string categories)."""
+    import pyarrow.parquet as pq
+
+    path = Path(pa.__file__).parent / "tests" / "data" / "parquet" / "v0.7.1.parquet"
+    assert path.exists(), "pyarrow ships its parquet test data in this pinned version"
+    table = pq.read_table(path)
+    kinds = {"carat": "float", "depth": "float", "price": "int", "cut": "string",
+             "color": "string", "clarity": "string"}
+    acc = DatasetAccumulator(kinds)
+    for batch in table.to_batches(max_chunksize=3):
+        acc.add_batch(batch.num_rows, {name: batch.column(name) for name in kinds})
+    stats = {f["path"]["step"][0]: f for f in acc.result("train")["features"]}
+    for name, kind in kinds.items():
+        rows = table.column(name).to_pylist()
+        check_common(stats[name], rows)
+        present = [v for v in rows if v is not None]
+        if kind == "string":
+            check_strings(stats[name], [v.encode() for v in present])
+        else:
+            check_numbers(stats[name], _stored(present) if kind == "float" else present)
