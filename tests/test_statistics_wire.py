@@ -22,6 +22,10 @@ import pytest
 from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 from beam_tfrecords.transforms.stats.statistics_wire import (
     MESSAGES,
+    REPEATED,
+    StatisticsDecodeError,
+    decode_message,
+    decode_statistics_list,
     encode_message,
     encode_statistics_list,
 )
@@ -50,10 +54,7 @@ def _sample(message: str, counter: itertools.count, choice: int) -> dict:
         n = next(counter)
         if kind in MESSAGES:
             value = _sample(kind, counter, choice + n)
-            repeated = kind in ("DatasetFeatureStatistics", "FeatureNameStatistics",
-                                "CustomStatistic", "HistogramBucket", "RankBucket",
-                                "FreqAndValue") or (message, name) == ("NumericStatistics",
-                                                                       "histograms")
+            repeated = (message, name) in REPEATED
             out[name] = [value, _sample(kind, counter, choice + n + 1)] if repeated else value
         elif kind == "string":
             out[name] = [f"step-{n}", "ünï/cödé"] if name == "step" else f"{name}-{n}-é"
@@ -70,8 +71,19 @@ def _oneof(message: str, name: str) -> bool:
     return MESSAGES[message][name][2]
 
 
-def _expected(message: str, fields: dict) -> dict:
-    """What the oracle's walk reports for ``fields``: proto3 leaves default scalars out."""
+def _hex(kind: str, value: float) -> str:
+    if kind == "float":
+        value = struct.unpack("<f", struct.pack("<f", value))[0]
+    return float(value).hex()
+
+
+def _float32(kind: str, value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0] if kind == "float" else value
+
+
+def _expected(message: str, fields: dict, floats=_hex) -> dict:
+    """What the oracle's walk reports for ``fields`` (floats as hex) or what our decoder
+    gives (``floats=_float32``): proto3 leaves default scalars out."""
     out = {}
     for name, value in fields.items():
         _, kind, oneof = MESSAGES[message][name]
@@ -81,11 +93,9 @@ def _expected(message: str, fields: dict) -> dict:
         items = []
         for item in values:
             if kind in MESSAGES:
-                items.append(_expected(kind, item))
-            elif kind == "double":
-                items.append(float(item).hex())
-            elif kind == "float":
-                items.append(struct.unpack("<f", struct.pack("<f", item))[0].hex())
+                items.append(_expected(kind, item, floats))
+            elif kind in ("double", "float"):
+                items.append(floats(kind, item))
             else:
                 items.append(item)
         if isinstance(value, list):
@@ -93,7 +103,8 @@ def _expected(message: str, fields: dict) -> dict:
                 out[name] = items
             continue
         item = items[0]
-        default = item in (0, "", "STANDARD", "INT") or item in ("0x0.0p+0",)
+        default = item in ("", "STANDARD", "INT", "0x0.0p+0") or (
+            item == 0 and not str(item).startswith("-") and math.copysign(1, item) > 0)
         if default and not oneof:
             continue
         out[name] = item
@@ -190,3 +201,39 @@ def test_defaults_are_left_out_except_in_a_oneof():
     assert encode_message("CustomStatistic", {"num": 0.0}) == b"\x11" + bytes(8)
     assert encode_message("HistogramBucket", {"low_value": -0.0}) == (
         b"\x09" + struct.pack("<d", -0.0))
+
+
+@pytest.mark.parametrize("case", ["samples", "accumulated", "empty"])
+def test_our_decoder_reads_back_every_field(cases, case):
+    want = _expected("DatasetFeatureStatisticsList", {"datasets": cases[case]}, _float32)
+    got = decode_statistics_list(encode_statistics_list(cases[case]))
+    assert json.dumps(got, sort_keys=True) == json.dumps(want.get("datasets", []),
+                                                          sort_keys=True)
+
+
+def test_fields_we_do_not_write_are_skipped():
+    """TFDV writes weighted statistics and cross-feature statistics; we read past them."""
+    common = encode_message("CommonStatistics", {"num_non_missing": 3})
+    weighted = bytes([7 << 3 | 2, 9]) + bytes([1 << 3 | 1]) + struct.pack("<d", 2.5)
+    dataset = encode_message("DatasetFeatureStatistics", {"name": "train"})
+    cross = bytes([5 << 3 | 2, 0])
+    assert decode_message("CommonStatistics", common + weighted) == {"num_non_missing": 3}
+    assert decode_message("DatasetFeatureStatistics", dataset + cross) == {"name": "train"}
+
+
+@pytest.mark.parametrize("data, error", [
+    (encode_statistics_list([{"name": "train", "num_examples": 5}])[:-1], "runs past the end"),
+    (bytes([0x0A, 0x03, 0x0A, 0x01, 0xFF]), "DatasetFeatureStatistics.name: not UTF-8"),
+    (bytes([0x0A, 0x02, 0x10, 0x80]), "truncated or overlong varint"),
+    (bytes([0x0A, 0x09, 0x09]) + bytes(8), "DatasetFeatureStatistics.name: wire type 1"),
+])
+def test_bad_bytes_are_named(data, error):
+    with pytest.raises(StatisticsDecodeError, match=error):
+        decode_statistics_list(data)
+
+
+def test_a_list_for_a_single_field_is_refused():
+    with pytest.raises(TypeError, match="CommonStatistics.num_missing: expected one value"):
+        encode_message("CommonStatistics", {"num_missing": [1]})
+    with pytest.raises(TypeError, match="Path.step: expected a list"):
+        encode_message("Path", {"step": "a"})

@@ -7,6 +7,8 @@ Examples: no tensorflow_metadata or protobuf class is needed at run time.
 A message is given as a mapping from field name to value, the names and nesting of
 statistics.proto (package ``tensorflow.metadata.v0``, syntax proto3): a nested message is a
 mapping, a repeated field a list, an enum its value's name (``"STRING"``, ``"QUANTILES"``).
+:func:`decode_statistics_list` reads the files back (a rebuild compares itself with the
+previous version's statistics without tensorflow_metadata either).
 The encoding is what ``SerializeToString(deterministic=True)`` of the same message gives:
 fields in field-number order; as proto3 wants, a scalar field holding its default (0, 0.0,
 "", the first enum value) is left out unless it belongs to a oneof (``FeatureNameStatistics``'
@@ -50,9 +52,19 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.transforms.codec.wire import varint
 
-__all__ = ["FEATURE_TYPES", "MESSAGES", "encode_message", "encode_statistics_list"]
+__all__ = [
+    "FEATURE_TYPES",
+    "MESSAGES",
+    "REPEATED",
+    "StatisticsDecodeError",
+    "decode_message",
+    "decode_statistics_list",
+    "encode_message",
+    "encode_statistics_list",
+]
 
 FEATURE_TYPES = {"INT": 0, "FLOAT": 1, "STRING": 2, "BYTES": 3, "STRUCT": 4}
 HISTOGRAM_TYPES = {"STANDARD": 0, "QUANTILES": 1}
@@ -109,7 +121,14 @@ MESSAGES: dict[str, dict[str, tuple[int, str, bool]]] = {
         "name": (1, "string", False), "num": (2, "double", True), "str": (3, "string", True),
         "histogram": (4, "Histogram", True), "rank_histogram": (5, "RankHistogram", True)},
 }
+# The repeated fields (a list in a mapping); every other field holds one value.
+REPEATED = frozenset({
+    ("DatasetFeatureStatisticsList", "datasets"), ("DatasetFeatureStatistics", "features"),
+    ("FeatureNameStatistics", "custom_stats"), ("Path", "step"),
+    ("NumericStatistics", "histograms"), ("StringStatistics", "top_values"),
+    ("Histogram", "buckets"), ("RankHistogram", "buckets")})
 _ENUMS = {"enum:type": FEATURE_TYPES, "enum:histogram": HISTOGRAM_TYPES}
+_ENUM_NAMES = {kind: {n: name for name, n in table.items()} for kind, table in _ENUMS.items()}
 _U64 = (1 << 64) - 1
 
 
@@ -163,14 +182,17 @@ def encode_message(message: str, fields: Mapping[str, Any]) -> bytes:
         if name not in fields or fields[name] is None:
             continue
         value = fields[name]
-        values = value if isinstance(value, (list, tuple)) else [value]
         where = f"{message}.{name}"
-        for item in values:
+        repeated = (message, name) in REPEATED
+        if repeated != isinstance(value, (list, tuple)):
+            raise TypeError(f"{where}: expected {'a list' if repeated else 'one value'}, "
+                            f"got {type(value).__name__}")
+        for item in value if repeated else [value]:
             if kind in MESSAGES:
                 body = encode_message(kind, item)
                 out.append(varint(number << 3 | 2) + varint(len(body)) + body)
                 continue
-            if not oneof and not isinstance(value, (list, tuple)) and _is_default(kind, item):
+            if not oneof and not repeated and _is_default(kind, item):
                 continue
             wire_type, payload = _scalar(kind, item, where)
             out.append(varint(number << 3 | wire_type) + payload)
@@ -181,3 +203,105 @@ def encode_statistics_list(datasets: Sequence[Mapping[str, Any]]) -> bytes:
     """A serialized ``DatasetFeatureStatisticsList`` of ``datasets`` (each a
     ``DatasetFeatureStatistics`` as a mapping; see the module docstring)."""
     return encode_message("DatasetFeatureStatisticsList", {"datasets": list(datasets)})
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+class StatisticsDecodeError(UserError, ValueError):
+    """Bytes that are not the statistics message expected; says which field and where."""
+
+
+def _varint_at(data: bytes, pos: int, end: int, where: str) -> tuple[int, int]:
+    result = shift = 0
+    start = pos
+    while True:
+        if pos >= end or shift >= 70:
+            raise StatisticsDecodeError(f"{where}: a truncated or overlong varint at byte "
+                                        f"{start}")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result & _U64, pos
+        shift += 7
+
+
+def _decode(message: str, data: bytes, pos: int, end: int) -> dict[str, Any]:
+    by_number = {number: (name, kind) for name, (number, kind, _) in MESSAGES[message].items()}
+    out: dict[str, Any] = {}
+    while pos < end:
+        at = pos
+        key, pos = _varint_at(data, pos, end, message)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            raw, pos = _varint_at(data, pos, end, message)
+        elif wire_type == 1 or wire_type == 5:
+            size = 8 if wire_type == 1 else 4
+            raw, pos = data[pos:pos + size], pos + size
+        elif wire_type == 2:
+            length, pos = _varint_at(data, pos, end, message)
+            raw, pos = (pos, pos + length), pos + length
+        else:
+            raise StatisticsDecodeError(f"{message}: field {number} has wire type "
+                                        f"{wire_type} at byte {at}")
+        if pos > end:
+            raise StatisticsDecodeError(f"{message}: field {number} runs past the end at byte "
+                                        f"{at}")
+        if number not in by_number:
+            continue  # a field we do not write (weighted statistics, ...): skipped
+        name, kind = by_number[number]
+        value = _value(message, name, kind, wire_type, raw, data, at)
+        if (message, name) in REPEATED:
+            out.setdefault(name, []).append(value)
+        else:
+            out[name] = value
+    return out
+
+
+_WIRE_TYPES = {"string": 2, "double": 1, "float": 5, "uint64": 0, "int64": 0}
+
+
+def _value(message: str, name: str, kind: str, wire_type: int, raw: Any, data: bytes,
+           at: int) -> Any:
+    expected = 2 if kind in MESSAGES else _WIRE_TYPES.get(kind, 0)
+    if wire_type != expected:
+        raise StatisticsDecodeError(f"{message}.{name}: wire type {wire_type} at byte {at}, "
+                                    f"expected {expected}")
+    if kind in MESSAGES:
+        return _decode(kind, data, *raw)
+    if kind == "string":
+        try:
+            return data[raw[0]:raw[1]].decode("utf-8")
+        except UnicodeDecodeError:
+            raise StatisticsDecodeError(f"{message}.{name}: not UTF-8 at byte {at}") from None
+    if kind == "double":
+        return struct.unpack("<d", raw)[0]
+    if kind == "float":
+        return struct.unpack("<f", raw)[0]
+    if kind == "int64":
+        return raw - (1 << 64) if raw >= 1 << 63 else raw
+    if kind == "uint64":
+        return raw
+    return _ENUM_NAMES[kind].get(raw, raw)  # an enum value we do not know: its number
+
+
+def decode_message(message: str, data: bytes) -> dict[str, Any]:
+    """The fields of a serialized ``message`` as a mapping, the inverse of
+    :func:`encode_message`: fields the bytes do not hold are absent (proto3: a missing
+    scalar is its default), fields statistics.proto has but we do not write are skipped.
+
+    Args:
+      message: the message's name in :data:`MESSAGES`.
+      data: its wire bytes.
+
+    Returns:
+      Field name -> value (a mapping for a message, a list for a repeated field).
+    """
+    data = bytes(data)
+    return _decode(message, data, 0, len(data))
+
+
+def decode_statistics_list(data: bytes) -> list[dict[str, Any]]:
+    """The ``DatasetFeatureStatistics`` of a serialized ``DatasetFeatureStatisticsList``
+    (a ``FeatureStats.pb``), each as a mapping; raises :class:`StatisticsDecodeError`."""
+    return decode_message("DatasetFeatureStatisticsList", data).get("datasets", [])
