@@ -194,3 +194,27 @@ def test_booleans_are_the_int64_they_are_stored_as():
     acc.add_batch(4, {"flag": pa.array([True, False, None, True])})
     num = acc.result("s")["features"][0]["num_stats"]
     assert (num["num_zeros"], num["max"], num["common_stats"]["num_missing"]) == (1, 1.0, 1)
+
+
+def test_small_batches_of_differing_types_are_gathered_and_still_agree():
+    """Small Arrow batches are buffered per key and concatenated; batches whose types differ
+    cannot be, and are added one at a time. Either way: the statistics of the values."""
+    batches = [pa.array([[1, 2], None], pa.list_(pa.int32())),
+               pa.array([[3]], pa.list_(pa.int64())),
+               pa.array([[4, 5, 6], []], pa.large_list(pa.int64()))]
+    acc = DatasetAccumulator({"x": "int"})
+    for column in batches:
+        acc.add_batch(len(column), {"x": column})
+    assert acc.features["x"].present == 0  # still buffered
+    expected = DatasetAccumulator({"x": "int"})
+    expected.add_batch(5, {"x": (np.array([1, 2, 3, 4, 5, 6]), np.array([2, 1, 3, 0]))})
+    assert acc.result("s") == expected.result("s")
+    restored = pickle.loads(pickle.dumps(DatasetAccumulator({"x": "int"})))
+    restored.add_batch(2, {"x": batches[0]})
+    assert pickle.loads(pickle.dumps(restored)).features["x"].present == 1  # flushed
+
+
+def test_a_nested_list_is_refused_when_added_not_when_flushed():
+    acc = DatasetAccumulator({"x": "int"})
+    with pytest.raises(ValueError, match="one list level per stored key"):
+        acc.add_batch(1, {"x": pa.array([[[1]]])})

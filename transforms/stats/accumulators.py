@@ -79,7 +79,7 @@ from beam_tfrecords.transforms.stats.order_sketch import OrderSketch, quantile_r
 from beam_tfrecords.transforms.stats.top_values import DEFAULT_CAPACITY as TOP_CAPACITY
 from beam_tfrecords.transforms.stats.top_values import TopValues, key_label, value_key
 
-__all__ = ["KINDS", "Capacities", "FeatureAccumulator"]
+__all__ = ["KINDS", "Capacities", "FeatureAccumulator", "check_column_type"]
 
 # Our statistics kinds -> tensorflow_metadata's FeatureNameStatistics.Type.
 KINDS = {"int": "INT", "float": "FLOAT", "string": "STRING", "bytes": "BYTES"}
@@ -91,6 +91,24 @@ NUM_VALUES_CAPACITY = 256
 def _label(data: bytes) -> str:
     """A top value as text: UTF-8 as is, other bytes escaped (statistics hold strings)."""
     return data.decode("utf-8", errors="backslashreplace")
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+
+
+def check_column_type(t: pa.DataType) -> bool:
+    """Whether a column of type ``t`` holds a list per row (else one value per row); raises
+    ValueError for lists of lists (a stored Example feature is one flat list)."""
+    if not _is_list(t):
+        return False
+    inner = t.value_type
+    if pa.types.is_dictionary(inner):
+        inner = inner.value_type
+    if _is_list(inner):
+        raise ValueError(f"statistics take one list level per stored key; got {t} (a stored "
+                         "Example feature is a flat list)")
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,14 +201,9 @@ class FeatureAccumulator:
                 self.add_arrow(chunk)
             return
         array = decoded(array)
-        t = array.type
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        if check_column_type(array.type):
             lengths = pc.list_value_length(array).drop_null()
             values = decoded(array.flatten())
-            if pa.types.is_list(values.type) or pa.types.is_large_list(values.type) or (
-                    pa.types.is_fixed_size_list(values.type)):
-                raise ValueError("statistics take one list level per stored key; got "
-                                 f"{t} (a stored Example feature is a flat list)")
             counts = lengths.to_numpy(zero_copy_only=False).astype(np.int64)
         else:
             values, counts = array.drop_null(), None

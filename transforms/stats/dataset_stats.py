@@ -1,7 +1,8 @@
 """The statistics of one split: its Example count, a :class:`FeatureAccumulator` per stored
 key and the image facts of image keys, merged and encoded as one ``DatasetFeatureStatistics``.
 
-Fed per batch by the columnar path (Arrow arrays or ``(values, counts)`` per stored key) or
+Fed per batch by the columnar path (Arrow arrays or ``(values, counts)`` per stored key;
+small Arrow batches are gathered per key up to :data:`BUFFER_ROWS` rows first) or
 per Example (:meth:`DatasetAccumulator.add_examples` of decoded Examples,
 :meth:`DatasetAccumulator.add_serialized` of their bytes: how statistics of a version built
 without them are computed). A key no Example holds still gets its statistics (all missing),
@@ -17,14 +18,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.stats.accumulators import Capacities, FeatureAccumulator
+from beam_tfrecords.transforms.stats.accumulators import (
+    Capacities,
+    FeatureAccumulator,
+    check_column_type,
+)
 
-__all__ = ["DatasetAccumulator", "ImageFacts", "kinds_for_specs"]
+__all__ = ["BUFFER_ROWS", "DatasetAccumulator", "ImageFacts", "kinds_for_specs"]
 
 _LIST_KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}
+# Small batches are gathered per key up to this many rows before their statistics are taken:
+# the work per batch is a fixed cost of ~100 numpy calls, 25 ns a row at 4,096 rows.
+BUFFER_ROWS = 65536
 
 
 def kinds_for_specs(specs: Sequence[FeatureSpec], images: Iterable[str] = ()
@@ -116,6 +125,29 @@ class DatasetAccumulator:
         self.kinds = dict(kinds or {})
         self.features: dict[str, FeatureAccumulator] = {}
         self.images: dict[str, ImageFacts] = {}
+        self._buffered: dict[str, list[pa.Array]] = {}  # Arrow columns not yet added
+        self._buffered_rows: dict[str, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.flush()
+        return dict(self.__dict__)
+
+    def flush(self) -> None:
+        """Add the buffered columns to their accumulators (done before every merge, result
+        and pickling, so nobody needs to call it)."""
+        for key in list(self._buffered):
+            self._flush(key)
+
+    def _flush(self, key: str) -> None:
+        arrays = self._buffered.pop(key, [])
+        self._buffered_rows.pop(key, None)
+        if len(arrays) > 1:
+            try:
+                arrays = [pa.concat_arrays(arrays)]
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                pass  # differing types (list<int32> then list<int64>): one at a time
+        for array in arrays:
+            self.features[key].add_arrow(array)
 
     def feature(self, key: str) -> FeatureAccumulator:
         """The accumulator of ``key``, made on first use."""
@@ -137,13 +169,22 @@ class DatasetAccumulator:
         """
         self.num_examples += num_rows
         for key, column in columns.items():
+            acc = self.feature(key)
             if isinstance(column, tuple):
-                self.feature(key).add(*column)
-            else:
-                if len(column) != num_rows:
-                    raise ValueError(f"feature {key!r}: {len(column)} rows in a batch of "
-                                     f"{num_rows}")
-                self.feature(key).add_arrow(column)
+                acc.add(*column)
+                continue
+            if len(column) != num_rows:
+                raise ValueError(f"feature {key!r}: {len(column)} rows in a batch of "
+                                 f"{num_rows}")
+            check_column_type(column.type)  # a mistake shows here, not at a later flush
+            if acc.kind == "bytes" or num_rows >= BUFFER_ROWS:  # large values, large batch
+                acc.add_arrow(column)
+                continue
+            chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+            self._buffered.setdefault(key, []).extend(chunks)
+            self._buffered_rows[key] = self._buffered_rows.get(key, 0) + num_rows
+            if self._buffered_rows[key] >= BUFFER_ROWS:
+                self._flush(key)
 
     def add_examples(self, examples: Iterable[Mapping[str, tuple[str | None, list]]]) -> None:
         """Add decoded Examples (``wire.decode_example``: key -> (list kind, values))."""
@@ -170,6 +211,8 @@ class DatasetAccumulator:
 
     def merge(self, other: DatasetAccumulator) -> DatasetAccumulator:
         """Add ``other``'s Examples and statistics; returns self."""
+        self.flush()
+        other.flush()
         self.num_examples += other.num_examples
         for key, kind in other.kinds.items():
             if self.kinds.setdefault(key, kind) != kind:
@@ -186,6 +229,7 @@ class DatasetAccumulator:
     def result(self, name: str) -> dict[str, Any]:
         """``DatasetFeatureStatistics`` named ``name`` (e.g. the split) as a mapping: every
         known key, sorted, including keys no Example held."""
+        self.flush()
         features = []
         for key in sorted(self.kinds):
             acc = self.features.get(key) or FeatureAccumulator(self.kinds[key], self.capacities)
