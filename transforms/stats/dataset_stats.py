@@ -2,7 +2,8 @@
 key and the image facts of image keys, merged and encoded as one ``DatasetFeatureStatistics``.
 
 Fed per batch by the columnar path (Arrow arrays or ``(values, counts)`` per stored key;
-small Arrow batches are gathered per key up to :data:`BUFFER_ROWS` rows first) or
+small Arrow batches are gathered per key up to :data:`BUFFER_ROWS` rows first, which holds
+that many rows of each non-bytes column a little longer than the batch would live) or
 per Example (:meth:`DatasetAccumulator.add_examples` of decoded Examples,
 :meth:`DatasetAccumulator.add_serialized` of their bytes: how statistics of a version built
 without them are computed). A key no Example holds still gets its statistics (all missing),
