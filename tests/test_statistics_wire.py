@@ -224,7 +224,7 @@ def test_fields_we_do_not_write_are_skipped():
 @pytest.mark.parametrize("data, error", [
     (encode_statistics_list([{"name": "train", "num_examples": 5}])[:-1], "runs past the end"),
     (bytes([0x0A, 0x03, 0x0A, 0x01, 0xFF]), "DatasetFeatureStatistics.name: not UTF-8"),
-    (bytes([0x0A, 0x02, 0x10, 0x80]), "truncated or overlong varint"),
+    (bytes([0x0A, 0x02, 0x10, 0x80]), "DatasetFeatureStatistics: a truncated varint at byte 3"),
     (bytes([0x0A, 0x09, 0x09]) + bytes(8), "DatasetFeatureStatistics.name: wire type 1"),
 ])
 def test_bad_bytes_are_named(data, error):

@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.transforms.codec.wire import varint
+from beam_tfrecords.transforms.codec.wire import ExampleDecodeError, _read_varint, varint
 
 __all__ = [
     "FEATURE_TYPES",
@@ -212,18 +212,10 @@ class StatisticsDecodeError(UserError, ValueError):
 
 
 def _varint_at(data: bytes, pos: int, end: int, where: str) -> tuple[int, int]:
-    result = shift = 0
-    start = pos
-    while True:
-        if pos >= end or shift >= 70:
-            raise StatisticsDecodeError(f"{where}: a truncated or overlong varint at byte "
-                                        f"{start}")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result & _U64, pos
-        shift += 7
+    try:
+        return _read_varint(data, pos, end)  # the Example decoder's reader
+    except ExampleDecodeError as err:
+        raise StatisticsDecodeError(f"{where}: a {err.reason} at byte {err.offset}") from None
 
 
 def _decode(message: str, data: bytes, pos: int, end: int) -> dict[str, Any]:
