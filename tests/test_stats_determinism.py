@@ -72,7 +72,7 @@ def _split_and_merge(rows: list[dict], capacities: Capacities, rng: random.Rando
     return pool[0]
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_row, max_size=60), st.integers(0, 2**32), st.sampled_from(["small", "default"]))
 def test_any_split_and_merge_order_gives_the_same_bytes(rows, seed, size):
     capacities = SMALL if size == "small" else Capacities()
