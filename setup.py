@@ -99,6 +99,7 @@ setup(
         "beam_tfrecords.transforms.codec",
         "beam_tfrecords.transforms.proto",
         "beam_tfrecords.transforms.readers",
+        "beam_tfrecords.transforms.stats",
     ],
     package_data={
         "beam_tfrecords": ["configs/*.yaml"],
