@@ -223,8 +223,10 @@ def check_links(path: str, links: Sequence[Link | None], describe: Callable[[str
         if link is None:
             continue
         if found is not None and link.start_point != found[0]:
-            raise RangeError(f"{path}: byte {found[0]}: range {index} starts its join at byte "
-                             f"{link.start_point} instead; the ranges were not planned alike")
+            raise RangeError(f"{path}: byte {min(found[0], link.start_point)}: range {index} "
+                             f"starts reading at byte {link.start_point}, but the range before "
+                             f"it stopped at byte {found[0]}: the records between would be "
+                             f"{'lost' if link.start_point > found[0] else 'read twice'}")
         if link.passes:
             continue
         if link.start_state is not None:
