@@ -203,7 +203,8 @@ def test_csv_ranges_tally_to_the_whole_files_counts(body, split):
 
 # -- layering ---------------------------------------------------------------------------------
 
-RANGE_MODULES = ("ranges", "csv_ranges", "jsonl_ranges", "avro_ranges", "parquet_ranges")
+RANGE_MODULES = ("ranges", "csv_ranges", "jsonl_ranges", "avro_ranges", "parquet_ranges",
+                 "formats")
 
 
 @pytest.mark.parametrize("name", RANGE_MODULES)
