@@ -285,3 +285,17 @@ def test_a_range_without_a_line_end_passes_the_state_on():
     start = cr.csv_range_start(read_at, 10, cr.Dialect())
     owned = cr.RangeRows(read_at, start, 20, cr.Dialect(), LIMIT)
     assert list(owned) == [] and owned.link.passes
+
+
+def test_a_quoted_field_longer_than_the_lookahead_is_told_by_the_headers_width():
+    """Past the lookahead the "in" parse has seen no quote at all; the "out" parse reads the
+    field's lines as rows of one cell where the header has two, so "in" wins -- and the
+    range's first row is found beyond the lookahead."""
+    data = b'id,t\n1,"' + b"some words here\n" * 2000 + b'"\n2,x\n'
+    cuts = [ByteRange(0, 1000), ByteRange(1000, len(data))]
+    assert ranged_rows(data, cuts, cr.Dialect(), ncols=2, lookahead=4096) == whole_rows(
+        data, cr.Dialect())
+    start = cr.csv_range_start(bytes_reader(data), 1000, cr.Dialect(), ncols=2,
+                               lookahead=4096)
+    assert (start.state, start.first) == (cr.IN, len(data) - 4)
+

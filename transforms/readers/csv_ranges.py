@@ -27,7 +27,9 @@ inside it, each quote flips both parses, so they stay apart -- and from where th
 rest is the same. So each is scored by the irregular quoting it meets before they agree
 (a closing quote followed by something else, a quote inside an unquoted field, the file
 ending inside a quoted field, and, given the header's width, rows of another number of cells),
-within ``lookahead`` bytes; the lower score wins, *out* on a tie (text without quotes ties).
+within ``lookahead`` bytes (once the *in* parse meets no more quotes, the *out* parse goes
+on alone for ``QUIET`` bytes at most: rows are what costs); the lower score wins, *out* on a
+tie (text without quotes ties).
 
 **Joining up.** The choice is a guess; the proof is the join. The range reads its rows from
 the chosen start (``RowSplitter``), on past ``b`` to the first row start at or after ``b``,
@@ -59,6 +61,9 @@ __all__ = ["IN", "OUT", "CsvStart", "Dialect", "Hypothesis", "RangeRows", "csv_l
 OUT = "out"  # the line end before the point ended a row: a row starts at the point
 IN = "in"  # the line end before the point is inside a quoted field
 DEFAULT_LOOKAHEAD = 1 << 20
+# How far the "out" parse goes on alone once the "in" parse has nothing more to say (text
+# without quotes: both score nothing, and walking rows is the costly part).
+QUIET = 1 << 16
 _CHUNK = 1 << 16
 _LF, _CR = 0x0A, 0x0D
 _FIELD, _UNQUOTED, _QUOTED = 0, 1, 2  # at a field's start / in an unquoted / a quoted field
@@ -346,6 +351,11 @@ def csv_range_start(read_at: ReadAt, offset: int, dialect: Dialect, *,
     live = {OUT: True, IN: True}
     agreed = None
     while agreed is None and any(live.values()):
+        if not live[IN] and front[OUT] >= max(front[IN], rows[IN][-1] if rows[IN] else 0):
+            # No row of the "in" parse is left to agree on: the "out" parse decides alone,
+            # once it scores more (then "in" wins) or after QUIET bytes more (a tie or less).
+            if len(odd[OUT]) > len(odd[IN]) or front[OUT] >= front[IN] + QUIET:
+                break
         state = min((s for s in (OUT, IN) if live[s]), key=lambda s: front[s])
         other = IN if state == OUT else OUT
         event = next(walkers[state], None)
