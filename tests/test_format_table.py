@@ -46,3 +46,15 @@ def test_an_unknown_format_names_the_known_ones():
     with pytest.raises(KeyError, match="known: csv, jsonl, parquet, avro, images"):
         formats.descriptor("xml")
     assert formats.descriptor("avro").splits == "blocks"
+
+
+@pytest.mark.parametrize("name,path,head,count,reason", [
+    ("csv", "a.csv", b"id\n", 4, False), ("jsonl", "a.jsonl", b"{", 4, False),
+    ("avro", "a.avro", b"Obj\x01", 4, False), ("images", "img/", b"", 1, False),
+    ("parquet", "a.parquet", b"PAR1", 1, False), ("csv", "a.csv.gz", b"", 1, True),
+    ("jsonl", "a.jsonl", b"\x1f\x8b\x08", 1, True)])
+def test_plan_file_follows_each_formats_rule(name, path, head, count, reason):
+    ranges, why = formats.plan_file(formats.descriptor(name), path, 1000, 250, head)
+    assert len(ranges) == count and ranges[0].start == 0 and ranges[-1].end == 1000
+    assert (why is not None) == reason
+    assert formats.plan_file(formats.descriptor(name), path, 100, 250, head)[1] is None

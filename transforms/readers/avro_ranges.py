@@ -23,6 +23,10 @@ a range's start does). Each range's :class:`ranges.Link` says where it began and
 walk stopped; :func:`ranges.check_links` fails the build when one range stops where the next
 did not begin, so a block is never lost or read twice without a word.
 
+Row numbers: a block's header counts its records, but a range not at the file's start does
+not know the counts of the blocks before it, so its dead letters carry the block's byte
+offset instead of a row.
+
 Pure: no Beam, no file systems (bytes come through a :data:`ranges.ReadAt`).
 """
 

@@ -28,8 +28,9 @@ from beam_tfrecords.transforms.readers import (
     jsonl_ranges,
     parquet_ranges,
 )
+from beam_tfrecords.transforms.readers.ranges import ByteRange, plan_ranges, unsplittable_text
 
-__all__ = ["FORMATS", "FormatDescriptor", "by_suffix", "descriptor", "names"]
+__all__ = ["FORMATS", "FormatDescriptor", "by_suffix", "descriptor", "names", "plan_file"]
 
 _READERS = "beam_tfrecords.transforms.readers"
 
@@ -107,3 +108,31 @@ def by_suffix(path: str) -> FormatDescriptor | None:
         if any(lower.endswith(suffix) for suffix in fmt.suffixes):
             return fmt
     return None
+
+
+def plan_file(fmt: FormatDescriptor, path: str, size: int, split_bytes: int,
+              head: bytes = b"") -> tuple[list[ByteRange], str | None]:
+    """The byte ranges of one file of format ``fmt``, and why it is one range when it would
+    otherwise split.
+
+    Args:
+      fmt: the file's format.
+      path: the file (its suffix tells compressed text).
+      size: its size as listed.
+      split_bytes: the wanted range size.
+      head: its first bytes when known (compressed or foreign text under a text name).
+
+    Returns:
+      ``(ranges, reason)``: images are one task per file (no reason: that is their unit);
+      Parquet is one byte range here, its row groups planned from the footer
+      (:func:`parquet_ranges.plan_row_groups`, which gives its own reason); compressed or
+      foreign text is one range with the reason when it is larger than ``split_bytes``;
+      everything else splits by :func:`ranges.plan_ranges`."""
+    whole = [ByteRange(0, size)]
+    if fmt.splits in (None, "row_groups"):
+        return whole, None
+    if fmt.text:
+        why = unsplittable_text(path, head)
+        if why is not None:
+            return whole, why if size > split_bytes else None
+    return plan_ranges(size, split_bytes), None
