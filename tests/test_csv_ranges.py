@@ -299,3 +299,31 @@ def test_a_quoted_field_longer_than_the_lookahead_is_told_by_the_headers_width()
                                lookahead=4096)
     assert (start.state, start.first) == (cr.IN, len(data) - 4)
 
+
+
+@FAST
+@given(text=written_csv(), lookahead=st.sampled_from([1, 8, 64]), quiet=st.sampled_from(
+    [0, 4, 32]), draw=st.data())
+def test_short_lookahead_and_quiet_only_make_more_refusals(text, lookahead, quiet, draw):
+    """However little the two parses are compared, a wrong guess is refused, never used."""
+    data, ncols = text
+    saved, cr.QUIET = cr.QUIET, quiet
+    try:
+        either_equal_or_refused(data, cuts_of(data, draw.draw), cr.Dialect(), ncols=ncols,
+                                lookahead=lookahead)
+    finally:
+        cr.QUIET = saved
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(written_csv(tame=True), min_size=1, max_size=6), draw=st.data())
+def test_longer_text_files_always_join_up(texts, draw):
+    """Several written files' rows one after another under one header: longer files with
+    more cuts, and still never a refusal."""
+    ncols = texts[0][1]
+    parts = [text.removeprefix(BOM).split(b"\n", 1) for text, n in texts if n == ncols]
+    data = parts[0][0] + b"\n" + b"".join(
+        rows if rows.endswith(b"\n") else rows + b"\n" for _, rows in
+        (p for p in parts if len(p) == 2) if rows)
+    assert either_equal_or_refused(data, cuts_of(data, draw.draw), cr.Dialect(), ncols=ncols)
