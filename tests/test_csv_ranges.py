@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import pathlib
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -327,3 +328,15 @@ def test_longer_text_files_always_join_up(texts, draw):
         rows if rows.endswith(b"\n") else rows + b"\n" for _, rows in
         (p for p in parts if len(p) == 2) if rows)
     assert either_equal_or_refused(data, cuts_of(data, draw.draw), cr.Dialect(), ncols=ncols)
+
+
+@pytest.mark.parametrize("name,splits", [("people.csv", (7, 100, 1000)),
+                                         ("demo.csv", (20000, 100000))])
+def test_the_sample_files_split_without_refusal(name, splits):
+    """The project's sample CSVs (a BOM, CRLF, quoted JSON arrays; 370 KB of plain rows)."""
+    data = (pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / name
+            ).read_bytes()
+    ncols = len(data.split(b"\n", 1)[0].split(b","))
+    for split in splits:
+        assert either_equal_or_refused(data, plan_ranges(len(data), split), cr.Dialect(),
+                                       ncols=ncols)

@@ -63,7 +63,7 @@ IN = "in"  # the line end before the point is inside a quoted field
 DEFAULT_LOOKAHEAD = 1 << 20
 # How far the "out" parse goes on alone once the "in" parse has nothing more to say (text
 # without quotes: both score nothing, and walking rows is the costly part).
-QUIET = 1 << 16
+QUIET = 1 << 14
 _CHUNK = 1 << 16
 _LF, _CR = 0x0A, 0x0D
 _FIELD, _UNQUOTED, _QUOTED = 0, 1, 2  # at a field's start / in an unquoted / a quoted field
