@@ -269,7 +269,7 @@ def test_the_start_says_what_it_assumed_and_why():
     data = b'id,t\n1,"a\nb",c\n2,d\n'
     start = cr.csv_range_start(bytes_reader(data), 9, cr.Dialect())
     assert (start.point, start.state, start.first, start.agreed) == (10, cr.IN, 15, 15)
-    assert start.hypotheses == (cr.Hypothesis(cr.OUT, 10, 1), cr.Hypothesis(cr.IN, 15, 0))
+    assert start.hypotheses == (cr.Hypothesis(cr.OUT, 10, 1, 0), cr.Hypothesis(cr.IN, 15, 0, 0))
 
 
 @pytest.mark.parametrize("offset,point", [(0, 0), (1, 5), (5, 5), (6, 10), (9, 10), (10, 10),

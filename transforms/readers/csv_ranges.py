@@ -24,12 +24,13 @@ row start, *in* the first row end of a parse that begins inside a quoted field. 
 parses can only come together after quoting that is irregular in one of them -- with every
 quote opening a field at its start, closing it before a delimiter or line end, or doubled
 inside it, each quote flips both parses, so they stay apart -- and from where they agree the
-rest is the same. So each is scored by the irregular quoting it meets before they agree
-(a closing quote followed by something else, a quote inside an unquoted field, the file
-ending inside a quoted field, and, given the header's width, rows of another number of cells),
-within ``lookahead`` bytes (once the *in* parse meets no more quotes, the *out* parse goes
-on alone for ``QUIET`` bytes at most: rows are what costs); the lower score wins, *out* on a
-tie (text without quotes ties).
+rest is the same. So each is scored by what it meets before they agree, within
+``lookahead`` bytes: first irregular quoting (a closing quote followed by something else, a
+quote inside an unquoted field, the file ending inside a quoted field), which no writer
+makes; then, given the header's width, rows of another number of cells, which only a
+malformed file has. The lower score wins, *out* on a tie (text without quotes ties). Walking
+rows is what a start costs, so once the *in* parse meets no more quotes, the *out* parse
+goes on alone for ``QUIET`` bytes at most.
 
 **Joining up.** The choice is a guess; the proof is the join. The range reads its rows from
 the chosen start (``RowSplitter``), on past ``b`` to the first row start at or after ``b``,
@@ -90,15 +91,17 @@ class Dialect:
 
 # -- the parse, event by event ----------------------------------------------------------------
 
-_ROW, _ODD, _OPEN = "row", "odd", "open"  # a row ends / irregular quoting / file ends quoted
+# A row ends / irregular quoting / a row of another width than the header / the file ends
+# inside a quoted field (irregular quoting too).
+_ROW, _ODD, _RAGGED, _OPEN = "row", "odd", "ragged", "open"
 
 
 class _Walk:
     """The parse ``RowSplitter`` makes, from byte ``pos`` at a row start or (``quoted``)
     inside a quoted field, as events ``(kind, offset)``: ``row`` (a row ends; the next
-    starts at offset), ``odd`` (irregular quoting, see the module doc; given ``ncols``, also
-    a row of another number of cells) and ``open`` (the file ends inside a quoted field). Reads
-    the file in chunks, holding only the unparsed rest of one."""
+    starts at offset), ``odd`` (irregular quoting, see the module doc), ``ragged`` (given
+    ``ncols``, a row of another number of cells) and ``open`` (the file ends inside a quoted
+    field). Reads the file in chunks, holding only the unparsed rest of one."""
 
     def __init__(self, read_at: ReadAt, dialect: Dialect, pos: int, quoted: bool,
                  ncols: int | None = None, until: int | None = None) -> None:
@@ -163,7 +166,7 @@ class _Walk:
         events = []
         cells = 0 if self._base + i == self._row else self._cells  # csv: [] for an empty line
         if self._ncols is not None and cells is not None and cells != self._ncols:
-            events.append((_ODD, self._base + i))
+            events.append((_RAGGED, self._base + i))
         self._pos = self._row = self._base + end
         self._state, self._cells = _FIELD, 1
         events.append((_ROW, self._pos))
@@ -250,7 +253,7 @@ class _Walk:
         """The file ends the row that started at ``_row`` (it has no line end)."""
         events = []
         if self._ncols is not None and self._cells is not None and self._cells != self._ncols:
-            events.append((_ODD, self._pos))
+            events.append((_RAGGED, self._pos))
         self._row = self._pos
         self._state, self._cells = _FIELD, 1
         events.append((_ROW, self._pos))
@@ -298,12 +301,14 @@ def point_at(read_at: ReadAt, offset: int, head: int = 0) -> int:
 @dataclasses.dataclass(frozen=True)
 class Hypothesis:
     """One state assumed at a range's start point: the first row start it gives (None: not
-    looked for, the other state won first) and the irregular quoting its parse met before
-    the two parses agree (within the lookahead)."""
+    looked for, the other state won first), and the irregular quoting and the rows of
+    another width than the header its parse met before the two parses agree (within the
+    lookahead)."""
 
     state: str
     first: int | None
     irregular: int
+    ragged: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,7 +351,7 @@ def csv_range_start(read_at: ReadAt, offset: int, dialect: Dialect, *,
                IN: iter(_Walk(read_at, dialect, point, True, ncols, until))}
     rows: dict[str, list[int]] = {OUT: [point], IN: []}
     seen: dict[str, set[int]] = {OUT: {point}, IN: set()}
-    odd: dict[str, list[int]] = {OUT: [], IN: []}
+    odd: dict[str, list[tuple[int, str]]] = {OUT: [], IN: []}  # (offset, kind)
     front = {OUT: point, IN: point}
     live = {OUT: True, IN: True}
     agreed = None
@@ -354,7 +359,8 @@ def csv_range_start(read_at: ReadAt, offset: int, dialect: Dialect, *,
         if not live[IN] and front[OUT] >= max(front[IN], rows[IN][-1] if rows[IN] else 0):
             # No row of the "in" parse is left to agree on: the "out" parse decides alone,
             # once it scores more (then "in" wins) or after QUIET bytes more (a tie or less).
-            if len(odd[OUT]) > len(odd[IN]) or front[OUT] >= front[IN] + QUIET:
+            if _score(odd[OUT], None) > _score(odd[IN], None) or (
+                    front[OUT] >= front[IN] + QUIET):
                 break
         state = min((s for s in (OUT, IN) if live[s]), key=lambda s: front[s])
         other = IN if state == OUT else OUT
@@ -369,10 +375,9 @@ def csv_range_start(read_at: ReadAt, offset: int, dialect: Dialect, *,
             seen[state].add(at)
             if at in seen[other]:
                 agreed = at
-        else:  # _ODD, or _OPEN: the file ends inside a quoted field
-            odd[state].append(at)
-    limit = agreed if agreed is not None else None
-    score = {s: sum(1 for at in odd[s] if limit is None or at < limit) for s in (OUT, IN)}
+        else:
+            odd[state].append((at, kind))
+    score = {s: _score(odd[s], agreed) for s in (OUT, IN)}
     chosen = IN if score[IN] < score[OUT] else OUT
     first_in: int | None = rows[IN][0] if rows[IN] else None
     if chosen == IN and first_in is None:  # the quoted field runs past the lookahead
@@ -383,8 +388,17 @@ def csv_range_start(read_at: ReadAt, offset: int, dialect: Dialect, *,
     first = point if chosen == OUT else first_in
     assert first is not None
     return CsvStart(offset, point, chosen, first,
-                    (Hypothesis(OUT, point, score[OUT]), Hypothesis(IN, first_in, score[IN])),
+                    (Hypothesis(OUT, point, *score[OUT]), Hypothesis(IN, first_in, *score[IN])),
                     agreed)
+
+
+def _score(events: list[tuple[int, str]], before: int | None) -> tuple[int, int]:
+    """(irregular quoting, ragged rows) among ``events`` before offset ``before`` (None:
+    all): quoting first, as no writer makes it, while ragged rows are a mere malformed
+    file's."""
+    counted = [kind for at, kind in events if before is None or at < before]
+    ragged = counted.count(_RAGGED)
+    return len(counted) - ragged, ragged
 
 
 def _size(read_at: ReadAt, at: int) -> int:
