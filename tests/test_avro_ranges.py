@@ -85,6 +85,9 @@ def test_the_records_of_the_owned_blocks_are_the_files():
         for block in ar.range_blocks(read_at, head, span.start, span.end, LIMIT):
             records += fastavro.reader(io.BytesIO(prefix + data[block.offset:block.end]))
     assert records == list(fastavro.reader(io.BytesIO(data)))
+    from beam_tfrecords.transforms.readers.read_avro import _avro_events  # our reader
+
+    assert records == [record for _, record in _avro_events(io.BytesIO(data), LIMIT)]
 
 
 def test_damaged_framing_is_owned_once_or_refused():
