@@ -192,6 +192,31 @@ def test_the_walk_cuts_rows_where_the_reader_does(data, bom):
     assert any(kind == cr._OPEN for kind, _ in events) == (len(complete) < len(rows))
 
 
+@FAST
+@given(data=ANY, at=st.integers(0, 80), quote=st.sampled_from(['"', "§"]),
+       delimiter=st.sampled_from([",", "é"]), chunk=st.sampled_from([3, 1 << 16]))
+def test_the_walk_from_inside_a_quoted_field_is_the_readers(data, at, quote, delimiter,
+                                                            chunk):
+    """A range's first row under "in" comes from the walk: from any offset, its row ends
+    are those RowSplitter finds in the same bytes after an opening quote (which starts it
+    inside a quoted field), with multi-byte characters and reads of 3 bytes."""
+    q, d = quote.encode(), delimiter.encode()
+    text = data.replace(b'"', q).replace(b",", d)
+    at = min(at, len(text))
+    saved, cr._CHUNK = cr._CHUNK, chunk
+    try:
+        events = list(cr._Walk(bytes_reader(text), cr.Dialect(q, d), at, True))
+    finally:
+        cr._CHUNK = saved
+    splitter = RowSplitter(io.BytesIO(q + text[at:]), q, d, LIMIT)
+    ends, offset = [], at - len(q)
+    for row in splitter:
+        offset += len(row) if type(row) is bytes else row.size
+        if type(row) is bytes or row.complete:
+            ends.append(offset)
+    assert [o for kind, o in events if kind == cr._ROW] == ends
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=ANY, draw=st.data())
 def test_small_reads_cross_buffer_boundaries(data, draw):
