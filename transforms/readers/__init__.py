@@ -7,7 +7,11 @@
   options and their parser (the config's ``source.<format>`` section), its reader, and the
   public ``ReadCsv`` / ``ReadJsonl`` / ``ReadParquet`` / ``ReadAvro`` / ``ReadImages``;
 - helpers: ``events`` (the named event types), ``csv_columnar`` (CSV's Arrow fast path),
-  ``image_header`` (image sizes from the first bytes).
+  ``image_header`` (image sizes from the first bytes);
+- ranges (pure): ``ranges`` (planning a file's byte ranges, ownership, merging ranges'
+  counts and checking their joins) and each format's boundaries beside its reader
+  (``csv_ranges``, ``jsonl_ranges``, ``avro_ranges``, ``parquet_ranges``); ``formats``, one
+  descriptor per format for the parts of the package that loop over formats.
 """
 
 from __future__ import annotations

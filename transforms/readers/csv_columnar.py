@@ -422,9 +422,9 @@ class RowSplitter:
                 if self._eof:
                     if self._base + len(buf) > row:  # the stream ends inside a quoted field
                         size = self._base + len(buf) - row
-                        yield RowSpan(row, size, None,
-                                      head if head is not None else bytes(buf[:_HEAD]),
-                                      complete=False)
+                        if head is None:  # the row's first bytes (buf may start before it)
+                            head = bytes(buf[row - self._base:row - self._base + _HEAD])
+                        yield RowSpan(row, size, None, head, complete=False)
                         self._base += len(buf)
                         del buf[:]
                     return

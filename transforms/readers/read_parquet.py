@@ -35,6 +35,7 @@ from beam_tfrecords.transforms.readers.framework import (
     max_record_bytes_of,
     parse_arguments,
 )
+from beam_tfrecords.transforms.readers.parquet_ranges import group_span
 
 __all__ = ["ParquetOptions", "ReadParquet", "ReadParquetFiles", "needed_columns",
            "parquet_fields", "parse_parquet_options"]
@@ -100,21 +101,6 @@ def _check_parquet_footer(handle: Any, limit: int) -> int:
     return size
 
 
-def _group_span(group: Any) -> tuple[int, int]:
-    """(first byte, bytes) of a row group's column chunks, from the footer."""
-    starts, ends = [], []
-    for index in range(group.num_columns):
-        column = group.column(index)
-        first = column.data_page_offset
-        if column.has_dictionary_page and column.dictionary_page_offset:
-            first = min(first, column.dictionary_page_offset)
-        starts.append(first)
-        ends.append(first + column.total_compressed_size)
-    if not starts:
-        return 0, 0
-    return min(starts), max(ends) - min(starts)
-
-
 class _ReadParquetFile(ReadFileFn):
     """Row group by row group (see the module doc); the needed columns only, when the
     features are known."""
@@ -134,7 +120,7 @@ class _ReadParquetFile(ReadFileFn):
             meta = parquet.metadata
             groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
             sizes = [group.num_rows for group in groups]
-            spans = [_group_span(group) for group in groups]
+            spans = [group_span(group) for group in groups]
         except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
             yield Unread(0, size, None, None,
                          f"not a readable Parquet file ({type(err).__name__}: {err}); the "
