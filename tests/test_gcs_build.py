@@ -156,7 +156,9 @@ def test_tiny_band_many_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_fi
 
     band = load_config(str(config)).output.shard_size
     for split, split_sizes in sizes.items():
-        assert len(split_sizes) > 1, (split, split_sizes)
+        # train holds ~4x eval; gzip's eval (about 23 KB) may fit one shard
+        assert len(split_sizes) > 1 or (split == "eval" and compression == "gzip"), (
+            split, split_sizes)
         outside = [s for s in split_sizes if not band.min <= s <= band.max]
         assert len(outside) <= 1, (split, split_sizes)  # at most the remainder
 
