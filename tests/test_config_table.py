@@ -1,16 +1,18 @@
 """The table of config keys (pipelines/config_table.py) and the config's validation agree:
 every key of the table is accepted -- and changes the parsed config -- when a real config sets
 it, and every key the validation accepts is in the table (each mapping is fed an unknown key,
-and the validation's list of allowed ones must be the table's)."""
+and the validation's list of allowed ones must be the table's); and each default the table
+reads from a dataclass is the one a config that leaves the key out gets."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
 from beam_tfrecords.pipelines.config import ConfigError, parse_config
-from beam_tfrecords.pipelines.config_table import allowed, config_keys, required
+from beam_tfrecords.pipelines.config_table import allowed, config_keys, default, required
 from beam_tfrecords.transforms.readers import formats
 
 BASE = {"name": "demo", "source": {"format": "csv", "path": "in/*.csv"},
@@ -138,3 +140,23 @@ def test_every_key_the_validation_accepts_is_in_the_table(where, settings):
         node.pop(name, None)
         with pytest.raises(ConfigError, match="is required"):
             parse_config(raw)
+
+
+@pytest.mark.parametrize("key", [k for k in config_keys() if k.field], ids=lambda k: k.key)
+def test_each_default_shown_is_the_one_the_validation_applies(key):
+    """A default the reference reads from a dataclass is what a config leaving the key out
+    gets (the parsers spell some defaults out again)."""
+    parts = key.key.split(".")
+    config = parse_config(_config({".".join(parts[:2]): {}} if _format_section(
+        ".".join(parts[:2])) else {}))
+    if parts[0] == "features":  # the resolved config leaves some feature defaults out
+        node = getattr(config.features[0], parts[-1])
+    else:
+        node = config.resolved()
+        for part in parts:
+            node = node[part]
+    expected = default(key)
+    expected = dataclasses.asdict(expected) if dataclasses.is_dataclass(expected) else expected
+    listed = (tuple, list)
+    assert (list(node) if isinstance(node, listed) else node) == (
+        list(expected) if isinstance(expected, listed) else expected)
