@@ -26,7 +26,8 @@ from typing import Any
 from beam_tfrecords.transforms.codec.config_keys import FEATURE_KEYS, SPLIT_KEYS, ConfigKey
 from beam_tfrecords.transforms.readers import formats
 
-__all__ = ["SECTION_KEYS", "allowed", "config_keys", "default", "markdown", "required"]
+__all__ = ["NO_DEFAULT", "SECTION_KEYS", "allowed", "config_keys", "default", "markdown",
+           "required", "shown_default"]
 
 _CONFIG = "beam_tfrecords.pipelines.config"
 _SHARDS = "beam_tfrecords.sinks.format.shard_plan:ShardSize"
@@ -118,23 +119,41 @@ def config_keys() -> tuple[ConfigKey, ...]:
 
 
 def allowed(parent: str) -> tuple[str, ...]:
-    """The names the mapping ``parent`` (``""``: the root, ``output.shard_size``) allows."""
+    """The names a config mapping allows, for its validation.
+
+    Args:
+      parent: the mapping's key (``""``: the root; ``output.shard_size``; ``features.<name>``).
+
+    Returns:
+      The last parts of the table's keys directly below ``parent``, in the table's order."""
     return tuple(k.leaf for k in config_keys() if k.parent == parent)
 
 
 def required(parent: str) -> tuple[str, ...]:
-    """The names the mapping ``parent`` requires."""
+    """The names a config mapping requires (as :func:`allowed`, the required ones only).
+
+    Args:
+      parent: the mapping's key.
+
+    Returns:
+      The last parts of its required keys, in the table's order."""
     return tuple(k.leaf for k in config_keys() if k.parent == parent and k.required)
 
 
-_NO_DEFAULT = object()
+NO_DEFAULT = object()  # what :func:`default` gives for a key whose default is no field's value
 
 
 def default(key: ConfigKey) -> Any:
-    """The default value of ``key`` as the code holds it: the value of the dataclass field it
-    names (imports that module); ``_NO_DEFAULT`` when it names none."""
+    """The default of a key as the code holds it.
+
+    Args:
+      key: a row of the table.
+
+    Returns:
+      The value of the dataclass field the row names (importing that module, which may import
+      Beam), or :data:`NO_DEFAULT` when it names none (its default is said in words)."""
     if not key.field:
-        return _NO_DEFAULT
+        return NO_DEFAULT
     module, _, path = key.field.partition(":")
     owner, name = path.split(".")
     cls = getattr(importlib.import_module(module), owner)
@@ -172,11 +191,18 @@ def _plain(value: Any) -> str:
 
 
 def shown_default(key: ConfigKey) -> str:
-    """What the reference says of ``key``'s default."""
+    """What the reference says of a key's default.
+
+    Args:
+      key: a row of the table.
+
+    Returns:
+      ``required``, the default as YAML spells it (in backticks, a size also in MiB or MB), or
+      the row's words for it."""
     if key.required:
         return "required"
     value = default(key)
-    if value is not _NO_DEFAULT:
+    if value is not NO_DEFAULT:
         return _shown(value, key.type)
     return key.default or "none"
 
@@ -186,7 +212,11 @@ def _cell(text: str) -> str:
 
 
 def markdown() -> str:
-    """The reference table: one row per key (key, type, allowed values, default, meaning)."""
+    """The config reference, for docs/config.md.
+
+    Returns:
+      A Markdown table, one row per key of :func:`config_keys`: key, type, allowed values,
+      default, meaning."""
     rows = ["| key | type | values | default | meaning |", "|---|---|---|---|---|"]
     rows += [f"| `{k.key}` | {k.type} | {_cell(k.values)} | {_cell(shown_default(k))} | "
              f"{_cell(k.meaning)} |" for k in config_keys()]
