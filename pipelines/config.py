@@ -1,9 +1,11 @@
 """Data set configurations: YAML in, frozen dataclasses out, every mistake caught up front.
 
-A config is validated completely before any pipeline starts. Each error is one line that names
-the key (``features.pixels.shape``) and echoes the bad value, because the person reading it is
-usually looking at a scheduler's log, not at the YAML. Unknown keys are errors: a typo such as
-``mising: omit`` must not silently fall back to a default.
+A config is validated completely before any pipeline starts, against one table of its keys
+(pipelines/config_table.py, from which docs/config.md's reference is generated too). Each
+error is one line that names the key (``features.pixels.shape``) and echoes the bad value,
+because the person reading it is usually looking at a scheduler's log, not at the YAML.
+Unknown keys are errors: a typo such as ``mising: omit`` must not silently fall back to a
+default.
 
 The parsing is pure (:func:`parse_config` takes the loaded mapping); :func:`load_config` adds
 reading from any Beam filesystem (local or ``gs://``) with YAML's safe loader only.
@@ -18,6 +20,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from beam_tfrecords.pipelines.config_table import allowed, required
 from beam_tfrecords.sinks.early_stop import DEFAULT_WINDOW
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
@@ -169,8 +172,7 @@ _OPTION_PARSERS = {  # each format's module owns its options and their parser
 
 
 def _parse_source(raw: Any) -> SourceConfig:
-    raw = _mapping("source", raw, ("format", "path", "max_record_bytes", *SOURCE_FORMATS),
-                   ("format", "path"))
+    raw = _mapping("source", raw, allowed("source"), required("source"))
     fmt = _choice("source.format", raw["format"], SOURCE_FORMATS)
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
@@ -200,8 +202,7 @@ def _parse_source(raw: Any) -> SourceConfig:
 
 
 def _parse_output(raw: Any, name: str) -> OutputConfig:
-    raw = _mapping("output", raw, ("path", "compression", "shard_size", "shard_name", "index",
-                                    "shuffle"), ("path",))
+    raw = _mapping("output", raw, allowed("output"), required("output"))
     path = raw["path"]
     if not isinstance(path, str) or not path.strip():
         raise _fail("output.path", path, "must be a non-empty local or gs:// path")
@@ -215,9 +216,9 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
         raise _fail("output.compression", compression, str(err)) from None
     size = ShardSize()
     if "shard_size" in raw:
-        sraw = _mapping("output.shard_size", raw["shard_size"], ("target", "min", "max"))
+        sraw = _mapping("output.shard_size", raw["shard_size"], allowed("output.shard_size"))
         fields = {}
-        for field in ("target", "min", "max"):
+        for field in allowed("output.shard_size"):
             if field in sraw:
                 try:
                     fields[field] = parse_size(sraw[field])
@@ -245,7 +246,8 @@ def _parse_shuffle(raw: Any) -> int | None:
     if raw is True:
         raise _fail("output.shuffle", raw, "needs a seed, so that a rebuild writes the same "
                                            "bytes: shuffle: {seed: 42}")
-    raw = _mapping("output.shuffle", raw, ("seed",), ("seed",))
+    raw = _mapping("output.shuffle", raw, allowed("output.shuffle"),
+                   required("output.shuffle"))
     return check_seed("output.shuffle.seed", raw["seed"])
 
 
@@ -257,8 +259,7 @@ def check_seed(where: str, seed: Any) -> int:
 
 
 def _parse_errors(raw: Any) -> ErrorPolicy:
-    raw = _mapping("errors", {} if raw is None else raw,
-                   ("max_bad_fraction", "max_unread_fraction", "abort_window"))
+    raw = _mapping("errors", {} if raw is None else raw, allowed("errors"))
     fractions = {}
     for name in ("max_bad_fraction", "max_unread_fraction"):
         fraction = raw.get(name, 0.0)
@@ -276,8 +277,7 @@ def _parse_errors(raw: Any) -> ErrorPolicy:
 
 def parse_config(raw: Any) -> Config:
     """A validated :class:`Config` from the mapping a YAML file loads to."""
-    raw = _mapping("", raw, ("name", "source", "features", "splits", "output", "errors"),
-                   ("name", "source", "features", "output"))
+    raw = _mapping("", raw, allowed(""), required(""))
     name = raw["name"]
     _named("name", "data set", name, name)
     return Config(

@@ -5,10 +5,14 @@ prints, run at build time through the project's environment, so the reference ca
 from the argument parsers. ``<!-- cli-help: -->`` (no command) is the top-level usage.
 ``<!-- api-reference -->`` becomes one mkdocstrings block per name in
 ``beam_tfrecords.__all__``, so a new public name appears on the API page by itself.
+``<!-- config-keys -->`` becomes the config reference: one row per config key, printed by
+``python -m beam_tfrecords.pipelines.config_table`` from the table the config's validation
+allows keys by, with the defaults read from the code's dataclasses.
 
-The commands import Apache Beam, which the docs environment does not hold: the interpreter is
-``BEAM_TFRECORDS_CLI_PYTHON`` (scripts/dev.py docs sets it to .venv's), else .venv's, else the
-one running MkDocs. A command whose ``--help`` fails fails the build.
+The commands (and the config table's defaults) import Apache Beam, which the docs environment
+does not hold: the interpreter is ``BEAM_TFRECORDS_CLI_PYTHON`` (scripts/dev.py docs sets it
+to .venv's), else .venv's, else the one running MkDocs. A command whose ``--help`` fails fails
+the build, and so does a config table that cannot be printed.
 """
 
 from __future__ import annotations
@@ -33,27 +37,41 @@ def _python() -> str:
     return str(project) if project.exists() else sys.executable
 
 
-def cli_help(command: str) -> str:
-    """What ``beam-tfrecords [command] --help`` prints."""
-    args = [command, "--help"] if command else ["--help"]
+def _module_output(module: str, *args: str, what: str) -> str:
+    """What ``python -m module args`` prints, run through the project's environment."""
     done = subprocess.run(
-        [_python(), "-m", "beam_tfrecords.pipelines.cli", *args], capture_output=True,
+        [_python(), "-m", module, *args], capture_output=True,
         text=True, timeout=300, cwd=ROOT, env=dict(os.environ, COLUMNS=COLUMNS))
     text = done.stdout
     if done.returncode != 0 or not text.strip():
-        raise RuntimeError(f"beam-tfrecords {command} --help failed "
-                           f"({done.returncode}): {done.stderr.strip()[-500:]}")
+        raise RuntimeError(f"{what} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     return text.rstrip()
+
+
+def cli_help(command: str) -> str:
+    """What ``beam-tfrecords [command] --help`` prints."""
+    args = [command, "--help"] if command else ["--help"]
+    return _module_output("beam_tfrecords.pipelines.cli", *args,
+                          what=f"beam-tfrecords {command} --help")
+
+
+def config_reference() -> str:
+    """The config reference table (pipelines/config_table.py), as Markdown."""
+    return _module_output("beam_tfrecords.pipelines.config_table",
+                          what="the config reference (python -m "
+                               "beam_tfrecords.pipelines.config_table)")
 
 
 def on_page_markdown(markdown: str, **_) -> str:
     def render(found: re.Match) -> str:
         return f"```text\n{cli_help(found.group(1))}\n```"
 
+    markdown = CONFIG_MARK.sub(lambda _: config_reference(), markdown)
     return API_MARK.sub(lambda _: api_reference(), MARK.sub(render, markdown))
 
 
 API_MARK = re.compile(r"^<!-- api-reference -->$", re.M)
+CONFIG_MARK = re.compile(r"^<!-- config-keys -->$", re.M)
 
 
 def public_names() -> dict[str, str]:

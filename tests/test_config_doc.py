@@ -1,47 +1,90 @@
-"""docs/config.md's table names every key a config accepts.
-
-The table is written by hand (the code has no single table of config keys); this test reads the
-keys the validation accepts from the options the code parses into -- the feature keys, the
-dataclasses of each section and of each reader's options -- and fails naming any key the page
-does not list as ``section.key``.
-"""
+"""docs/config.md's reference is generated from the table of config keys
+(pipelines/config_table.py) when the site is built (scripts/mkdocs_hooks.py): the page made
+from it lists every key with its type and the default the code really holds, read here from
+the dataclasses themselves."""
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
 
-from beam_tfrecords.pipelines.config import Config, ErrorPolicy, OutputConfig, SourceConfig
-from beam_tfrecords.transforms.codec.specs import _FEATURE_KEYS
+import pytest
+import yaml
+
+from beam_tfrecords.pipelines.config import ErrorPolicy, OutputConfig
+from beam_tfrecords.pipelines.config_table import config_keys, markdown
+from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
 from beam_tfrecords.transforms.readers.read_csv import CsvOptions
 from beam_tfrecords.transforms.readers.read_images import ImagesOptions
 from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions
 
-PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "config.md"
-# A dataclass field whose config key differs, or that the config sets elsewhere.
-KEY_OF_FIELD = {("output", "shuffle_seed"): "shuffle",
-                ("source.csv", "max_record_bytes"): None,  # it is source.max_record_bytes
-                # sections: the table names their keys (and source.parquet/avro, which have none)
-                **{("", section): None for section in ("source", "features", "splits",
-                                                       "output", "errors")},
-                **{("source", fmt): None for fmt in ("csv", "jsonl", "images")}}
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PAGE = (ROOT / "docs" / "config.md").read_text()
+# The object holding each section's defaults, as the code builds it.
+DEFAULTS = {"source.csv": CsvOptions(), "source.jsonl": JsonlOptions(),
+            "source.images": ImagesOptions(), "features.<name>": FeatureSpec("f", "int64"),
+            "splits": SplitSpec(), "output": OutputConfig("out"),
+            "output.shard_size": ShardSize(), "errors": ErrorPolicy()}
 
 
-def accepted_keys() -> list[str]:
-    keys = [f"features.<name>.{key}" for key in _FEATURE_KEYS]
-    for section, options in (("", Config), ("source", SourceConfig), ("output", OutputConfig),
-                             ("errors", ErrorPolicy), ("source.csv", CsvOptions),
-                             ("source.jsonl", JsonlOptions), ("source.images", ImagesOptions)):
-        for field in dataclasses.fields(options):
-            key = KEY_OF_FIELD.get((section, field.name), field.name)
-            if key:
-                keys.append(f"{section}.{key}" if section else key)
-    return keys
+MARK = "<!-- config-keys -->"
 
 
-def test_every_accepted_key_is_in_the_table():
-    page = PAGE.read_text()
-    start = page.index("## Every key")
-    table = page[start:page.index("\n## ", start)]
-    missing = [key for key in accepted_keys() if f"`{key}`" not in table]
-    assert not missing, f"docs/config.md's table lacks {missing}"
+def _generated() -> str:
+    """The page as the docs build makes it, the table printed in this process (the build
+    prints it through the project's environment: test_docs_site.py)."""
+    return PAGE.replace(MARK, markdown())
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, list[str]]:
+    """The generated page's reference rows, by key: ``[type, values, default, meaning]``."""
+    page = _generated()
+    assert PAGE.count(MARK) == 1 and MARK not in page
+    section = page[page.index("## Every key"):]
+    section = section[:section.index("\n## ")]
+    found = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            found[cells[0].strip("`")] = cells[1:]
+    return found
+
+
+def _loaded(cell: str):
+    """A default cell's value: the YAML between its first backticks."""
+    return yaml.safe_load(cell.split("`")[1])
+
+
+def test_every_key_is_listed_with_its_type(rows):
+    keys = config_keys()
+    assert list(rows) == [k.key for k in keys]
+    for key in keys:
+        assert rows[key.key][0] == key.type, key.key
+        assert rows[key.key][2], f"{key.key} has no default shown"
+        assert (rows[key.key][2] == "required") == key.required, key.key
+
+
+def test_the_defaults_shown_are_the_codes(rows):
+    """Each default a dataclass holds is on the page, compared with the dataclass's own value
+    (not with what the table says of it)."""
+    checked = []
+    for key in config_keys():
+        if not key.field:
+            continue
+        if key.key == "source.max_record_bytes":
+            value = DEFAULT_MAX_RECORD_BYTES
+        elif key.key == "output.shard_size":
+            value = dataclasses.asdict(ShardSize())  # shown as the whole band
+        else:
+            assert key.parent in DEFAULTS, f"{key.key}: no default object for {key.parent}"
+            value = getattr(DEFAULTS[key.parent], key.leaf)
+        expected = list(value) if isinstance(value, tuple) else value
+        assert _loaded(rows[key.key][2]) == expected, (key.key, value, rows[key.key][2])
+        checked.append(key.key)
+    assert {"source.csv.delimiter", "features.<name>.missing", "errors.abort_window",
+            "output.shard_size.max", "source.images.extensions"} <= set(checked)
+    assert rows["source.max_record_bytes"][2] == "`67108864` (64 MiB)"

@@ -1,5 +1,6 @@
 """The site's generated pages (scripts/mkdocs_hooks.py): the API page documents every public
-name, and the command-line page is what each command's ``--help`` prints.
+name, the command-line page is what each command's ``--help`` prints, and the config page
+holds the table of config keys (pipelines/config_table.py; its content: test_config_doc.py).
 
 The full ``mkdocs build --strict`` runs in CI (``python3 scripts/dev.py docs``); it needs the
 docs environment, which the test environment does not hold.
@@ -44,3 +45,12 @@ def test_the_cli_page_shows_each_commands_help(monkeypatch):
     assert "usage: beam-tfrecords [--debug]" in page
     for command in ("init", "build", "verify", "inspect", "schema"):
         assert f"usage: beam-tfrecords {command} [-h]" in page, command
+
+
+@pytest.mark.slow
+def test_the_config_page_shows_the_table_of_keys(monkeypatch):
+    from beam_tfrecords.pipelines.config_table import markdown
+
+    monkeypatch.setenv("BEAM_TFRECORDS_CLI_PYTHON", sys.executable)
+    page = (ROOT / "docs" / "config.md").read_text()
+    assert hooks.on_page_markdown(page) == page.replace("<!-- config-keys -->", markdown())

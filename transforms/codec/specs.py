@@ -14,6 +14,7 @@ from typing import Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
+from beam_tfrecords.transforms.codec.config_keys import FEATURE_KEYS, leaves
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, FeatureSpecError
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.codec.text_values import ISO8601
@@ -72,8 +73,8 @@ def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
     return value
 
 
-_FEATURE_KEYS = ("type", "shape", "source", "missing", "default", "nan", "unit", "format",
-                 "scale", "sequence")
+# The keys a feature's mapping allows: the documented table's (config_keys.py).
+_FEATURE_KEYS = leaves(FEATURE_KEYS, "features.<name>")
 
 
 def _parse_feature(name: Any, raw: Any) -> FeatureSpec:

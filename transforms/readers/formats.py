@@ -5,7 +5,9 @@ Today a format's name, file suffixes, options keys, reader and parser are spelle
 several modules (the config's format list and suffixes, ``init``'s suffix map, the build's
 reader choice, the launch check); a new format meant editing each. :data:`FORMATS` holds them
 once: the name (``source.format``), the file suffixes (the first is the one a glob suggests),
-the keys of its ``source.<name>`` options, how its files split into ranges (``splits``:
+the keys of its ``source.<name>`` options, each documented (:class:`ConfigKey`: type, allowed
+values, meaning; the default read from the options dataclass, which the config reference
+shows -- pipelines/config_table.py), how its files split into ranges (``splits``:
 ``"bytes"`` for text cut at record starts, ``"row_groups"``, ``"blocks"``, or None for one
 task per file), the function that finds a range's first record (None when nothing splits),
 whether it is text (compressed or foreign text is then one range, :mod:`ranges`), and where
@@ -22,6 +24,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from beam_tfrecords.transforms.codec.config_keys import ConfigKey
 from beam_tfrecords.transforms.readers import (
     avro_ranges,
     csv_ranges,
@@ -41,13 +44,28 @@ class FormatDescriptor:
 
     name: str
     suffixes: tuple[str, ...]
-    option_keys: tuple[str, ...]
+    options: tuple[ConfigKey, ...]  # the ``source.<name>`` keys, each below that mapping
     module: str  # the reader module under transforms/readers
     source: str  # its public PTransform (``ReadCsv``)
     parse_options: str  # its options parser (``parse_csv_options``)
+    options_class: str  # the dataclass it parses into, holding the defaults (``CsvOptions``)
     splits: str | None  # "bytes" | "row_groups" | "blocks" | None: one task per file
     split: Callable[..., Any] | None  # finds a range's first record / plans its groups
     text: bool = False
+
+    @property
+    def option_keys(self) -> tuple[str, ...]:
+        """The keys its ``source.<name>`` mapping allows, in the table's order."""
+        return tuple(option.key for option in self.options)
+
+    def config_keys(self) -> tuple[ConfigKey, ...]:
+        """Its options as rows of the config's table: keyed from the root, each default
+        read from the field of the options dataclass that the key names."""
+        where = f"beam_tfrecords.transforms.readers.{self.module}:{self.options_class}"
+        return tuple(dataclasses.replace(
+            option, key=f"source.{self.name}.{option.key}",
+            field=option.field or ("" if option.default else f"{where}.{option.key}"))
+            for option in self.options)
 
     @property
     def splittable(self) -> bool:
@@ -70,21 +88,50 @@ class FormatDescriptor:
         return self._attribute(self.parse_options)
 
 
+_CSV = (
+    ConfigKey("delimiter", "string", "The character between cells (`\\t` for TSV).",
+              "one character, not a newline"),
+    ConfigKey("quotechar", "string", "The character that quotes a cell holding delimiters or "
+              "line breaks.", "one character, not the delimiter"),
+    ConfigKey("header", "bool", "The first line names the columns; without it, `columns` "
+              "does."),
+    ConfigKey("columns", "list of strings", "The column names, in order, of files without a "
+              "header (required with `header: false`).", "distinct, non-empty names"),
+    ConfigKey("null_values", "list of strings", "Cells spelled like one of these are missing, "
+              "e.g. `[\"\", \"NA\"]`.", "cell texts"),
+)
+_JSONL = (
+    ConfigKey("max_depth", "integer", "A line whose objects and arrays nest deeper than this "
+              "(its object is level 1) is a dead letter.", "1 or more"),
+    ConfigKey("max_line_bytes", "integer", "The older name, for JSON Lines, of "
+              "`source.max_record_bytes`; give one of them.", "bytes, 1 or more"),
+)
+_IMAGES = (
+    ConfigKey("layout", "string", "`folders`: `<split>/<label>/<file>` or `<label>/<file>` "
+              "below `source.path`; `manifest`: a CSV of `path,label[,more columns]`.",
+              "`folders`, `manifest`"),
+    ConfigKey("manifest", "string", "The manifest CSV (with `layout: manifest`); empty: "
+              "`source.path` names it.", "a CSV path"),
+    ConfigKey("extensions", "list of strings", "The file name endings read as images; other "
+              "files are skipped.", "endings with their dot, e.g. `.jpg`"),
+    ConfigKey("check_complete", "bool", "Reject image files cut short after their header."),
+    ConfigKey("read_threads", "integer", "Files read at once per worker; `auto` (stored as 0): "
+              "several for Cloud Storage, 1 for local files.", "1 to 64, `auto`"),
+)
+
 FORMATS: tuple[FormatDescriptor, ...] = (
-    FormatDescriptor("csv", (".csv", ".tsv"),
-                     ("delimiter", "quotechar", "header", "columns", "null_values"),
-                     "read_csv", "ReadCsv", "parse_csv_options", "bytes",
-                     csv_ranges.csv_range_start, text=True),
-    FormatDescriptor("jsonl", (".jsonl", ".json", ".ndjson"), ("max_depth", "max_line_bytes"),
-                     "read_jsonl", "ReadJsonl", "parse_jsonl_options", "bytes",
+    FormatDescriptor("csv", (".csv", ".tsv"), _CSV, "read_csv", "ReadCsv", "parse_csv_options",
+                     "CsvOptions", "bytes", csv_ranges.csv_range_start, text=True),
+    FormatDescriptor("jsonl", (".jsonl", ".json", ".ndjson"), _JSONL, "read_jsonl",
+                     "ReadJsonl", "parse_jsonl_options", "JsonlOptions", "bytes",
                      jsonl_ranges.line_start, text=True),
     FormatDescriptor("parquet", (".parquet", ".pq"), (), "read_parquet", "ReadParquet",
-                     "parse_parquet_options", "row_groups", parquet_ranges.plan_row_groups),
+                     "parse_parquet_options", "ParquetOptions", "row_groups",
+                     parquet_ranges.plan_row_groups),
     FormatDescriptor("avro", (".avro",), (), "read_avro", "ReadAvro", "parse_avro_options",
-                     "blocks", avro_ranges.block_start),
-    FormatDescriptor("images", (), ("layout", "manifest", "extensions", "check_complete",
-                                    "read_threads"),
-                     "read_images", "ReadImages", "parse_images_options", None, None),
+                     "AvroOptions", "blocks", avro_ranges.block_start),
+    FormatDescriptor("images", (), _IMAGES, "read_images", "ReadImages",
+                     "parse_images_options", "ImagesOptions", None, None),
 )
 
 

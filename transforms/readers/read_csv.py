@@ -50,6 +50,7 @@ from beam_tfrecords.transforms.codec.text_values import (
 )
 from beam_tfrecords.transforms.readers import csv_columnar as cc
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
+from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
     ReadFileFn,
     ReadFiles,
@@ -84,8 +85,7 @@ def parse_csv_options(raw: Any, key: str = "source.csv") -> CsvOptions:
     """The ``source.csv`` mapping (None: defaults) as :class:`CsvOptions`; the error names
     ``key.<option>`` and echoes the bad value. ``max_record_bytes`` is set apart (it is
     ``source.max_record_bytes`` in a config)."""
-    raw = _mapping(key, {} if raw is None else raw,
-                   ("delimiter", "quotechar", "header", "columns", "null_values"))
+    raw = _mapping(key, {} if raw is None else raw, descriptor("csv").option_keys)
     opts = {}
     for name in ("delimiter", "quotechar"):
         if name in raw:

@@ -43,7 +43,8 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.sinks.spread import Spread
-from beam_tfrecords.transforms.codec.specs import _fail
+from beam_tfrecords.transforms.codec.specs import _fail, _mapping
+from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
     COUNTS,
     REJECTED,
@@ -129,15 +130,7 @@ class ImagePlan:
 def parse_images_options(raw: Any, key: str = "source.images") -> ImagesOptions:
     """The ``source.images`` mapping (or None) as :class:`ImagesOptions`; ValueError names
     ``key.<field>`` and echoes the bad value."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise _fail(key, raw, "must be a mapping")
-    fields = [f.name for f in dataclasses.fields(ImagesOptions)]
-    for name in raw:
-        if name not in fields:
-            raise _fail(f"{key}.{name}", raw[name],
-                        f"unknown key; allowed here: {', '.join(fields)}")
+    raw = _mapping(key, {} if raw is None else raw, descriptor("images").option_keys)
     opts: dict[str, Any] = {}
     if "layout" in raw:
         if raw["layout"] not in LAYOUTS:

@@ -32,6 +32,7 @@ from beam_tfrecords.transforms.readers.events import (
     Reject,
     bounded_line,
 )
+from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
     ReadFileFn,
     ReadFiles,
@@ -75,7 +76,7 @@ def _int_in(key: str, value: Any, low: int, high: int) -> int:
 
 def parse_jsonl_options(raw: Any, key: str = "source.jsonl") -> JsonlOptions:
     """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`."""
-    raw = _mapping(key, {} if raw is None else raw, ("max_depth", "max_line_bytes"))
+    raw = _mapping(key, {} if raw is None else raw, descriptor("jsonl").option_keys)
     opts: dict[str, int] = {}
     if "max_depth" in raw:
         opts["max_depth"] = _int_in(f"{key}.max_depth", raw["max_depth"], 1, _MAX_DEPTH_LIMIT)
