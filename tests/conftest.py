@@ -28,6 +28,20 @@ def tf_python() -> str:
     return candidate
 
 
+@pytest.fixture(scope="session")
+def tfdv_python() -> str:
+    """The TensorFlow Data Validation venv's interpreter; `python3 scripts/dev.py test`
+    creates it. Missing, it fails the tests that need it (a green run must mean TFDV really
+    checked our statistics)."""
+    candidate = (os.environ.get("BEAM_TFRECORDS_TFDV_PYTHON")
+                 or str(ROOT / ".venv-tfdv/bin/python"))
+    if not pathlib.Path(candidate).exists():
+        pytest.fail(f"no TensorFlow Data Validation environment at {candidate}; run "
+                    "`python3 scripts/dev.py test`, which creates it, or set "
+                    "BEAM_TFRECORDS_TFDV_PYTHON")
+    return candidate
+
+
 @pytest.fixture
 def read_with_tf(tf_python, tmp_path):
     """Run TensorFlow over files: ``read_with_tf(files, spec=path | raw=True, compression)``."""
@@ -69,7 +83,8 @@ def _gcs_emulator_module():
 
 
 # The tiers a fixture puts a test in (markers registered in pytest.ini).
-_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf"}
+_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf",
+                  "tfdv_python": "tfdv"}
 
 
 # The longest test files, longest first (measured with `pytest --durations=0`). The README's
