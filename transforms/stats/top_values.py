@@ -2,7 +2,9 @@
 
 The sketch holds at most ``capacity`` counters (value -> count). While the data holds at most
 ``capacity`` distinct values nothing is ever dropped: every count is exact, and so are the
-top values, the rank histogram and their order (ties broken by the value's bytes, ascending).
+top values, the rank histogram and their order (ties broken by the value's bytes, the
+larger first: TensorFlow Data Validation's order, so a tie cut by its 20 top values keeps the
+values TFDV keeps).
 That case is deterministic: the same result for any split into bundles and merge order.
 
 Beyond ``capacity`` distinct values the sketch is a mergeable Misra-Gries summary (Agarwal et
@@ -124,6 +126,8 @@ class TopValues:
         self.pruned = True
 
     def ranked(self, limit: int | None = None) -> list[tuple[bytes, int]]:
-        """[(key, count)] by count descending, then key ascending; at most ``limit``."""
-        items = sorted(self.counters.items(), key=lambda kc: (-kc[1], kc[0]))
+        """[(key, count)] by count, then by the value's (preview's) bytes, then by key, all
+        descending (TFDV's order of ties); at most ``limit``."""
+        items = sorted(self.counters.items(), key=lambda kc: (kc[1], key_label(kc[0])[0],
+                                                              kc[0]), reverse=True)
         return items if limit is None else items[:limit]
