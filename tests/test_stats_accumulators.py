@@ -226,8 +226,11 @@ def test_top_values_are_labelled_as_tfdv_labels_them():
     acc = FeatureAccumulator("string")
     long = "é" * 40  # 80 bytes: its 32-byte preview ends on a whole character
     odd = b"a" + "é".encode() * 40  # 81 bytes: its preview splits the 16th é
-    acc.add([b"\xff\xfe", b"\xff\xfe", b"ok", long.encode(), odd], np.array([2, 1, 1, 1]))
-    stats = acc.result("x", 4)["string_stats"]
+    image = b"BMv" + bytes(30) + b"\xff" * 40  # its preview is UTF-8, the whole is not
+    acc.add([b"\xff\xfe", b"\xff\xfe", b"ok", long.encode(), odd, image],
+            np.array([2, 1, 1, 1, 1]))
+    stats = acc.result("x", 5)["string_stats"]
     assert [(t["value"], t["frequency"]) for t in stats["top_values"]] == [
-        ("__BYTES_VALUE__", 2.0), ("é" * 16, 1.0), ("ok", 1.0), ("a" + "é" * 15, 1.0)]
-    assert stats["invalid_utf8_count"] == 2
+        ("__BYTES_VALUE__", 2.0), ("é" * 16, 1.0), ("ok", 1.0), ("a" + "é" * 15, 1.0),
+        ("__BYTES_VALUE__", 1.0)]
+    assert stats["invalid_utf8_count"] == 3

@@ -81,7 +81,12 @@ from beam_tfrecords.transforms.stats.exact_moments import ExactMoments
 from beam_tfrecords.transforms.stats.order_sketch import DEFAULT_CAPACITY as ORDER_CAPACITY
 from beam_tfrecords.transforms.stats.order_sketch import OrderSketch, quantile_rank
 from beam_tfrecords.transforms.stats.top_values import DEFAULT_CAPACITY as TOP_CAPACITY
-from beam_tfrecords.transforms.stats.top_values import TopValues, key_label, value_key
+from beam_tfrecords.transforms.stats.top_values import (
+    TopValues,
+    key_is_utf8,
+    key_label,
+    value_key,
+)
 
 __all__ = ["KINDS", "Capacities", "FeatureAccumulator", "check_column_type"]
 
@@ -98,21 +103,19 @@ NUM_VALUES_CAPACITY = 256
 NON_UTF8_LABEL = "__BYTES_VALUE__"
 
 
-def _label(preview: bytes, length: int) -> str:
+def _label(key: bytes) -> str:
     """A top value as TFDV shows it: UTF-8 as is, any other bytes as :data:`NON_UTF8_LABEL`;
-    a value longer than its ``preview`` (the first bytes :mod:`top_values` keeps) as the
-    preview, cut before a character it splits."""
-    if length > len(preview):
-        for end in range(len(preview), max(len(preview) - 4, 0), -1):
-            try:
-                return preview[:end].decode("utf-8")
-            except UnicodeDecodeError:
-                continue
+    a long value (:mod:`top_values` keeps its first bytes) as that preview, cut before a
+    character it splits."""
+    if not key_is_utf8(key):
         return NON_UTF8_LABEL
-    try:
-        return preview.decode("utf-8")
-    except UnicodeDecodeError:
-        return NON_UTF8_LABEL
+    preview, _ = key_label(key)
+    for end in range(len(preview), max(len(preview) - 4, -1), -1):
+        try:
+            return preview[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return NON_UTF8_LABEL
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -444,7 +447,7 @@ class FeatureAccumulator:
 
     def _strings(self, common: dict[str, Any]) -> dict[str, Any]:
         ranked = self.top.ranked(self.top.capacity)
-        labels = [(_label(*key_label(key)), count) for key, count in ranked]
+        labels = [(_label(key), count) for key, count in ranked]
         out: dict[str, Any] = {
             "common_stats": common,
             "unique": self.distinct.count(),
