@@ -2,7 +2,7 @@
 
     python3 scripts/dev.py demo   # build configs/demo.yaml on DirectRunner into ./output/demo
     python3 scripts/dev.py test   # run the whole test suite (TensorFlow cross-checks included)
-    python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf or e2e test)
+    python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf, tfdv, e2e)
     python3 scripts/dev.py docs   # build the documentation (mkdocs build --strict) into site/
 
 Each command creates what it needs and reuses it next time:
@@ -110,8 +110,8 @@ def demo(args: list[str]) -> int:
 
 
 def run_pytest(python: pathlib.Path, args: list[str], tensorflow: bool = True) -> int:
-    """Run the suite with ``python`` (a venv holding this package), the TensorFlow oracle
-    made first unless the chosen tests never read through TensorFlow."""
+    """Run the suite with ``python`` (a venv holding this package), the TensorFlow and TFDV
+    oracles made first unless the chosen tests never use them."""
     env = dict(os.environ)
     if tensorflow:
         env["BEAM_TFRECORDS_TF_PYTHON"] = str(tf_env())
