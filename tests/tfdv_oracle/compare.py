@@ -13,7 +13,8 @@ dataset per split, named by the split) with ``tfdv.load_stats_binary``, (b) runs
 by feature, and (d) with a schema, runs ``tfdv.validate_statistics`` on each of our splits.
 RESULT.json: ``{"cases": {name: {"mismatches": [...], "anomalies": {split: [...]},
 "features": N}}, "tfdv_version": ..., "seconds": ...}``; a mismatch names the split, the
-feature, the field, both values and why they disagree. Exit 0 when the comparison ran (the
+feature, the field, both values and why they disagree. Every case's mismatches are also
+printed, as one JSON list, on stdout. Exit 0 when the comparison ran (the
 caller decides on mismatches), 1 on a failure to run it.
 
 What is compared, and how (TFDV's definitions, which ours follow):
@@ -325,6 +326,8 @@ def main(argv=None) -> int:
     result["seconds"] = round(time.monotonic() - started, 1)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
+    print(json.dumps([m for case in result["cases"].values() for m in case["mismatches"]],
+                     indent=1))
     return 0
 
 
