@@ -3,8 +3,9 @@
 Every sample config whose input ships with the repository, and two tables nobody here wrote
 (pyarrow's diamonds Parquet test file and numpy's ufunc validation tables, which hold more
 distinct strings than the exact-count capacity), is built once; its splits' shards are read
-back and their statistics computed with ``DatasetAccumulator.add_serialized`` and our wire
-encoder, as a version's ``statistics/`` will hold them. TFDV (in .venv-tfdv) then opens our
+back and their statistics computed with ``DatasetAccumulator.add_serialized`` (with the
+kinds of the config's features) and our wire encoder, as a version's ``statistics/`` will
+hold them. TFDV (in .venv-tfdv) then opens our
 files with ``load_stats_binary``, computes its own with ``generate_statistics_from_tfrecord``
 over the same shards and compares feature by feature (tests/tfdv_oracle/compare.py says
 what and how), all cases in one process; ``validate_statistics`` with the version's
@@ -27,7 +28,7 @@ from beam_tfrecords_tests_helpers import read_records, shard_paths
 
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
+from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator, kinds_for_specs
 from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
 
 pytestmark = pytest.mark.slow  # whole builds, and TFDV's Beam pipelines
@@ -93,15 +94,18 @@ def _build(config: pathlib.Path, source: pathlib.Path, out: pathlib.Path) -> pat
     return out / "v1"
 
 
-def _our_statistics(version: pathlib.Path, tamper=None, label: str = "ours"
-                    ) -> tuple[pathlib.Path, dict[str, list[str]]]:
+def _our_statistics(version: pathlib.Path, config: pathlib.Path, tamper=None,
+                    label: str = "ours") -> tuple[pathlib.Path, dict[str, list[str]]]:
     """Our statistics of a version's splits, written beside it, and each split's shards;
-    ``tamper(split, features by name)`` may change them first."""
+    ``tamper(split, features by name)`` may change them first. Every stored key of the
+    config gets statistics, its ``bytes`` features (binary: images, blobs) ``bytes_stats``."""
     manifest = json.loads((version / "manifest.json").read_text())
+    specs = load_config(str(config)).features
+    kinds = kinds_for_specs(specs, images=[s.name for s in specs if s.dtype == "bytes"])
     datasets, splits = [], {}
     for split in manifest["splits"]:
         paths = shard_paths(version, manifest, split)
-        acc = DatasetAccumulator()
+        acc = DatasetAccumulator(kinds)
         for path in paths:
             acc.add_serialized(read_records(path))
         result = acc.result(split)
@@ -130,9 +134,8 @@ def _tamper(split: str, features: dict) -> None:
 def compared(tmp_path_factory, tfdv_python) -> dict:
     """Every case built, its statistics computed, and TFDV's comparison of them."""
     root = tmp_path_factory.mktemp("tfdv")
-    versions = {}
-    for name in LOCAL:
-        config = ROOT / "configs" / f"{name}.yaml"
+    versions, configs = {}, {name: ROOT / "configs" / f"{name}.yaml" for name in LOCAL}
+    for name, config in configs.items():
         versions[name] = _build(config, ROOT / load_config(str(config)).source.path,
                                 root / name)
     foreign = root / "foreign"
@@ -142,14 +145,15 @@ def compared(tmp_path_factory, tfdv_python) -> dict:
     _umath_parquet(foreign / "umath.parquet")
     for name, text, source in (("diamonds", DIAMONDS, diamonds),
                                ("umath", UMATH, foreign / "umath.parquet")):
-        (foreign / f"{name}.yaml").write_text(text)
-        versions[name] = _build(foreign / f"{name}.yaml", source, root / name)
+        configs[name] = foreign / f"{name}.yaml"
+        configs[name].write_text(text)
+        versions[name] = _build(configs[name], source, root / name)
     job = []
     for name, version in versions.items():
-        stats, splits = _our_statistics(version)
+        stats, splits = _our_statistics(version, configs[name])
         job.append({"name": name, "stats": str(stats), "splits": splits,
                     "schema": str(version / "schema.pbtxt")})
-    stats, splits = _our_statistics(versions["csv"], _tamper, "tampered")
+    stats, splits = _our_statistics(versions["csv"], configs["csv"], _tamper, "tampered")
     job.append({"name": "tampered", "stats": str(stats), "splits": splits,
                 "schema": str(versions["csv"] / "schema.pbtxt")})
     (root / "job.json").write_text(json.dumps(job))
