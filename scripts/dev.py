@@ -2,13 +2,15 @@
 
     python3 scripts/dev.py demo   # build configs/demo.yaml on DirectRunner into ./output/demo
     python3 scripts/dev.py test   # run the whole test suite (TensorFlow cross-checks included)
-    python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf or e2e test)
+    python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf, tfdv, e2e)
     python3 scripts/dev.py docs   # build the documentation (mkdocs build --strict) into site/
 
 Each command creates what it needs and reuses it next time:
   .venv/     the project's virtual environment (this package, editable, with its dev extras)
   .venv-tf/  TensorFlow, only a test oracle, in its own environment because it needs
              protobuf 7 while Apache Beam needs protobuf 6 (tests talk to it via files)
+  .venv-tfdv/  TensorFlow Data Validation 1.16.1, the oracle of our statistics: it pins
+             TensorFlow < 2.17, protobuf < 6, pyarrow < 11 and a Beam of its own
   .venv-docs/  MkDocs and its plugins (`docs` only), with this package for the API page
 Every package comes from a lock in locks/ (exact versions and hashes, installed with
 --require-hashes --no-deps; scripts/lock.py makes them), so a fresh machine installs what CI
@@ -28,6 +30,7 @@ import venv
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 TF_VENV = ROOT / ".venv-tf"
+TFDV_VENV = ROOT / ".venv-tfdv"
 DOCS_VENV = ROOT / ".venv-docs"
 LOCKS = ROOT / "locks"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -87,6 +90,12 @@ def tf_env() -> pathlib.Path:
     return _ensure_env(TF_VENV, _lock("tf-oracle"), project=False)
 
 
+def tfdv_env() -> pathlib.Path:
+    """TensorFlow Data Validation 1.16.1, which has wheels up to Python 3.11 (the oracles'
+    Python, scripts/lock.py's ORACLE_PYTHON)."""
+    return _ensure_env(TFDV_VENV, _lock("tfdv-oracle"), project=False)
+
+
 def docs_env() -> pathlib.Path:
     """MkDocs from locks/docs-py3.11.txt, with this package installed editable and without
     its dependencies: mkdocstrings reads the docstrings from the source, never importing it."""
@@ -101,15 +110,16 @@ def demo(args: list[str]) -> int:
 
 
 def run_pytest(python: pathlib.Path, args: list[str], tensorflow: bool = True) -> int:
-    """Run the suite with ``python`` (a venv holding this package), the TensorFlow oracle
-    made first unless the chosen tests never read through TensorFlow."""
+    """Run the suite with ``python`` (a venv holding this package), the TensorFlow and TFDV
+    oracles made first unless the chosen tests never use them."""
     env = dict(os.environ)
     if tensorflow:
         env["BEAM_TFRECORDS_TF_PYTHON"] = str(tf_env())
+        env["BEAM_TFRECORDS_TFDV_PYTHON"] = str(tfdv_env())
     return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
-FAST = ["-m", "not slow and not gcs and not tf and not e2e"]
+FAST = ["-m", "not slow and not gcs and not tf and not tfdv and not e2e"]
 # Whole test files spread over every core (pytest-xdist): a file's module fixtures (builds
 # shared by its tests) run once, and tests/conftest.py puts the longest files first.
 PARALLEL = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]

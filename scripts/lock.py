@@ -55,7 +55,7 @@ def runtime_lock(python: str) -> pathlib.Path:
 
 def oracle_lock(name: str) -> pathlib.Path:
     """The lock of a test oracle's or tool's environment (``tf-oracle``: .venv-tf;
-    ``docs``: .venv-docs)."""
+    ``tfdv-oracle``: .venv-tfdv; ``docs``: .venv-docs)."""
     return LOCKS / f"{name}-py{ORACLE_PYTHON}.txt"
 
 
@@ -147,6 +147,8 @@ def _targets() -> dict[pathlib.Path, tuple[str, list[str], str]]:
     targets.update({runtime_lock(py): ("setup.py", [], py) for py in PYTHONS})
     targets[oracle_lock("tf-oracle")] = ("tests/tf_oracle/requirements.txt", [],
                                          ORACLE_PYTHON)
+    targets[oracle_lock("tfdv-oracle")] = ("tests/tfdv_oracle/requirements.txt", [],
+                                           ORACLE_PYTHON)
     targets[oracle_lock("docs")] = ("docs/requirements.txt", [], ORACLE_PYTHON)
     return targets
 

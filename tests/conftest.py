@@ -28,6 +28,20 @@ def tf_python() -> str:
     return candidate
 
 
+@pytest.fixture(scope="session")
+def tfdv_python() -> str:
+    """The TensorFlow Data Validation venv's interpreter; `python3 scripts/dev.py test`
+    creates it. Missing, it fails the tests that need it (a green run must mean TFDV really
+    checked our statistics)."""
+    candidate = (os.environ.get("BEAM_TFRECORDS_TFDV_PYTHON")
+                 or str(ROOT / ".venv-tfdv/bin/python"))
+    if not pathlib.Path(candidate).exists():
+        pytest.fail(f"no TensorFlow Data Validation environment at {candidate}; run "
+                    "`python3 scripts/dev.py test`, which creates it, or set "
+                    "BEAM_TFRECORDS_TFDV_PYTHON")
+    return candidate
+
+
 @pytest.fixture
 def read_with_tf(tf_python, tmp_path):
     """Run TensorFlow over files: ``read_with_tf(files, spec=path | raw=True, compression)``."""
@@ -69,15 +83,17 @@ def _gcs_emulator_module():
 
 
 # The tiers a fixture puts a test in (markers registered in pytest.ini).
-_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf"}
+_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf",
+                  "tfdv_python": "tfdv"}
 
 
 # The longest test files, longest first (measured with `pytest --durations=0`). The README's
 # test command hands whole files to pytest-xdist's workers in collection order, so starting
 # with these keeps one long file from running alone at the end while the other cores idle.
 # A stale entry costs balance, never correctness.
-_LONGEST_FIRST = ("test_kill.py", "test_readme_snippets.py", "test_runners.py",
-                  "test_gcs_build.py", "test_read_examples.py", "test_formats.py",
+_LONGEST_FIRST = ("test_kill.py", "test_readme_snippets.py", "test_stats_tfdv.py",
+                  "test_runners.py", "test_gcs_build.py", "test_read_examples.py",
+                  "test_formats.py",
                   "test_trust.py", "test_consumers.py", "test_bench.py", "test_tf_crosscheck.py",
                   "test_shuffle_runners.py", "test_cli_slips.py", "test_input_slips.py")
 

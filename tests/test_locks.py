@@ -154,9 +154,10 @@ def test_beam_s_image_pins_are_kept_as_published_under_our_header():
                if line and not line.startswith("#")), "a line of the published file changed"
 
 
-def test_the_oracle_lock_holds_the_oracle_requirements():
-    pins = _pins(LOCKS / "tf-oracle-py3.11.txt")
-    for line in (ROOT / "tests/tf_oracle/requirements.txt").read_text().splitlines():
+@pytest.mark.parametrize("oracle", ["tf", "tfdv"])
+def test_the_oracle_lock_holds_the_oracle_requirements(oracle):
+    pins = _pins(LOCKS / f"{oracle}-oracle-py3.11.txt")
+    for line in (ROOT / f"tests/{oracle}_oracle/requirements.txt").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             requirement = Requirement(line)
             name = canonicalize_name(requirement.name)

@@ -218,3 +218,19 @@ def test_a_nested_list_is_refused_when_added_not_when_flushed():
     acc = DatasetAccumulator({"x": "int"})
     with pytest.raises(ValueError, match="one list level per stored key"):
         acc.add_batch(1, {"x": pa.array([[[1]]])})
+
+
+def test_top_values_are_labelled_as_tfdv_labels_them():
+    """A value that is not UTF-8 shows as TFDV's ``__BYTES_VALUE__`` (an escaped form could
+    equal a real value); a long value as its UTF-8 preview, cut before a split character."""
+    acc = FeatureAccumulator("string")
+    long = "é" * 40  # 80 bytes: its 32-byte preview ends on a whole character
+    odd = b"a" + "é".encode() * 40  # 81 bytes: its preview splits the 16th é
+    image = b"BMv" + bytes(30) + b"\xff" * 40  # its preview is UTF-8, the whole is not
+    acc.add([b"\xff\xfe", b"\xff\xfe", b"ok", long.encode(), odd, image],
+            np.array([2, 1, 1, 1, 1]))
+    stats = acc.result("x", 5)["string_stats"]
+    assert [(t["value"], t["frequency"]) for t in stats["top_values"]] == [
+        ("__BYTES_VALUE__", 2.0), ("é" * 16, 1.0), ("ok", 1.0), ("a" + "é" * 15, 1.0),
+        ("__BYTES_VALUE__", 1.0)]
+    assert stats["invalid_utf8_count"] == 3

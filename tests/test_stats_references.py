@@ -111,8 +111,8 @@ def check_strings(stats: dict, values: list[bytes], top_capacity: int = 256) -> 
     if values:
         assert strings["avg_length"] == sum(map(len, values)) / len(values)
     assert len(counter) <= top_capacity  # below the capacity: exact and fully ordered
-    ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
-    labels = [(v.decode("utf-8", "backslashreplace"), float(c)) for v, c in ranked]
+    ranked = sorted(counter.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)  # TFDV's
+    labels = [(v.decode() if _utf8(v) else "__BYTES_VALUE__", float(c)) for v, c in ranked]
     assert [(t["value"], t["frequency"]) for t in strings["top_values"]] == labels[:20]
     assert [(b["label"], b["sample_count"]) for b in strings["rank_histogram"]["buckets"]
             ] == labels

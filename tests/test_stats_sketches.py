@@ -53,10 +53,12 @@ def test_order_sketch_is_exact_up_to_its_capacity():
         sketch.merge(OrderSketch("float", capacity=16))
 
 
-def test_top_values_break_ties_by_value_and_key_long_values_by_digest():
+def test_top_values_break_ties_as_tfdv_does_and_key_long_values_by_digest():
+    """Ties go to the larger value first, as TFDV's ``Top.PerKey`` of (count, value) does,
+    so the values a tie cut at its 20th keeps are TFDV's (tests/test_stats_tfdv.py)."""
     top = TopValues(capacity=8)
     long = b"L" * 100
     top.add_counts([value_key(v) for v in (b"b", b"a", long, b"c")], [2, 2, 5, 1])
     ranked = [(key_label(k), c) for k, c in top.ranked()]
-    assert ranked == [((b"L" * 32, 100), 5), ((b"a", 1), 2), ((b"b", 1), 2), ((b"c", 1), 1)]
+    assert ranked == [((b"L" * 32, 100), 5), ((b"b", 1), 2), ((b"a", 1), 2), ((b"c", 1), 1)]
     assert value_key(long) != value_key(b"L" * 99 + b"M")  # same preview, other value

@@ -25,13 +25,17 @@ What each statistic is (the fields of tensorflow_metadata's ``FeatureNameStatist
   to 1024 distinct values, then a rank/value error bounded per bucket: see
   :mod:`order_sketch`). NaN is counted (``num_nan``) and left out of every other number;
   infinities count in min, max, the median and the histograms' end buckets, and make the
-  mean infinite (or NaN with both signs) and the standard deviation NaN.
+  mean infinite (or NaN with both signs) and the standard deviation NaN. (TFDV's differ
+  there: its running mean turns NaN once two batches are merged, and its standard
+  deviation is ``sqrt(max(0, NaN))``, i.e. 0, which would claim a constant feature.)
 * string keys (``string_stats``, type STRING): the number of distinct values
   (:mod:`distinct`: exact up to 2048, then HyperLogLog with 0.81% standard error), the top
   20 values and a rank histogram of the 256 most frequent (:mod:`top_values`: exact up to 256
-  distinct values, ties by value bytes; beyond, Misra-Gries lower bounds that may depend on
-  the split into bundles), the average length in bytes (exact) and the number of values
-  that are not UTF-8 (exact).
+  distinct values, ties by value bytes, the larger first; beyond, Misra-Gries lower bounds
+  that may depend on the split into bundles), the average length in bytes (exact) and the
+  number of values that are not UTF-8 (exact). As in TFDV, a top value that is not UTF-8 is
+  labelled ``__BYTES_VALUE__``; unlike TFDV, which shows the whole value, one longer than 64
+  bytes is labelled by its first 32 bytes.
 * bytes keys holding images or other binary data (``bytes_stats``, type BYTES): distinct
   values as above, average, smallest and largest size in bytes (exact); with
   :meth:`DatasetAccumulator.add_image_facts`, TFDV-like ``custom_stats`` of the format,
@@ -77,7 +81,12 @@ from beam_tfrecords.transforms.stats.exact_moments import ExactMoments
 from beam_tfrecords.transforms.stats.order_sketch import DEFAULT_CAPACITY as ORDER_CAPACITY
 from beam_tfrecords.transforms.stats.order_sketch import OrderSketch, quantile_rank
 from beam_tfrecords.transforms.stats.top_values import DEFAULT_CAPACITY as TOP_CAPACITY
-from beam_tfrecords.transforms.stats.top_values import TopValues, key_label, value_key
+from beam_tfrecords.transforms.stats.top_values import (
+    TopValues,
+    key_is_utf8,
+    key_label,
+    value_key,
+)
 
 __all__ = ["KINDS", "Capacities", "FeatureAccumulator", "check_column_type"]
 
@@ -88,9 +97,25 @@ TOP_VALUES = 20
 NUM_VALUES_CAPACITY = 256
 
 
-def _label(data: bytes) -> str:
-    """A top value as text: UTF-8 as is, other bytes escaped (statistics hold strings)."""
-    return data.decode("utf-8", errors="backslashreplace")
+# TFDV's label of a top value that is not UTF-8 (tensorflow_data_validation's
+# constants.NON_UTF8_PLACEHOLDER): statistics hold strings, and an escaped form could equal
+# a real value.
+NON_UTF8_LABEL = "__BYTES_VALUE__"
+
+
+def _label(key: bytes) -> str:
+    """A top value as TFDV shows it: UTF-8 as is, any other bytes as :data:`NON_UTF8_LABEL`;
+    a long value (:mod:`top_values` keeps its first bytes) as that preview, cut before a
+    character it splits."""
+    if not key_is_utf8(key):
+        return NON_UTF8_LABEL
+    preview, _ = key_label(key)
+    for end in range(len(preview), max(len(preview) - 4, -1), -1):
+        try:
+            return preview[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return NON_UTF8_LABEL
 
 
 def _is_list(t: pa.DataType) -> bool:
@@ -422,7 +447,7 @@ class FeatureAccumulator:
 
     def _strings(self, common: dict[str, Any]) -> dict[str, Any]:
         ranked = self.top.ranked(self.top.capacity)
-        labels = [(_label(key_label(key)[0]), count) for key, count in ranked]
+        labels = [(_label(key), count) for key, count in ranked]
         out: dict[str, Any] = {
             "common_stats": common,
             "unique": self.distinct.count(),

@@ -2,7 +2,9 @@
 
 The sketch holds at most ``capacity`` counters (value -> count). While the data holds at most
 ``capacity`` distinct values nothing is ever dropped: every count is exact, and so are the
-top values, the rank histogram and their order (ties broken by the value's bytes, ascending).
+top values, the rank histogram and their order (ties broken by the value's bytes, the
+larger first: TensorFlow Data Validation's order, so a tie cut by its 20 top values keeps the
+values TFDV keeps).
 That case is deterministic: the same result for any split into bundles and merge order.
 
 Beyond ``capacity`` distinct values the sketch is a mergeable Misra-Gries summary (Agarwal et
@@ -17,10 +19,10 @@ it is itself deterministic, as it depends only on the number of distinct values 
 data: the first merge whose union passes the capacity is reached in every merge tree).
 
 Values longer than :data:`MAX_KEY_BYTES` (image bytes, documents) are counted under a key
-made of their length, a 16-byte BLAKE2b digest and their first 32 bytes, shown as that
-prefix and their length; shorter values are their own key. Memory: at most ``capacity``
-keys of at most 65 bytes plus a Python int each: about 200 bytes per counter with the
-dictionary's own overhead, 50 KiB at the default capacity of 256.
+made of whether they are UTF-8, their length, a 16-byte BLAKE2b digest and their first 32
+bytes, shown as that prefix and their length; shorter values are their own key. Memory: at
+most ``capacity`` keys of at most 65 bytes plus a Python int each: about 200 bytes per
+counter with the dictionary's own overhead, 50 KiB at the default capacity of 256.
 
 Pure: the standard library and numpy.
 """
@@ -32,19 +34,26 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["DEFAULT_CAPACITY", "MAX_KEY_BYTES", "TopValues", "key_label", "value_key"]
+__all__ = ["DEFAULT_CAPACITY", "MAX_KEY_BYTES", "TopValues", "key_is_utf8", "key_label",
+           "value_key"]
 
 DEFAULT_CAPACITY = 256
 MAX_KEY_BYTES = 64
-_SHORT, _LONG = b"=", b"#"
+_SHORT, _LONG, _LONG_BINARY = b"=", b"#", b"!"
 
 
 def value_key(value: bytes) -> bytes:
-    """The counter key of ``value``: itself (marked) when short, else a digest key."""
+    """The counter key of ``value``: itself (marked) when short, else a digest key (marked
+    by whether the whole value is UTF-8, which its preview cannot tell)."""
     if len(value) <= MAX_KEY_BYTES:
         return _SHORT + value
     digest = hashlib.blake2b(value, digest_size=16).digest()
-    return _LONG + len(value).to_bytes(8, "big") + digest + value[:32]
+    try:
+        value.decode("utf-8")
+        mark = _LONG
+    except UnicodeDecodeError:
+        mark = _LONG_BINARY
+    return mark + len(value).to_bytes(8, "big") + digest + value[:32]
 
 
 def key_label(key: bytes) -> tuple[bytes, int]:
@@ -52,6 +61,17 @@ def key_label(key: bytes) -> tuple[bytes, int]:
     if key[:1] == _SHORT:
         return key[1:], len(key) - 1
     return key[25:], int.from_bytes(key[1:9], "big")
+
+
+def key_is_utf8(key: bytes) -> bool:
+    """Whether the value of a key is UTF-8 (of a long one, the whole value)."""
+    if key[:1] == _LONG_BINARY:
+        return False
+    try:
+        key_label(key)[0].decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return key[:1] == _LONG  # a preview may split a character of a UTF-8 value
 
 
 class TopValues:
@@ -124,6 +144,8 @@ class TopValues:
         self.pruned = True
 
     def ranked(self, limit: int | None = None) -> list[tuple[bytes, int]]:
-        """[(key, count)] by count descending, then key ascending; at most ``limit``."""
-        items = sorted(self.counters.items(), key=lambda kc: (-kc[1], kc[0]))
+        """[(key, count)] by count, then by the value's (preview's) bytes, then by key, all
+        descending (TFDV's order of ties); at most ``limit``."""
+        items = sorted(self.counters.items(), key=lambda kc: (kc[1], key_label(kc[0])[0],
+                                                              kc[0]), reverse=True)
         return items if limit is None else items[:limit]
