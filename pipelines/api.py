@@ -2,40 +2,30 @@
 
 Composition, which is why it lives here: rows go through ``ToExamples`` (transforms/) when
 ``features`` are given, then :class:`sinks.dataset.WriteDataset` writes sized shards, dead
-letters and the commit. Preparing the output happens when the transform is applied (at
-pipeline construction, in the launching process), exactly as the command line does it: take
-the output's lease, complete an interrupted commit, remove dead builds' leftovers, refuse
-foreign files, claim the version folder. A thread of the launching process renews the lease
-until the commit step -- the pipeline's last -- releases it.
+letters and the commit. Applying the transform only checks (the runner, the output holds
+nothing foreign) and writes nothing: the output's lease, the preparation of the output and
+the claim of the version folder are the pipeline's first step, when it runs
+(``sinks/commit.initialize_write``), and the job's writing steps keep the lease alive
+wherever they run until its commit releases it.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
 
-import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines.runners import refuse_unsupported
-from beam_tfrecords.sinks import storage
-from beam_tfrecords.sinks.commit import (
-    CommitSpec,
-    claim_version,
-    default_version,
-    prepare_output,
-)
+from beam_tfrecords.sinks.commit import CommitError, check_output, default_version, make_commit_spec
 from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format.layout import Layout, check_name
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
 from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression
-from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
 from beam_tfrecords.transforms.build_examples import record_size_error
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.reader_files import reader_documents
@@ -50,7 +40,6 @@ from beam_tfrecords.transforms.to_examples import (
 
 __all__ = ["WriteTFRecordDataset"]
 
-_LOG = logging.getLogger(__name__)
 DEFAULT_SPLIT = "train"
 
 
@@ -146,21 +135,6 @@ def _is_serialized(pcoll: Any) -> bool:
     kind = getattr(pcoll, "element_type", None)
     return kind is not None and kind != typehints.Any and typehints.is_consistent_with(
         kind, typehints.Union[bytes, typehints.Tuple[str, bytes]])
-
-
-def _renew_until_done(lease: Lease, layout: Layout, stop: threading.Event) -> None:
-    """Keep the build's lease alive from the launching process until the commit step ends
-    the build (it writes the manifest or the failure record and releases the lease)."""
-    every = lease.ttl / 4
-    while not stop.wait(every):
-        try:
-            if storage.exists(layout.manifest):
-                return
-            lease.renew()
-        except LeaseLost:
-            return  # released by the commit step, or taken over: the commit fences
-        except Exception as err:  # noqa: BLE001 -- keep trying until the lease expires
-            _LOG.warning("could not renew the lease on %s: %s", layout.root, err)
 
 
 class WriteTFRecordDataset(beam.PTransform):
@@ -289,43 +263,22 @@ class WriteTFRecordDataset(beam.PTransform):
                                                   max_record_bytes=self.shard_size.max)
         return dict(built), splits.names
 
-    def _claim(self) -> tuple[Layout, str]:
-        """Take the lease, prepare the output and claim the version, as the command does."""
-        build_id = uuid.uuid4().hex
-        lease = Lease(self.output, build_id)
-        try:
-            lease.acquire(wait=self.wait_for_lease)
-        except LeaseHeld as err:
-            raise DatasetError(str(err)) from None
-        try:
-            layout = Layout(self.output, self.version or default_version(self.output))
-            prepared = prepare_output(layout, build_id, self.allow_non_empty_output,
-                                      lease=lease)
-            if self.version is None:
-                layout = Layout(self.output, default_version(self.output))
-            elif layout.version in prepared.completed:
-                raise DatasetError(f"version {layout.version!r} was committed by an earlier "
-                                   "run whose last step was cut short; its commit is now "
-                                   "complete -- choose another version to write a new one")
-            claim_version(layout, build_id, beam_tfrecords.__version__, lease=lease)
-        except BaseException:
-            lease.release()
-            raise
-        stop = threading.Event()
-        threading.Thread(target=_renew_until_done, args=(lease, layout, stop), daemon=True,
-                         name=f"lease-{build_id[:8]}").start()
-        return layout, build_id
-
     def expand(self, pvalueish):
         parts, names = self._parts(pvalueish)
         # ToExamples' features describe its examples when none were given here.
         features = self.features or getattr(parts["examples"], "feature_specs", None)
-        refuse_unsupported(type(parts["examples"].pipeline.runner).__name__)  # before the claim
-        layout, build_id = self._claim()
+        runner = type(parts["examples"].pipeline.runner).__name__
+        refuse_unsupported(runner)  # the read-only checks; nothing is written here
+        try:
+            check_output(self.output, self.allow_non_empty_output)
+        except CommitError as err:
+            raise DatasetError(str(err)) from None
+        layout = Layout(self.output, self.version or default_version(self.output))
         self.version, self.version_dir = layout.version, layout.version_dir
         documents, tfds_note = reader_documents(features or ())
-        spec = CommitSpec(
-            layout=layout, build_id=build_id, name=self.name, compression=self.compression,
+        spec = make_commit_spec(
+            layout=layout, build_id=uuid.uuid4().hex, name=self.name,
+            compression=self.compression,
             feature_spec=tf_parse_spec(features) if features else {},
             config={"api": "WriteTFRecordDataset", "output": self.output, "name": self.name,
                     "compression": self.compression,
@@ -333,11 +286,10 @@ class WriteTFRecordDataset(beam.PTransform):
                     "splits": list(names),
                     **({"shuffle": {"seed": self.shuffle_seed}}
                        if self.shuffle_seed is not None else {})},
-            config_sha256="", inputs={"source": "pipeline"},
-            runner=type(parts["examples"].pipeline.runner).__name__,
-            tool_version=beam_tfrecords.__version__,
+            inputs={"source": "pipeline"}, runner=runner,
             max_bad_fraction=self.max_bad_fraction,
             max_unread_fraction=self.max_unread_fraction, keep=self.keep_versions,
             documents=documents, tfds_note=tfds_note, shuffle_seed=self.shuffle_seed,
+            allow_non_empty=self.allow_non_empty_output, wait_for_lease=self.wait_for_lease,
         )
         return parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
