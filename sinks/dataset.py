@@ -35,6 +35,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import early_stop, storage
 from beam_tfrecords.sinks.commit import CommitSpec, commit_version, initialize_write
 from beam_tfrecords.sinks.dead_letters import WatchCounts, WriteDeadLetters
@@ -43,7 +44,29 @@ from beam_tfrecords.sinks.progress_files import ProgressOptions
 from beam_tfrecords.sinks.shuffled_shards import WriteShuffledShards
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 
-__all__ = ["WriteDataset"]
+__all__ = ["UNSUPPORTED_RUNNERS", "UnsupportedRunner", "WriteDataset", "refuse_unsupported"]
+
+# Runners known not to run a build, by their class name in lower case, and what they lack
+# (NOTES.md).
+UNSUPPORTED_RUNNERS = {
+    "daskrunner": "Beam's DaskRunner translates only Create, ParDo, GroupByKey and Flatten: it "
+                  "drops Impulse, hands every tagged output of a multi-output step to every "
+                  "consumer and loses what finish_bundle emits, so every build would fail "
+                  "(use DirectRunner, PortableRunner, DataflowRunner or FlinkRunner)",
+}
+UNSUPPORTED_RUNNERS["dask"] = UNSUPPORTED_RUNNERS["daskrunner"]
+
+
+class UnsupportedRunner(UserError):
+    """A runner that cannot run a build: known not to, or one Beam cannot load."""
+
+
+def refuse_unsupported(name: str, prefix: str = "") -> None:
+    """:class:`UnsupportedRunner` when the runner named ``name`` (a class name, qualified or
+    not) is known not to run a build."""
+    reason = UNSUPPORTED_RUNNERS.get(name.rsplit(".", 1)[-1].lower())
+    if reason is not None:
+        raise UnsupportedRunner(f"{prefix}{name}: {reason}")
 
 
 def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list,
@@ -122,6 +145,7 @@ class WriteDataset(beam.PTransform):
         layout = self._spec.layout
         lease = self._spec.job_lease
         pipeline = parts["examples"].pipeline
+        refuse_unsupported(type(pipeline.runner).__name__)
         started = (pipeline
                    | "InitializeTrigger" >> beam.Impulse()
                    | "InitializeWrite" >> beam.Map(_initialize, self._spec))  # the version
