@@ -24,7 +24,7 @@ import apache_beam as beam
 import pytest
 
 import beam_tfrecords as btf
-from beam_tfrecords.sinks.lease import TTL_ENV, Lease, LeaseHeld, current
+from beam_tfrecords.sinks.lease import TTL_ENV, JobLease, Lease, LeaseHeld, LeaseLost, current
 
 FEATURES = {"id": {"type": "int64"}, "name": {"type": "string"}}
 
@@ -53,6 +53,55 @@ def test_a_pipeline_built_and_never_run_writes_nothing(tmp_path):
          | btf.WriteTFRecordDataset(output=str(used), name="ds", version="v2"))
     assert _tree(used) == before  # no lease taken, no v2 claimed
     assert current(str(used)) is None
+
+
+class _Bundle:
+    """Stands for a writing step whose bundle runs (JobLease holds it weakly)."""
+
+
+def test_a_jobs_bundles_keep_its_lease_and_a_lost_lease_fails_the_next_bundle(tmp_path):
+    root, ttl = str(tmp_path), 0.3
+    Lease(root, "a" * 32, ttl=ttl, job=True).acquire()  # the job's first step took it
+    job, rival, bundle = JobLease(root, "a" * 32, ttl), Lease(root, "b" * 32, ttl=ttl), _Bundle()
+    job.begin(bundle)
+    time.sleep(3 * ttl)  # three lifetimes while the bundle runs: renewed from its thread
+    with pytest.raises(LeaseHeld):
+        rival.acquire()
+    job.end(bundle)
+    time.sleep(2 * ttl)  # no bundle runs: nothing renews it, and it expires
+    assert rival.acquire() is not None  # taken over from the job
+    with pytest.raises(LeaseLost, match="lost the lease to build bbbbbbbb"):
+        job.begin(_Bundle())
+
+
+_HAND_OVER = textwrap.dedent("""
+    import sys
+    from beam_tfrecords.sinks.commit import start_build
+
+    root, hand_over = sys.argv[1], sys.argv[2] == "yes"
+    with start_build(root, "v1", "c" * 32) as build:
+        if hand_over:
+            build.hand_over()  # the job it submitted runs on; this process exits
+        import os
+        os._exit(0)  # gone without releasing anything, as a killed launcher
+""")
+
+
+@pytest.mark.parametrize("hand_over", [True, False], ids=["handed-over", "not-handed-over"])
+def test_a_launcher_that_exits_leaves_the_lease_to_its_job_only_when_it_handed_it_over(
+        tmp_path, hand_over):
+    root = str(tmp_path / "out")
+    done = subprocess.run([sys.executable, "-c", _HAND_OVER, root, "yes" if hand_over else "no"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out" / "v1").is_dir()  # claimed
+    rival = Lease(root, "d" * 32)
+    if hand_over:  # held for the job, in no process's name: the launcher's exit frees nothing
+        with pytest.raises(LeaseHeld):
+            rival.acquire()
+        assert current(root).pid == 0
+    else:  # a launcher's own lease frees as its process goes
+        assert rival.acquire() is not None
 
 
 # -- a job that outlives its launcher ---------------------------------------------------------
