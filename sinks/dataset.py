@@ -120,7 +120,8 @@ class WriteDataset(beam.PTransform):
     """``{"examples", "rejected", "counts"}`` PCollections -> the committed manifest.
 
     Args:
-      spec: the commit's settings: where (its layout, already claimed), the build id, the
+      spec: the build's settings (``sinks.commit.make_commit_spec``): where (its layout,
+        claimed by the first step unless the launcher did), the build id, the
         name, the feature spec, thresholds and retention (sinks/commit.py).
       splits: every split name, so an empty split still appears in the manifest.
       shard_size: the band on stored bytes per shard.
