@@ -10,6 +10,7 @@ The public surface::
                                     features={"age": {"type": "int64"}},
                                     splits={"key": "id", "train": 80, "eval": 20})
     rows | btf.ToExamples(features) | btf.WriteTFRecordDataset(output=..., name=...)
+    rows | btf.ToExamples(features) | btf.UnbatchExamples() | beam.io.WriteToTFRecord(...)
     serialized_examples | btf.WriteTFRecordDataset(output=..., name=...)
     p | btf.ReadCsv("gs://b/*.csv", features) | btf.WriteTFRecordDataset(output=..., name=...)
 
@@ -26,7 +27,8 @@ and ``sinks/`` import as ``beam_tfrecords.pipelines`` and friends.
 __version__ = "0.1.0"
 
 __all__ = ["ExampleParser", "ReadAvro", "ReadCsv", "ReadImages", "ReadJsonl", "ReadParquet",
-           "ToExamples", "UserError", "WriteTFRecordDataset", "__version__", "read_examples"]
+           "ToExamples", "UnbatchExamples", "UserError", "WriteTFRecordDataset", "__version__",
+           "read_examples"]
 
 _LAZY = {
     "ReadAvro": "beam_tfrecords.transforms.readers.read_avro",
@@ -35,7 +37,8 @@ _LAZY = {
     "ReadJsonl": "beam_tfrecords.transforms.readers.read_jsonl",
     "ReadParquet": "beam_tfrecords.transforms.readers.read_parquet",
     "ToExamples": "beam_tfrecords.transforms.to_examples",
-    "WriteTFRecordDataset": "beam_tfrecords.pipelines.api",
+    "UnbatchExamples": "beam_tfrecords.transforms.to_examples",
+    "WriteTFRecordDataset": "beam_tfrecords.transforms.write_dataset",
     "UserError": "beam_tfrecords.errors",
     "read_examples": "beam_tfrecords.pipelines.read",
     "ExampleParser": "beam_tfrecords.pipelines.read",

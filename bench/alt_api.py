@@ -33,8 +33,10 @@ import beam_tfrecords as btf
 
 # What the transforms import on first use, imported before the clock like every
 # alternative's libraries (alt_ours.py imports the CLI's build module the same way).
-from beam_tfrecords.pipelines import api  # noqa: F401
-from beam_tfrecords.transforms import to_examples  # noqa: F401
+from beam_tfrecords.transforms import (
+    to_examples,  # noqa: F401
+    write_dataset,  # noqa: F401
+)
 
 VERSION = "bench"  # a fixed version folder: <out>/dataset/bench/train/*.tfrecord
 

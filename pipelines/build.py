@@ -29,7 +29,6 @@ import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.config import (
@@ -44,12 +43,12 @@ from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.commit import (
+    Build,
     CommitSpec,
-    claim_version,
-    default_version,
     fail_stopped_early,
-    prepare_output,
+    make_commit_spec,
     read_latest,
+    start_build,
 )
 from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format import manifest as mf
@@ -57,7 +56,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.file_identity import FileIdentity, not_a_file
 from beam_tfrecords.sinks.format.layout import PROGRESS, InvalidName, Layout, check_name
 from beam_tfrecords.sinks.format.redact import redact
-from beam_tfrecords.sinks.lease import Lease, LeaseHeld
+from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.label_order import is_class_ordered
 from beam_tfrecords.transforms.codec.reader_files import image_features, reader_documents
@@ -190,15 +189,13 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         extra["label_vocabulary"] = list(images.vocabulary)
     documents, tfds_note = reader_documents(
         config.features, image_features(config.features, config.source.format))
-    return CommitSpec(
+    return make_commit_spec(
         layout=layout, build_id=build_id, name=config.name,
         compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
         config=config.resolved(), config_sha256=config.sha256(), inputs=inputs,
-        runner=runner, tool_version=beam_tfrecords.__version__,
-        max_bad_fraction=config.errors.max_bad_fraction,
+        runner=runner, max_bad_fraction=config.errors.max_bad_fraction,
         max_unread_fraction=getattr(config.errors, "max_unread_fraction", 0.0),
-        abort_window=config.errors.abort_window,
-        keep=keep, extra=extra, use_lease=use_lease,
+        abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
     )
 
@@ -535,42 +532,38 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
         lease = Lease(root, build_id)
     except NotImplementedError as err:  # an output filesystem without conditional writes
         raise BuildError(str(err)) from None
+    signals.watch_lease(lease)  # released if the command is interrupted
+
+    def skip_check(layout: Layout, _prepared: Any) -> None:
+        if args.skip_if_unchanged:  # the manifest holds the fingerprint redacted
+            same = unchanged_since_latest(root, redact(found.fingerprint), config.sha256())
+            if same is not None:
+                raise Skipped(f"inputs and config are unchanged since version {same}; "
+                              "nothing written (--skip-if-unchanged)")
+
     try:
-        lease.acquire(wait=args.wait_for_lease)
+        with start_build(root, args.version, build_id, lease=lease,
+                         allow_non_empty=args.allow_non_empty_output,
+                         wait_for_lease=args.wait_for_lease, before_claim=skip_check) as build:
+            return _run_started(args, beam_args, config, found, build)
     except LeaseHeld as err:
         raise BuildError(str(err)) from None
-    signals.watch_lease(lease)  # released if the command is interrupted
-    try:
-        with lease.keep_alive():
-            return _run_leased(args, beam_args, config, found, root, lease)
-    finally:
-        lease.release()
 
 
-def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
-                found: Inputs, root: str, lease: Lease) -> dict[str, Any] | None:
-    """The part of a build that needs the output's lease: prepare, claim, run, commit."""
+def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,
+                 found: Inputs, build: Build) -> dict[str, Any] | None:
+    """The part of a build that runs once it has its output (sinks/commit.start_build): the
+    pipeline, whose own first step begins the same build again (a no-op but for the lease),
+    then the commit. A job the runner only submitted runs on without this process: the
+    lease is handed over to it (``Build.hand_over``)."""
     import contextlib
 
-    build_id = lease.build_id
-    if args.version is not None:
-        layout = Layout(root, args.version)
-    else:
-        layout = Layout(root, default_version(root))
-    prepared = prepare_output(layout, build_id, args.allow_non_empty_output, lease=lease)
-    if layout.version in prepared.completed:  # a re-run finished the interrupted commit
+    layout = build.layout
+    if build.completed:  # a re-run finished the interrupted commit
         print(f"version {layout.version} was committed by an earlier run whose last step was "
               "cut short; completed its commit (LATEST now names it)", file=sys.stderr)
         return json.loads(storage.read_text(layout.manifest))
-    if args.skip_if_unchanged:  # the manifest holds the fingerprint redacted
-        same = unchanged_since_latest(root, redact(found.fingerprint), config.sha256())
-        if same is not None:
-            raise Skipped(f"inputs and config are unchanged since version {same}; nothing "
-                          "written (--skip-if-unchanged)")
-    if args.version is None:  # the root was cleaned: the first free name may have changed
-        layout = Layout(root, default_version(root))
     signals.watch_version(layout)  # what an interrupted command reports on
-    claim_version(layout, build_id, beam_tfrecords.__version__, lease=lease)
     options = PipelineOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__
@@ -584,21 +577,33 @@ def _run_leased(args: argparse.Namespace, beam_args: list[str], config: Config,
         progress = ProgressReporter(lambda: read_totals(progress_dir),
                                     lambda line: print(line, file=sys.stderr, flush=True),
                                     args.progress_interval)
-    spec = commit_spec(config, layout, build_id, found.fingerprint, runner,
+    spec = commit_spec(config, layout, build.build_id, found.fingerprint, runner,
                        args.keep_versions, images=found.images)
     warn_if_class_ordered(config, found.images)
     try:
         with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
             signals.watch_job(p, remote=not runs_in_process(options))  # cancelled if stopped
             build_pipeline(p, config, spec, found.files, images=found.images)
+        state = p.result.state
     except Exception as err:  # a worker that stopped the build early left a note: fail it
         stopped = fail_stopped_early(spec)  # as a threshold failure at the commit does
         if stopped is None:
             raise
         raise stopped from err
+    if not _finished(state):  # submitted, not waited for: the job keeps the lease
+        with contextlib.suppress(LeaseLost):
+            build.hand_over()
     if not storage.exists(layout.manifest):
         return None
     return json.loads(storage.read_text(layout.manifest))
+
+
+def _finished(state: Any) -> bool:
+    """Whether a pipeline's state says it ran to its end (a template run's DONE included:
+    nothing ran, nothing holds the lease)."""
+    from apache_beam.runners.runner import PipelineState
+
+    return state is None or PipelineState.is_terminal(state)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,7 +25,12 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 
-from beam_tfrecords.errors import UserError
+# The runners known not to run a build are the sink's to name (it is what they cannot run).
+from beam_tfrecords.sinks.dataset import (
+    UNSUPPORTED_RUNNERS,
+    UnsupportedRunner,
+    refuse_unsupported,
+)
 
 __all__ = ["DIRECT_NAMES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS", "UnsupportedRunner",
            "check_runner", "refuse_unsupported", "runner_for", "runner_key", "runs_in_process"]
@@ -37,18 +42,6 @@ DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
 TESTED_RUNNERS = DIRECT_NAMES | {"fnapirunner", "bundlebaseddirectrunner", "portable",
                                  "portablerunner", "dataflow", "dataflowrunner", "flink",
                                  "flinkrunner"}
-# Runners known not to run a build, by runner_key, and what they lack (NOTES.md).
-UNSUPPORTED_RUNNERS = {
-    "daskrunner": "Beam's DaskRunner translates only Create, ParDo, GroupByKey and Flatten: it "
-                  "drops Impulse, hands every tagged output of a multi-output step to every "
-                  "consumer and loses what finish_bundle emits, so every build would fail "
-                  "(use DirectRunner, PortableRunner, DataflowRunner or FlinkRunner)",
-}
-UNSUPPORTED_RUNNERS["dask"] = UNSUPPORTED_RUNNERS["daskrunner"]
-
-
-class UnsupportedRunner(UserError):
-    """A runner that cannot run a build: known not to, or one Beam cannot load."""
 
 
 def runner_key(options: PipelineOptions) -> str:
@@ -85,14 +78,6 @@ def check_runner(options: PipelineOptions) -> str | None:
                                     f"({type(error).__name__}: {error})") from None
     return (f"--runner {name} is not a runner beam-tfrecords is tested on (DirectRunner, "
             "PortableRunner, DataflowRunner, FlinkRunner); trying it")
-
-
-def refuse_unsupported(name: str, prefix: str = "") -> None:
-    """:class:`UnsupportedRunner` when the runner named ``name`` (a class name, qualified or
-    not) is known not to run a build."""
-    reason = UNSUPPORTED_RUNNERS.get(name.rsplit(".", 1)[-1].lower())
-    if reason is not None:
-        raise UnsupportedRunner(f"{prefix}{name}: {reason}")
 
 
 def runs_in_process(options: PipelineOptions) -> bool:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 import apache_beam as beam
 from apache_beam.typehints.row_type import RowTypeConstraint
 
-from beam_tfrecords.pipelines import api
+from beam_tfrecords.transforms import write_dataset as api
 from beam_tfrecords.transforms.readers.framework import REJECTED
 from beam_tfrecords.transforms.to_examples import ToExamples
 
@@ -56,9 +56,9 @@ class WriteTFRecordDataset(api.WriteTFRecordDataset):
         ``beam_tfrecords.WriteTFRecordDataset`` 's.
     """
 
-    def __init__(self, *args: Any, error_handling: Mapping[str, Any] | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, output: str, name: str, *,
+                 error_handling: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(output, name, **kwargs)
         self.error_output = None
         if error_handling is not None:
             if not isinstance(error_handling, Mapping) or set(error_handling) != {"output"} \
@@ -68,17 +68,11 @@ class WriteTFRecordDataset(api.WriteTFRecordDataset):
             self.error_output = error_handling["output"]
             if self.error_output == "manifest":
                 raise api.DatasetError("error_handling's output cannot be named manifest")
-        self._rejected = None
-
-    def _parts(self, pvalueish: Any):
-        parts, names = super()._parts(pvalueish)
-        self._rejected = parts[REJECTED]
-        return parts, names
 
     def expand(self, pvalueish):
-        manifest = super().expand(pvalueish)
+        manifest, parts = self._apply(pvalueish)
         if self.error_output is None:
             return manifest
-        errors = self._rejected | "ErrorRows" >> beam.Map(error_row).with_output_types(
+        errors = parts[REJECTED] | "ErrorRows" >> beam.Map(error_row).with_output_types(
             ERROR_ROW)
         return {"manifest": manifest, self.error_output: errors}

@@ -2,8 +2,16 @@
 
 A build's life on an output root, every step proven by what it reads back:
 
+0. **Start** (:func:`begin_build`, the one launch protocol): steps 1 and 2 below, run by the
+   job's first step (:func:`initialize_write`, when the pipeline runs -- never while it is
+   built) and, for the command line, by the launcher just before it runs the pipeline
+   (:func:`start_build`, which also renews the lease from the launcher and releases it, or
+   hands it over to a job it does not wait for). Beginning a build twice is harmless: a
+   version whose marker names the build is only re-leased. Read-only checks (the output is
+   ours: :func:`check_output`) come before, in the launcher.
 1. **Lease** (sinks/lease.py): one build at a time writes to a root. Only while holding it
-   does a build clean up, and it cleans only the leftovers of builds that hold no lease.
+   does a build clean up, and it cleans only the leftovers of builds that hold no lease. The
+   job keeps it alive from the bundles that write (``JobLease``); the commit releases it.
 2. **Prepare** (:func:`prepare_output`): finish what a dead build committed but did not
    publish -- a version whose manifest exists but which ``LATEST`` does not name yet, newer
    than ``LATEST``: ``LATEST`` moves to it and its staging goes (*roll forward*); remove the
@@ -34,6 +42,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional, early_stop, ownership, storage
 from beam_tfrecords.sinks.dead_letters import DeadLetterFile, staged_dead_letters, top_reasons
@@ -41,21 +50,28 @@ from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
 from beam_tfrecords.sinks.format.tfds_info import tfds_dataset_info
+from beam_tfrecords.sinks.lease import JobLease, Lease, LeaseLost, default_ttl, former_holders
 
 if TYPE_CHECKING:
-    from beam_tfrecords.sinks.lease import Lease
+    from collections.abc import Callable
 
 __all__ = [
+    "Build",
     "CommitError",
     "CommitSpec",
     "Prepared",
+    "begin_build",
+    "make_commit_spec",
+    "start_build",
     "apply_retention",
     "check_counts",
+    "check_output",
     "claim_version",
     "commit_version",
     "committed_versions",
     "default_version",
     "fail_stopped_early",
+    "initialize_write",
     "judge_thresholds",
     "move_latest",
     "prepare_output",
@@ -102,6 +118,60 @@ class CommitSpec:
     # Write the shards in this seed's order (sinks/shuffled_shards.py); None: arrival order.
     shuffle_seed: int | None = None
     use_lease: bool = True  # fence on the output's lease, and release it when done
+    # How the job's first step takes the output (initialize_write): write beside foreign
+    # files; seconds to wait for another build's lease.
+    allow_non_empty: bool = False
+    wait_for_lease: float = 0.0
+    # The lease's time to live, fixed where the build was launched (default_ttl()): every
+    # worker renews it with the same one.
+    lease_ttl: float = dataclasses.field(default_factory=default_ttl)
+
+    @property
+    def job_lease(self) -> JobLease | None:
+        """What the job's writing steps renew the lease with; None without a lease."""
+        return (JobLease(self.layout.root, self.build_id, self.lease_ttl) if self.use_lease
+                else None)
+
+
+def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: str,
+                     feature_spec: Mapping[str, Any], config: Mapping[str, Any],
+                     inputs: Mapping[str, Any], runner: str, config_sha256: str = "",
+                     documents: Mapping[str, str] | None = None, tfds_note: str = "",
+                     max_bad_fraction: float = 0.0, max_unread_fraction: float = 0.0,
+                     abort_window: int = 0, keep: int = 5,
+                     extra: Mapping[str, Any] | None = None, shuffle_seed: int | None = None,
+                     allow_non_empty: bool = False, wait_for_lease: float = 0.0,
+                     use_lease: bool = True) -> CommitSpec:
+    """The one way a launcher (the command line, the library transform) describes a build to
+    its commit step; the tool's version and the lease's time to live are this process's.
+
+    Args:
+      layout: the output root and the version folder the build writes.
+      build_id: the build's id, unique per launch; the lease and the folder's marker name it.
+      name: the data set's name; compression: ``none``, ``gzip`` or ``zlib``.
+      feature_spec: the ``feature_spec.json`` document (``tf_parse_spec``).
+      config: the resolved configuration recorded in the manifest, and its ``config_sha256``.
+      inputs: the input fingerprint recorded in the manifest.
+      runner: the runner's name, for the manifest.
+      documents: files for other readers (``reader_documents``), with ``tfds_note``.
+      max_bad_fraction, max_unread_fraction, abort_window: the failure thresholds.
+      keep: committed versions to keep; extra: more manifest keys.
+      shuffle_seed: write the shards in this seed's order; None: arrival order.
+      allow_non_empty, wait_for_lease: how the job's first step takes the output
+        (:func:`initialize_write`).
+      use_lease: fence on the output's lease (off only for tests that drive the sink alone).
+
+    Returns:
+      The CommitSpec.
+    """
+    return CommitSpec(
+        layout=layout, build_id=build_id, name=name, compression=compression,
+        feature_spec=feature_spec, config=config, config_sha256=config_sha256, inputs=inputs,
+        runner=runner, tool_version=beam_tfrecords.__version__,
+        max_bad_fraction=max_bad_fraction, max_unread_fraction=max_unread_fraction,
+        abort_window=abort_window, keep=keep, extra=dict(extra or {}),
+        documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
+        allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease)
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -325,12 +395,8 @@ def prepare_output(layout: Layout, build_id: str, allow_non_empty: bool = False,
 
 def _prepare(layout: Layout, build_id: str, allow_non_empty: bool,
              live_builds: Sequence[str]) -> Prepared:
-    from beam_tfrecords.sinks.lease import former_holders
-
     root = layout.root
-    formers = {f.version: f.build_id for f in former_holders(root)
-               if f.version and f.build_id != build_id and f.build_id not in live_builds}
-    state = ownership.scan(root, formers)
+    state = _scan(root, build_id, live_builds)
     completed = _roll_forward(root, state)
     removed = []
     for entry in state.claimed:
@@ -340,13 +406,32 @@ def _prepare(layout: Layout, build_id: str, allow_non_empty: bool,
                   storage.join(root, entry.name))
         _delete_relative(storage.join(root, entry.name), ownership.written_by_build(entry))
         removed.append((entry.name, entry.marker.build_id))
+    _refuse_foreign(root, state, allow_non_empty)
+    return Prepared(tuple(completed), tuple(removed), tuple(state.foreign))
+
+
+def _scan(root: str, build_id: str, live_builds: Sequence[str] = ()) -> ownership.OutputState:
+    """``root`` sorted into ours and foreign, knowing -- from the lease's history -- what
+    builds that lost the lease wrote without their marker."""
+    formers = {f.version: f.build_id for f in former_holders(root)
+               if f.version and f.build_id != build_id and f.build_id not in live_builds}
+    return ownership.scan(root, formers)
+
+
+def _refuse_foreign(root: str, state: ownership.OutputState, allow_non_empty: bool) -> None:
     if state.foreign and not allow_non_empty:
         shown = ", ".join(state.foreign[:5]) + (", ..." if len(state.foreign) > 5 else "")
         raise CommitError(
             f"the output {root!r} is not empty and does not look like a beam-tfrecords output "
             f"(found {shown}); choose an empty location, or pass --allow-non-empty-output to "
             "write beside those files (they are never deleted)")
-    return Prepared(tuple(completed), tuple(removed), tuple(state.foreign))
+
+
+def check_output(root: str, allow_non_empty: bool = False) -> None:
+    """Refuse, before anything is written, an output root holding files that are not ours
+    (unless ``allow_non_empty``): the read-only part of :func:`prepare_output`, for a
+    launcher to call while it checks its arguments. Writes nothing, takes no lease."""
+    _refuse_foreign(root.rstrip("/") or "/", _scan(root, ""), allow_non_empty)
 
 
 def claim_version(layout: Layout, build_id: str, tool_version: str,
@@ -369,6 +454,128 @@ def claim_version(layout: Layout, build_id: str, tool_version: str,
     return marker
 
 
+# -- the launch protocol -------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Build:
+    """A build that has its output: the lease held, the output prepared, the version claimed
+    (or, with ``completed``, found committed by an earlier run whose last step was cut short,
+    and that commit completed instead)."""
+
+    layout: Layout
+    build_id: str
+    lease: Lease | None
+    prepared: Prepared = Prepared()
+    completed: bool = False
+    handed_over: bool = False
+
+    def hand_over(self) -> None:
+        """The job runs on without the launcher (it was submitted, not waited for): leave the
+        lease to it instead of releasing it (``Lease.hand_over``); its bundles renew it and
+        its commit releases it, or it expires."""
+        if self.lease is not None and not self.handed_over:
+            self.lease.hand_over()
+        self.handed_over = True
+
+
+def begin_build(root: str, version: str | None, build_id: str, *,
+                allow_non_empty: bool = False, wait_for_lease: float = 0.0,
+                lease: Lease | None = None, ttl: float | None = None, job: bool = False,
+                use_lease: bool = True,
+                before_claim: Callable[[Layout, Prepared], None] | None = None) -> Build:
+    """Take the output's lease, prepare the output, claim the version folder: the one way a
+    build starts, from a launcher (:func:`start_build`) or from inside the running job (the
+    sink's first step, ``sinks/dataset.py``).
+
+    Idempotent: a version folder whose marker names this build is already begun -- by the
+    launcher that started the job, or by an earlier attempt of the same step -- and is only
+    re-leased.
+
+    Args:
+      root: the output root; version: the folder's name (None: the first free UTC timestamp,
+        chosen after preparing).
+      build_id: this build's id (the lease's holder, the folder's marker).
+      allow_non_empty: write beside foreign files instead of refusing the output.
+      wait_for_lease: seconds to wait for another build's lease (LeaseHeld after that).
+      lease: the Lease object to take (default: a new one for ``root`` and ``build_id``).
+      ttl: the lease's time to live (default: ``default_ttl()``).
+      job: take it for a running job (``Lease(job=True)``: it names no process).
+      use_lease: False only for tests that drive the sink alone (nothing is leased).
+      before_claim: called after preparing, before claiming (``--skip-if-unchanged``).
+
+    Returns:
+      The Build. On any error the lease is released and nothing is claimed.
+    """
+    if lease is None and use_lease:
+        lease = Lease(root, build_id, ttl, job=job)
+    if lease is not None:
+        lease.acquire(wait=wait_for_lease)
+    try:
+        if version is not None:
+            layout = Layout(root, version)
+            marker = ownership.read_marker(layout.version_dir)
+            if marker is not None and marker.build_id == build_id:
+                return Build(layout, build_id, lease)
+        layout = Layout(root, version or default_version(root))
+        prepared = prepare_output(layout, build_id, allow_non_empty, lease=lease)
+        if layout.version in prepared.completed:
+            return Build(layout, build_id, lease, prepared, completed=True)
+        if version is None:  # the root was cleaned: the first free name may have changed
+            layout = Layout(root, default_version(root))
+        if before_claim is not None:
+            before_claim(layout, prepared)
+        claim_version(layout, build_id, beam_tfrecords.__version__, lease=lease)
+    except BaseException:
+        if lease is not None:
+            lease.release(build_done=True)
+        raise
+    return Build(layout, build_id, lease, prepared)
+
+
+@contextlib.contextmanager
+def start_build(root: str, version: str | None, build_id: str, *,
+                allow_non_empty: bool = False, wait_for_lease: float = 0.0,
+                lease: Lease | None = None,
+                before_claim: Callable[[Layout, Prepared], None] | None = None
+                ) -> Iterator[Build]:
+    """A launcher's build: :func:`begin_build`, then the lease renewed from this process
+    while the block runs (``Lease.keep_alive``) and released when it ends -- unless the
+    block handed it over to a job it did not wait for (``Build.hand_over``). The job's
+    own first step begins the same build again (a no-op but for the lease) and keeps the
+    lease from its bundles, so it holds the lease wherever it runs.
+
+    Args: as :func:`begin_build`.
+
+    Returns:
+      A context whose value is the Build.
+    """
+    build = begin_build(root, version, build_id, allow_non_empty=allow_non_empty,
+                        wait_for_lease=wait_for_lease, lease=lease, before_claim=before_claim)
+    try:
+        with build.lease.keep_alive() if build.lease is not None else contextlib.nullcontext():
+            yield build
+    finally:
+        if build.lease is not None and not build.handed_over:
+            build.lease.release()
+
+
+def initialize_write(spec: CommitSpec) -> str:
+    """The sink's first step, run by the job: begin the build the spec describes (the lease
+    taken for the job, the output prepared, the version claimed), so that a pipeline that
+    is built but never run touches nothing. Returns the version's name."""
+    build = begin_build(spec.layout.root, spec.layout.version, spec.build_id,
+                        allow_non_empty=spec.allow_non_empty,
+                        wait_for_lease=spec.wait_for_lease, ttl=spec.lease_ttl, job=True,
+                        use_lease=spec.use_lease)
+    if build.completed:
+        if build.lease is not None:
+            build.lease.release(build_done=True)
+        raise CommitError(f"version {spec.layout.version!r} was committed by an earlier run "
+                          "whose last step was cut short; its commit is now complete -- "
+                          "choose another version to write a new one")
+    return spec.layout.version
+
+
 # -- the commit step -----------------------------------------------------------------------------
 
 def _check_marker(spec: CommitSpec) -> None:
@@ -387,13 +594,15 @@ def _lost(spec: CommitSpec, err: Exception) -> CommitError:
                        "removes what this one wrote)")
 
 
+def _job_lease(spec: CommitSpec) -> Lease:
+    return Lease(spec.layout.root, spec.build_id, spec.lease_ttl, job=True)
+
+
 def _fence(spec: CommitSpec) -> None:
     """Refuse to commit unless this build still holds the lease and owns the version."""
     if spec.use_lease:
-        from beam_tfrecords.sinks.lease import Lease, LeaseLost
-
         try:
-            Lease(spec.layout.root, spec.build_id).check(take_if_absent=True)
+            _job_lease(spec).check()
         except LeaseLost as err:
             raise _lost(spec, err) from None
     _check_marker(spec)
@@ -407,10 +616,8 @@ def _fenced(spec: CommitSpec, step: str) -> Iterator[None]:
         _check_marker(spec)
         yield
         return
-    from beam_tfrecords.sinks.lease import Lease, LeaseLost
-
     try:
-        with Lease(spec.layout.root, spec.build_id).fence(step, take_if_absent=True):
+        with _job_lease(spec).fence(step):
             _check_marker(spec)
             yield
     except LeaseLost as err:
@@ -519,9 +726,7 @@ def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
         return _commit_version(spec, shards, dead, counts)
     finally:
         if spec.use_lease:
-            from beam_tfrecords.sinks.lease import Lease
-
-            Lease(spec.layout.root, spec.build_id).release(build_done=True)
+            _job_lease(spec).release(build_done=True)
 
 
 def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],

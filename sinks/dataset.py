@@ -14,10 +14,13 @@ produce:
 ``rejected`` and ``counts`` may each be a tuple of PCollections (a source's and ToExamples'):
 each is then written and counted in the stage that makes it, not after a Flatten.
 
-The version folder must be claimed, and the output's lease held, before the pipeline runs
-(:func:`sinks.commit.prepare_output`, :func:`sinks.commit.claim_version`): a pipeline step
-cannot take a lease for the launcher. The result is a PCollection of one element, the
-manifest document.
+Its first step, ``InitializeWrite``, runs when the pipeline runs, as Beam's own file sinks
+initialise (apache_beam/io/iobase.py): it takes the output's lease for the job, prepares the
+output and claims the version folder (:func:`sinks.commit.initialize_write`; a no-op but for
+the lease when the launcher did that already), and every step that writes waits for it (a
+side input). So a pipeline that is built and never run touches nothing. The writing steps
+keep the lease alive from their bundles (``sinks/lease.JobLease``), and the commit, fenced on
+it, releases it. The result is a PCollection of one element, the manifest document.
 
 With ``spec.abort_window`` the dead-letter writers and a step on the counts keep a worker's
 running counts and stop a doomed build early (sinks/early_stop.py); the launcher then calls
@@ -32,20 +35,61 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import early_stop, storage
-from beam_tfrecords.sinks.commit import CommitSpec, commit_version
+from beam_tfrecords.sinks.commit import CommitSpec, commit_version, initialize_write
 from beam_tfrecords.sinks.dead_letters import WatchCounts, WriteDeadLetters
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.progress_files import ProgressOptions
 from beam_tfrecords.sinks.shuffled_shards import WriteShuffledShards
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
 
-__all__ = ["WriteDataset"]
+__all__ = ["UNSUPPORTED_RUNNERS", "UnsupportedRunner", "WriteDataset", "refuse_unsupported"]
+
+# Runners known not to run a build, by their class name in lower case, and what they lack
+# (NOTES.md).
+UNSUPPORTED_RUNNERS = {
+    "daskrunner": "Beam's DaskRunner translates only Create, ParDo, GroupByKey and Flatten: it "
+                  "drops Impulse, hands every tagged output of a multi-output step to every "
+                  "consumer and loses what finish_bundle emits, so every build would fail "
+                  "(use DirectRunner, PortableRunner, DataflowRunner or FlinkRunner)",
+}
+UNSUPPORTED_RUNNERS["dask"] = UNSUPPORTED_RUNNERS["daskrunner"]
 
 
-def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list
-            ) -> dict:
-    return commit_version(spec, shards, dead, counts)
+class UnsupportedRunner(UserError):
+    """A runner that cannot run a build: known not to, or one Beam cannot load."""
+
+
+def refuse_unsupported(name: str, prefix: str = "") -> None:
+    """:class:`UnsupportedRunner` when the runner named ``name`` (a class name, qualified or
+    not) is known not to run a build."""
+    reason = UNSUPPORTED_RUNNERS.get(name.rsplit(".", 1)[-1].lower())
+    if reason is not None:
+        raise UnsupportedRunner(f"{prefix}{name}: {reason}")
+
+
+def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list,
+            started: str) -> dict:
+    lease = spec.job_lease
+    if lease is None:
+        return commit_version(spec, shards, dead, counts)
+    with lease.held():  # renewed while it runs; the commit releases it
+        return commit_version(spec, shards, dead, counts)
+
+
+def _initialize(_impulse: Any, spec: CommitSpec) -> str:
+    return initialize_write(spec)
+
+
+def _after_start(element: Any, started: str) -> Any:
+    return element  # only waits: nothing is written before the build has its output
+
+
+def _gated(pcoll: Any, started: Any, label: str) -> Any:
+    """``pcoll``, released only once ``InitializeWrite`` ran (fused into its consumer)."""
+    return pcoll | label >> beam.Map(_after_start, beam.pvalue.AsSingleton(started)
+                                     ).with_output_types(pcoll.element_type)
 
 
 def _sources(value: Any) -> tuple:
@@ -62,9 +106,9 @@ class _WriteDeadLetterFiles(beam.PTransform):
     counting that stops a doomed build)."""
 
     def __init__(self, staging: str, stop: early_stop.StopPolicy | None,
-                 progress_dir: str | None) -> None:
+                 progress_dir: str | None, lease: Any = None) -> None:
         super().__init__()
-        self._args = (staging, stop, progress_dir)
+        self._args = (staging, stop, progress_dir, lease)
 
     def expand(self, sources):
         files = [source | f"Write[{index}]" >> beam.ParDo(WriteDeadLetters(*self._args))
@@ -76,7 +120,8 @@ class WriteDataset(beam.PTransform):
     """``{"examples", "rejected", "counts"}`` PCollections -> the committed manifest.
 
     Args:
-      spec: the commit's settings: where (its layout, already claimed), the build id, the
+      spec: the build's settings (``sinks.commit.make_commit_spec``): where (its layout,
+        claimed by the first step unless the launcher did), the build id, the
         name, the feature spec, thresholds and retention (sinks/commit.py).
       splits: every split name, so an empty split still appears in the manifest.
       shard_size: the band on stored bytes per shard.
@@ -99,20 +144,30 @@ class WriteDataset(beam.PTransform):
 
     def expand(self, parts: Mapping[str, Any]):
         layout = self._spec.layout
+        lease = self._spec.job_lease
         pipeline = parts["examples"].pipeline
+        refuse_unsupported(type(pipeline.runner).__name__)
+        started = (pipeline
+                   | "InitializeTrigger" >> beam.Impulse()
+                   | "InitializeWrite" >> beam.Map(_initialize, self._spec))  # the version
+        examples = _gated(parts["examples"], started, "AfterInitialize")
         if self._spec.shuffle_seed is None:
-            shards = parts["examples"] | "WriteShards" >> WriteTFRecordShards(
+            shards = examples | "WriteShards" >> WriteTFRecordShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
-                self._spec.compression, self._shard_size, self._index,
+                self._spec.compression, self._shard_size, self._index, lease=lease,
             )  # {split: [ShardInfo]}
         else:
-            shards = parts["examples"] | "WriteShuffledShards" >> WriteShuffledShards(
+            shards = examples | "WriteShuffledShards" >> WriteShuffledShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.shuffle_seed, self._spec.compression, self._shard_size, self._index,
+                lease=lease,
             )
-        rejected = _sources(parts.get("rejected")) or (
+        rejected = tuple(_gated(source, started, f"RejectedAfterInitialize[{index}]")
+                         for index, source in enumerate(_sources(parts.get("rejected")))) or (
             pipeline | "NoRejects" >> beam.Create([]),)
-        counts = _sources(parts.get("counts")) or (pipeline | "NoCounts" >> beam.Create([]),)
+        counts = tuple(_gated(source, started, f"CountsAfterInitialize[{index}]")
+                       for index, source in enumerate(_sources(parts.get("counts")))) or (
+            pipeline | "NoCounts" >> beam.Create([]),)
         stop = None
         if self._spec.abort_window > 0:
             stop = early_stop.StopPolicy(self._spec.abort_window, self._spec.max_bad_fraction,
@@ -123,7 +178,7 @@ class WriteDataset(beam.PTransform):
         progress_dir = (pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
                         if pipeline.options is not None else None)
         dead = rejected | "WriteDeadLetters" >> _WriteDeadLetterFiles(
-            layout.staging, stop, progress_dir)  # DeadLetterFile per staged file
+            layout.staging, stop, progress_dir, lease)  # DeadLetterFile per staged file
         if len(counts) > 1:
             counts = (counts | "MergeCounts" >> beam.Flatten(),)
         # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
@@ -136,5 +191,6 @@ class WriteDataset(beam.PTransform):
                 shards=beam.pvalue.AsSingleton(shards),
                 dead=beam.pvalue.AsList(dead),
                 counts=beam.pvalue.AsList(counts[0]),
+                started=beam.pvalue.AsSingleton(started),
             )
         )  # one element: the manifest document

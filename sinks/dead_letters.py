@@ -25,6 +25,7 @@ import apache_beam as beam
 from beam_tfrecords.sinks import early_stop, storage
 from beam_tfrecords.sinks.format.layout import DEAD_LETTER, resolve_in_version
 from beam_tfrecords.sinks.format.redact import redact
+from beam_tfrecords.sinks.lease import JobLease
 from beam_tfrecords.sinks.progress_files import ProgressFile
 
 __all__ = ["DeadLetterFile", "WatchCounts", "WriteDeadLetters", "reason_key",
@@ -82,11 +83,13 @@ class WriteDeadLetters(beam.DoFn):
     threshold (sinks/early_stop.py); apply it in the stage that rejects the rows, with no
     Flatten before it. ``progress_dir``: it leaves its running count of rejected records and
     their most frequent reasons there every few seconds, for the progress line
-    (sinks/progress_files.py).
+    (sinks/progress_files.py). ``lease``: its bundles keep the job's lease on the output
+    alive while they write (sinks/lease.JobLease).
     """
 
     def __init__(self, staging: str, stop: early_stop.StopPolicy | None = None,
-                 progress_dir: str | None = None) -> None:
+                 progress_dir: str | None = None, lease: JobLease | None = None) -> None:
+        self._lease = lease
         self._staging = staging
         self._stop = stop
         self._progress_dir = progress_dir
@@ -98,6 +101,8 @@ class WriteDeadLetters(beam.DoFn):
         self._all_reasons: Counter = Counter()
 
     def start_bundle(self) -> None:
+        if self._lease is not None:
+            self._lease.begin(self)
         self._handle = None
         self._rows = 0
         self._reasons: Counter = Counter()
@@ -143,6 +148,8 @@ class WriteDeadLetters(beam.DoFn):
                 DeadLetterFile(self._path, self._rows, tuple(sorted(self._reasons.items()))),
                 -1, [beam.transforms.window.GlobalWindow()])
             self._handle = None
+        if self._lease is not None:
+            self._lease.end(self)
 
 
 class WatchCounts(beam.DoFn):

@@ -59,6 +59,7 @@ import posixpath
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 from beam_tfrecords.errors import UserError
@@ -71,6 +72,7 @@ __all__ = [
     "MAX_TTL",
     "TTL_ENV",
     "Former",
+    "JobLease",
     "Lease",
     "LeaseHeld",
     "LeaseInfo",
@@ -415,11 +417,15 @@ class Lease:
 
     ``clock`` and ``sleep`` are injectable so tests can expire leases without waiting.
     Thread-safe: ``keep_alive``'s thread renews while the build calls ``check``.
+
+    ``job``: the lease is taken for a running job rather than for this process, so it names
+    no process (pid 0) and frees only when released or expired -- a job's steps run in
+    worker processes that come and go while the job lives on (``JobLease``).
     """
 
     def __init__(self, root: str, build_id: str, ttl: float | None = None,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], object] = time.sleep) -> None:
+                 sleep: Callable[[float], object] = time.sleep, job: bool = False) -> None:
         if not build_id or not isinstance(build_id, str):
             raise ValueError(f"a lease needs a build id, not {build_id!r}")
         self.root = root.rstrip("/") or "/"
@@ -431,6 +437,7 @@ class Lease:
             raise ValueError(f"lease ttl must be a positive number of seconds, not {ttl!r}")
         self._clock = clock
         self._sleep = sleep
+        self.job = bool(job)
         self._lock = threading.RLock()
         self._generation: conditional.Generation | None = None
         self._info: LeaseInfo | None = None
@@ -444,8 +451,9 @@ class Lease:
     # -- helpers --
 
     def _me(self, now: float) -> LeaseInfo:
-        return LeaseInfo(build_id=self.build_id, host=socket.gethostname(), pid=os.getpid(),
-                         pid_start=_pid_start(os.getpid()), acquired=now,
+        pid = 0 if self.job else os.getpid()
+        return LeaseInfo(build_id=self.build_id, host=socket.gethostname(), pid=pid,
+                         pid_start=_pid_start(pid) if pid else "", acquired=now,
                          expires=now + self.ttl, machine=_machine())
 
     @staticmethod
@@ -571,6 +579,26 @@ class Lease:
             raise LeaseLost(self.root, holder, why, winner)
         self._info, self._generation = holder, found[1]
 
+    def hand_over(self) -> LeaseInfo:
+        """Leave the lease to the job this process launched and will not wait for: it is
+        rewritten in no process's name (as ``job`` leases are) and extended, so this
+        process's exit does not free it; the job's bundles renew it and its commit
+        releases it. LeaseLost when it is no longer ours."""
+        with self._lock:
+            if self._generation is None:
+                self._adopt()
+            for _ in range(_RENEW_ATTEMPTS):
+                assert self._info is not None and self._generation is not None
+                info = dataclasses.replace(self._extended(self._info, self._clock()),
+                                           pid=0, pid_start="")
+                new = conditional.replace(self.path, info.to_json().encode(),
+                                          self._generation)
+                if new is not None:
+                    self._hold(info, new)
+                    return info
+                self._adopt()
+            raise OSError(f"could not hand over the lease {self.path}: it kept changing")
+
     def check(self, take_if_absent: bool = False) -> LeaseInfo:
         """Fencing before an irreversible step: LeaseLost unless the stored lease is ours.
 
@@ -685,3 +713,116 @@ class Lease:
         finally:
             stop.set()
             thread.join(timeout=max(5.0, every))
+
+
+# --- a running job's hold on the lease ----------------------------------------------------------
+
+
+class _Hold:
+    """This process's renewals of one job lease while any of its bundles runs."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        # The steps whose bundle runs now; weak, so that a bundle that failed, and whose
+        # step the runner dropped, stops holding the lease.
+        self.owners: weakref.WeakSet = weakref.WeakSet()
+        self.renewed = -math.inf  # time.monotonic() of the last renewal
+        self.lost: LeaseLost | None = None
+        self.thread: threading.Thread | None = None
+
+    def renew(self, min_gap: float) -> None:
+        """Renew unless this process did less than ``min_gap`` seconds ago."""
+        with self.lease._lock:
+            if time.monotonic() - self.renewed < min_gap:
+                return
+            try:
+                self.lease.renew()
+            except LeaseLost as error:
+                self.lost = error
+                raise
+            self.renewed = time.monotonic()
+
+    def run(self) -> None:
+        every = self.lease.ttl / 4
+        while True:
+            time.sleep(every)
+            with _HOLDS_LOCK:
+                if not self.owners:
+                    self.thread = None
+                    return
+            try:
+                self.renew(every / 2)
+            except LeaseLost:
+                with _HOLDS_LOCK:
+                    self.thread = None
+                return  # the bundles that end next fail with it
+            except Exception as error:  # noqa: BLE001 -- keep renewing until expiry
+                _LOG.warning("could not renew the lease on %s (retrying in %g s): %s",
+                             self.lease.root, every, error)
+
+
+_HOLDS: dict[tuple[str, str], _Hold] = {}
+_HOLDS_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class JobLease:
+    """A running job's hold on its build's lease, kept from the bundles that write.
+
+    Beam has no process that lives as long as a job: the launcher may submit it and exit,
+    and workers come and go. So every writing step calls :meth:`begin` as its bundle starts
+    and :meth:`end` as it finishes: ``begin`` renews the lease (at most every ``ttl / 8``
+    per process) and, while any bundle of the build runs in this process, one thread
+    renews it every ``ttl / 4``. The TTL must outlast the longest stretch of the job in
+    which no such bundle runs. A lost lease fails the bundle (``LeaseLost``); the commit is
+    fenced on the lease anyway.
+
+    Small and picklable: it travels inside the DoFns.
+    """
+
+    root: str
+    build_id: str
+    ttl: float
+
+    def begin(self, owner: object) -> None:
+        """``owner``'s bundle starts: renew (LeaseLost when the lease is no longer this
+        build's) and keep renewing while it runs."""
+        key = (self.root, self.build_id)
+        with _HOLDS_LOCK:
+            hold = _HOLDS.get(key)
+            if hold is None:
+                hold = _HOLDS[key] = _Hold(Lease(self.root, self.build_id, self.ttl, job=True))
+            hold.owners.add(owner)
+            if hold.thread is None:
+                hold.thread = threading.Thread(target=hold.run, daemon=True,
+                                               name=f"job-lease-{self.build_id[:8]}")
+                hold.thread.start()
+        try:
+            hold.renew(self.ttl / 8)
+        except BaseException:
+            self.end(owner, check=False)
+            raise
+
+    def end(self, owner: object, check: bool = True) -> None:
+        """``owner``'s bundle ends; with ``check``, LeaseLost when the lease was lost while
+        it ran."""
+        with _HOLDS_LOCK:
+            hold = _HOLDS.get((self.root, self.build_id))
+            if hold is None:
+                return
+            hold.owners.discard(owner)
+            lost = hold.lost
+        if check and lost is not None:
+            raise lost
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """``begin`` ... ``end`` around a block (a step that is not a DoFn)."""
+        owner = threading.Event()  # any object that can be weakly referenced
+        self.begin(owner)
+        try:
+            yield
+        except BaseException:
+            self.end(owner, check=False)
+            raise
+        self.end(owner)

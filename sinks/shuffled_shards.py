@@ -50,6 +50,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import SHUFFLE, index_path, resolve_in_version
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.sinks.lease import JobLease
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.tfrecord_sink import ShardInfo, commit_shards, shard_file_name
 
@@ -168,7 +169,9 @@ class _SplitBuffer:
 class _WriteRuns(beam.DoFn):
     """(split, bytes | SerializedBatch) -> (split, RunPart): sorted runs in staging."""
 
-    def __init__(self, staging: str, seed: int, progress_dir: str | None = None) -> None:
+    def __init__(self, staging: str, seed: int, progress_dir: str | None = None,
+                 lease: JobLease | None = None) -> None:
+        self._lease = lease  # kept alive while its bundles write
         self._staging = staging
         self._seed = seed
         self._progress_dir = progress_dir
@@ -181,6 +184,8 @@ class _WriteRuns(beam.DoFn):
         self._bytes = Metrics.counter("tfrecord_sink", "shuffle_run_bytes")
 
     def start_bundle(self) -> None:
+        if self._lease is not None:
+            self._lease.begin(self)
         self._buffers: dict[str, _SplitBuffer] = {}
         self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
         self._count = 0
@@ -254,6 +259,8 @@ class _WriteRuns(beam.DoFn):
             yield beam.utils.windowed_value.WindowedValue(
                 (split, part), -1, [beam.transforms.window.GlobalWindow()])
         self._done = []
+        if self._lease is not None:
+            self._lease.end(self)
 
 
 # -- reading runs back -----------------------------------------------------------------------
@@ -435,8 +442,10 @@ class WriteShuffledShards(beam.PTransform):
 
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  seed: int, compression: str = tff.NONE, size: ShardSize = ShardSize(),
-                 index: bool = False, progress_dir: str | None = None) -> None:
+                 index: bool = False, progress_dir: str | None = None,
+                 lease: JobLease | None = None) -> None:
         super().__init__()
+        self._lease = lease
         compression = tff.normalize_compression(compression)
         if index and compression != tff.NONE:
             raise ValueError("index sidecars need uncompressed shards: offsets into a "
@@ -455,9 +464,9 @@ class WriteShuffledShards(beam.PTransform):
         if progress_dir is None and records.pipeline.options is not None:
             progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
         runs = records | "WriteRuns" >> beam.ParDo(
-            _WriteRuns(self._staging, self._seed, progress_dir))  # (split, RunPart)
+            _WriteRuns(self._staging, self._seed, progress_dir, self._lease))  # (split, RunPart)
         splits, version_dir, name, compression, size = self._args
         plan = functools.partial(_plan, splits=splits, version_dir=version_dir, name=name,
                                  compression=compression, size=size)
         finalize = functools.partial(_finalize, compression=compression, index=self._index)
-        return commit_shards(runs, plan, finalize, splits)  # {split: [ShardInfo]}
+        return commit_shards(runs, plan, finalize, splits, self._lease)  # {split: [ShardInfo]}

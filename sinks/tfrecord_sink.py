@@ -40,6 +40,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path, resolve_in_version
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards, should_roll_before
+from beam_tfrecords.sinks.lease import JobLease
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
 
@@ -109,10 +110,13 @@ class _WriteParts(beam.DoFn):
 
     With ``progress_dir`` it also leaves its running totals there for a launcher's progress
     line (``sinks/progress_files.py``): a clock read per batch, a small file every few seconds.
+    With ``lease`` its bundles keep the job's lease on the output alive while they write.
     """
 
     def __init__(self, staging: str, compression: str, size: ShardSize,
-                 index: bool = False, progress_dir: str | None = None) -> None:
+                 index: bool = False, progress_dir: str | None = None,
+                 lease: JobLease | None = None) -> None:
+        self._lease = lease
         self._staging = staging
         self._progress_dir = progress_dir
         self._progress: ProgressFile | None = None  # made per instance, in the worker
@@ -129,6 +133,8 @@ class _WriteParts(beam.DoFn):
         self._bundles = Metrics.counter("tfrecord_sink", "bundles_written")
 
     def start_bundle(self) -> None:
+        if self._lease is not None:
+            self._lease.begin(self)
         self._open: dict[str, _PartWriter] = {}
         self._done: list[tuple[str, Part]] = []
         self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
@@ -226,6 +232,8 @@ class _WriteParts(beam.DoFn):
                 (split, part), -1, [beam.transforms.window.GlobalWindow()]
             )
         self._done = []
+        if self._lease is not None:
+            self._lease.end(self)
 
 
 def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: str,
@@ -307,6 +315,14 @@ def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, 
     return out
 
 
+def _held(lease: JobLease | None, step: Callable[..., Any], *args: Any) -> Any:
+    """``step(*args)`` with the job's lease kept alive while it runs (``lease``: None, none)."""
+    if lease is None:
+        return step(*args)
+    with lease.held():
+        return step(*args)
+
+
 def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
                ) -> dict[str, list[ShardInfo]]:
     return group_shards(shards, splits)
@@ -325,7 +341,7 @@ def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -
 
 
 def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[Any], ShardInfo],
-                  splits: tuple[str, ...]):
+                  splits: tuple[str, ...], lease: JobLease | None = None):
     """The steps after the writers, shared by both sinks: ``plan(all parts)`` -> entries,
     ``finalize(entry)`` -> ShardInfo, grouped as ``{split: [ShardInfo]}`` (one element).
 
@@ -333,20 +349,21 @@ def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[A
     and the shards are small descriptors: they reach the planning and the grouping as side
     inputs of an Impulse, which costs Beam far less to construct and translate than a ToList
     (a CombineGlobally) each. On a single in-process worker the three are one step; elsewhere
-    the finalize is spread over the workers."""
+    the finalize is spread over the workers. With ``lease``, the steps that finalize keep
+    the job's lease alive while they run."""
     pipeline = parts.pipeline
     if runs_in_one_process(pipeline.runner, pipeline.options):
         return (pipeline
                 | "CommitTrigger" >> beam.Impulse()
-                | "PlanFinalizeGroup" >> beam.Map(_plan_finalize_group,
-                                                  beam.pvalue.AsList(parts), plan, finalize,
-                                                  splits))
+                | "PlanFinalizeGroup" >> beam.Map(
+                    functools.partial(_held, lease, _plan_finalize_group),
+                    beam.pvalue.AsList(parts), plan, finalize, splits))
     planned = (pipeline
                | "PlanTrigger" >> beam.Impulse()
                | "PlanShards" >> beam.FlatMap(_plan_each, beam.pvalue.AsList(parts), plan))
     shards = (planned
               | "SpreadFinalize" >> Spread()
-              | "FinalizeShards" >> beam.Map(finalize))  # ShardInfo
+              | "FinalizeShards" >> beam.Map(functools.partial(_held, lease, finalize)))
     return (pipeline
             | "GatherTrigger" >> beam.Impulse()
             | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), splits))
@@ -367,14 +384,18 @@ class WriteTFRecordShards(beam.PTransform):
         where offsets address the file directly).
       progress_dir: where writers leave running totals for a progress line; default: the
         pipeline option ``--tfrecords_progress_dir``, else none.
+      lease: the job's lease on the output, kept alive by the writing and finalizing
+        bundles (``sinks/lease.JobLease``); None: none.
 
     Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
     """
 
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  compression: str = tff.NONE, size: ShardSize = ShardSize(),
-                 index: bool = False, progress_dir: str | None = None) -> None:
+                 index: bool = False, progress_dir: str | None = None,
+                 lease: JobLease | None = None) -> None:
         super().__init__()
+        self._lease = lease
         self._progress_dir = progress_dir
         compression = tff.normalize_compression(compression)
         if index and compression != tff.NONE:
@@ -393,10 +414,11 @@ class WriteTFRecordShards(beam.PTransform):
         if progress_dir is None and records.pipeline.options is not None:
             progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
         parts = records | "WriteParts" >> beam.ParDo(
-            _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir)
+            _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir,
+                        self._lease)
         )  # (split, Part)
         plan = functools.partial(_plan, splits=self._splits, version_dir=self._version_dir,
                                  name=self._name, compression=self._compression,
                                  size=self._size)
         return commit_shards(parts, plan, functools.partial(_finalize_shard, index=self._index),
-                             self._splits)  # {split: [ShardInfo]}
+                             self._splits, self._lease)  # {split: [ShardInfo]}

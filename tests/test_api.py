@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
+from beam_tfrecords_tests_helpers import read_records
 
 import beam_tfrecords as btf
 from beam_tfrecords.pipelines.verify import verify_path
@@ -112,27 +113,26 @@ def parquet_file(tmp_path_factory) -> str:
     return str(path)
 
 
-def apply(kind: str, p: beam.Pipeline, write: btf.WriteTFRecordDataset, parquet: str) -> None:
-    """Feed the source rows to ``write`` as the given kind of input."""
+def apply(kind: str, p: beam.Pipeline, write: btf.WriteTFRecordDataset, parquet: str):
+    """Feed the source rows to ``write`` as the given kind of input; returns its result."""
     rows = source_rows()
     if kind == "dicts":
-        p | beam.Create(rows) | write
-    elif kind == "rows":
-        p | beam.Create([beam.Row(**r) for r in rows]) | write
-    elif kind == "namedtuples":
-        p | beam.Create([Person(**r) for r in rows]) | write
-    elif kind == "arrow":
-        p | beam.io.ReadFromParquetBatched(parquet) | write
-    elif kind == "to_examples":
-        p | beam.Create(rows) | btf.ToExamples(FEATURES, splits=SPLITS) | write
-    elif kind == "bytes":
+        return p | beam.Create(rows) | write
+    if kind == "rows":
+        return p | beam.Create([beam.Row(**r) for r in rows]) | write
+    if kind == "namedtuples":
+        return p | beam.Create([Person(**r) for r in rows]) | write
+    if kind == "arrow":
+        return p | beam.io.ReadFromParquetBatched(parquet) | write
+    if kind == "to_examples":
+        return p | beam.Create(rows) | btf.ToExamples(FEATURES, splits=SPLITS) | write
+    if kind == "bytes":
         # The user's code chooses each record's split (here as we would, by the key); the
         # bad ones name a split the transform was not told about.
         good = [(SPLIT_SPEC.choose(key_bytes(r["id"])), serialize(r)) for r in rows[:N_GOOD]]
         bad = [("holdout", serialize(r | {"emb": [0.0, 0.0, 0.0]})) for r in rows[N_GOOD:]]
-        p | beam.Create(good + bad) | write
-    else:
-        raise AssertionError(kind)
+        return p | beam.Create(good + bad) | write
+    raise AssertionError(kind)
 
 
 def make_write(kind: str, out: pathlib.Path, max_bad_fraction: float):
@@ -145,12 +145,13 @@ def make_write(kind: str, out: pathlib.Path, max_bad_fraction: float):
 
 
 def run(kind: str, runner: str, out: pathlib.Path, parquet: str,
-        max_bad_fraction: float = LENIENT) -> btf.WriteTFRecordDataset:
+        max_bad_fraction: float = LENIENT) -> str:
+    """Runs one pipeline; returns the version folder its write's result names."""
     p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
     write = make_write(kind, out, max_bad_fraction)
-    apply(kind, p, write, parquet)
+    written = apply(kind, p, write, parquet)
     p.run().wait_until_finish()
-    return write
+    return written.version_dir
 
 
 class Built(NamedTuple):
@@ -166,8 +167,7 @@ def builds(tmp_path_factory, parquet_file):
     def get(kind: str, runner: str = "in_process") -> Built:
         if (kind, runner) not in done:
             out = tmp_path_factory.mktemp(f"{kind}-{runner}") / "ds"
-            write = run(kind, runner, out, parquet_file)
-            version_dir = pathlib.Path(write.version_dir)
+            version_dir = pathlib.Path(run(kind, runner, out, parquet_file))
             assert version_dir == out / "v1"
             done[kind, runner] = Built(version_dir, json.loads(
                 (version_dir / "manifest.json").read_text()))
@@ -280,7 +280,10 @@ def test_too_many_bad_rows_fail_the_pipeline(tmp_path, parquet_file, kind, runne
 
 def test_public_surface():
     assert set(btf.__all__) >= {"ToExamples", "WriteTFRecordDataset"}
-    assert btf.WriteTFRecordDataset.__module__ == "beam_tfrecords.pipelines.api"
+    assert btf.WriteTFRecordDataset.__module__ == "beam_tfrecords.transforms.write_dataset"
+    from beam_tfrecords.pipelines import api  # the former path, which YAML files name
+
+    assert api.WriteTFRecordDataset is btf.WriteTFRecordDataset
     assert btf.ToExamples.__module__ == "beam_tfrecords.transforms.to_examples"
 
 
@@ -335,3 +338,53 @@ def test_a_runner_known_not_to_run_the_sink_is_refused_before_the_output_is_touc
         _ = p | beam.Create([b""]) | btf.WriteTFRecordDataset(output=str(tmp_path / "out"),
                                                               name="ds")
     assert not (tmp_path / "out").exists()
+
+
+def test_arguments_after_name_are_keyword_only_and_deflate_is_zlib(tmp_path):
+    with pytest.raises(TypeError):
+        btf.WriteTFRecordDataset(str(tmp_path), "ds", FEATURES)  # features positionally
+    write = btf.WriteTFRecordDataset(str(tmp_path), "ds", compression="deflate")
+    assert write.compression == "zlib"  # Beam's name for the stream our .deflate shards hold
+    from beam_tfrecords.pipelines.api import DatasetError
+
+    with pytest.raises(DatasetError, match="compression: unsupported compression 'zstd'"):
+        btf.WriteTFRecordDataset(str(tmp_path), "ds", compression="zstd")
+
+
+def test_the_result_names_the_version_and_the_transform_is_left_as_it_was(tmp_path):
+    from beam_tfrecords.pipelines.api import DatasetError
+
+    write = btf.WriteTFRecordDataset(str(tmp_path / "out"), "ds", shuffle_seed=7,
+                                     features=FEATURES, splits=SPLITS)
+    before = dict(vars(write))
+    p = beam.Pipeline()
+    written = p | beam.Create(source_rows()[:N_GOOD]) | write
+    assert write.version is None and not hasattr(write, "version_dir")
+    assert {k: v for k, v in vars(write).items() if k in before} == before
+    assert written.version_dir == str(tmp_path / "out" / written.version)
+    with pytest.raises(DatasetError, match="was applied already"):
+        p | "Again" >> beam.Create([b""]) | "WriteAgain" >> write
+    shown = {k: item.value for k, item in write.display_data().items()}
+    assert shown["output"] == str(tmp_path / "out") and shown["name"] == "ds"
+    assert shown["shuffle_seed"] == 7 and shown["splits"] == "train, eval"
+    assert shown["features"] == "age, name, emb"
+    p.run().wait_until_finish()
+    manifest = json.loads((pathlib.Path(written.version_dir) / "manifest.json").read_text())
+    assert manifest["counts"]["written"] == N_GOOD
+
+
+def test_unbatched_examples_go_to_beams_own_writer(tmp_path):
+    p = beam.Pipeline()
+    examples = p | beam.Create(source_rows()[:N_GOOD]) | btf.ToExamples(FEATURES,
+                                                                        splits=SPLITS)
+    _ = (examples | "Train" >> btf.UnbatchExamples(split="train")
+         | beam.io.WriteToTFRecord(str(tmp_path / "train"), file_name_suffix=".tfrecord"))
+    _ = (examples | "All" >> btf.UnbatchExamples(with_split=True)
+         | beam.Map(lambda pair: pair[0]) | beam.combiners.Count.PerElement()
+         | beam.Map(json.dumps) | beam.io.WriteToText(str(tmp_path / "per-split")))
+    p.run().wait_until_finish()
+    train = [r for path in tmp_path.glob("train*.tfrecord") for r in read_records(path)]
+    per_split = dict(json.loads(line) for path in tmp_path.glob("per-split*")
+                     for line in path.read_text().splitlines())
+    assert len(train) == per_split["train"] and sum(per_split.values()) == N_GOOD
+    assert {decode(r) for r in train} <= {decode(serialize(r)) for r in source_rows()[:N_GOOD]}

@@ -65,10 +65,10 @@ def test_each_source_builds_a_committed_data_set_of_its_file(tmp_path, name):
     features = _config(name)["features"]
     write = _write(tmp_path, name, features, _splits(name))
     with beam.Pipeline() as p:
-        p | _source(name, features) | write
+        written = p | _source(name, features) | write
     expected_of, key_of, _ = CASES[name]
     expected = expected_of()
-    version_dir = pathlib.Path(write.version_dir)
+    version_dir = pathlib.Path(written.version_dir)
     manifest = json.loads((version_dir / "manifest.json").read_text())
     assert manifest["counts"] == {"read": len(expected), "written": len(expected),
                                   "rejected": 0, "unread": {"files": 0, "bytes": 0, "rows": 0}}
@@ -88,12 +88,12 @@ def test_read_then_to_examples_then_write_keeps_the_accounting(tmp_path):
     write = btf.WriteTFRecordDataset(output=str(tmp_path / "out"), name="mixed",
                                      max_bad_fraction=0.5, version="v1")
     with beam.Pipeline() as p:
-        p | btf.ReadCsv(str(path), features) | btf.ToExamples(features) | write
-    manifest = json.loads((pathlib.Path(write.version_dir) / "manifest.json").read_text())
+        written = p | btf.ReadCsv(str(path), features) | btf.ToExamples(features) | write
+    manifest = json.loads((pathlib.Path(written.version_dir) / "manifest.json").read_text())
     assert manifest["counts"]["read"] == 4
     assert manifest["counts"]["written"] == 2
     assert manifest["counts"]["rejected"] == 2
-    letters = [json.loads(line) for f in pathlib.Path(write.version_dir).glob("dead_letter/*")
+    letters = [json.loads(line) for f in pathlib.Path(written.version_dir).glob("dead_letter/*")
                for line in f.read_text().splitlines()]
     assert sorted(letter["row"] for letter in letters) == [2, 3]
 
@@ -103,8 +103,8 @@ def test_the_write_takes_the_features_from_the_source(tmp_path):
     path.write_text('{"a": 1}\n{"a": 2}\n')
     write = _write(tmp_path, "small")
     with beam.Pipeline() as p:
-        p | btf.ReadJsonl(str(path), {"a": {"type": "int64"}}) | write
-    version_dir = pathlib.Path(write.version_dir)
+        written = p | btf.ReadJsonl(str(path), {"a": {"type": "int64"}}) | write
+    version_dir = pathlib.Path(written.version_dir)
     assert list(json.loads((version_dir / "feature_spec.json").read_text())["features"]) == ["a"]
     values = sorted(ex["a"][1][0] for f in version_dir.glob("train/*") for ex in ours(f))
     assert values == [1, 2]
@@ -195,9 +195,9 @@ def test_a_wide_csv_builds_in_about_the_time_of_its_named_columns(tmp_path):
         write = _write(tmp_path / name, name, features, {"key": "id", "a": 50, "b": 50})
         start = time.perf_counter()
         with beam.Pipeline() as p:
-            p | btf.ReadCsv(str(path), features, extra_fields=["id"]) | write
+            written = p | btf.ReadCsv(str(path), features, extra_fields=["id"]) | write
         seconds[name] = time.perf_counter() - start
-        manifest = json.loads((pathlib.Path(write.version_dir) / "manifest.json").read_text())
+        manifest = json.loads((pathlib.Path(written.version_dir) / "manifest.json").read_text())
         assert manifest["counts"]["written"] == rows
     assert seconds["wide"] < 5 * seconds["narrow"], seconds
 
@@ -229,8 +229,8 @@ def test_a_list_of_paths_is_read_as_it_is(tmp_path):
         paths[-1].write_text(f'{{"a": {i}}}\n')
     write = _write(tmp_path, "listed", {"a": {"type": "int64"}})
     with beam.Pipeline() as p:
-        p | btf.ReadJsonl([str(path) for path in paths]) | write
-    manifest = json.loads((pathlib.Path(write.version_dir) / "manifest.json").read_text())
+        written = p | btf.ReadJsonl([str(path) for path in paths]) | write
+    manifest = json.loads((pathlib.Path(written.version_dir) / "manifest.json").read_text())
     assert manifest["counts"]["read"] == manifest["counts"]["written"] == 2
 
 
@@ -248,6 +248,6 @@ def test_a_glob_without_a_folder_matches_in_the_current_one(tmp_path, monkeypatc
     (tmp_path / "here.jsonl").write_text('{"a": 7}\n')
     write = _write(tmp_path, "here", {"a": {"type": "int64"}})
     with beam.Pipeline() as p:
-        p | btf.ReadJsonl("*.jsonl") | write
-    manifest = json.loads((pathlib.Path(write.version_dir) / "manifest.json").read_text())
+        written = p | btf.ReadJsonl("*.jsonl") | write
+    manifest = json.loads((pathlib.Path(written.version_dir) / "manifest.json").read_text())
     assert manifest["counts"]["written"] == 1

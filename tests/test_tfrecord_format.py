@@ -77,13 +77,14 @@ def test_golden_bytes_readable_gzip_and_zlib():
 @pytest.mark.parametrize("name,expected", [
     (None, "none"), ("", "none"), ("none", "none"), ("NONE", "none"), ("uncompressed", "none"),
     ("gzip", "gzip"), ("GZIP", "gzip"), ("Gzip", "gzip"), ("zlib", "zlib"), ("ZLIB", "zlib"),
+    ("deflate", "zlib"), ("DEFLATE", "zlib"),  # Beam's name for the same stream
 ])
 def test_normalize_compression(name, expected):
     assert tff.normalize_compression(name) == expected
 
 
 @pytest.mark.parametrize("name,mentions_tf", [
-    ("zstd", True), ("BZIP2", True), ("lzma", True), ("deflate", False), ("auto", False),
+    ("zstd", True), ("BZIP2", True), ("lzma", True), ("auto", False), ("zip", False),
 ])
 def test_normalize_compression_rejects(name, mentions_tf):
     with pytest.raises(ValueError) as info:

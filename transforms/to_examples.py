@@ -28,7 +28,12 @@ import apache_beam as beam
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.codec.specs import as_feature_specs, parse_splits
+from beam_tfrecords.transforms.codec.specs import (
+    FeaturesLike,
+    SplitsLike,
+    as_feature_specs,
+    parse_splits,
+)
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.framework import (
     COUNTS,
@@ -38,13 +43,13 @@ from beam_tfrecords.transforms.readers.framework import (
     dead_letter,
 )
 
-__all__ = ["Examples", "ToExamples", "as_feature_specs", "as_split_spec", "is_read_result",
-           "plain"]
+__all__ = ["Examples", "FeaturesLike", "SplitsLike", "ToExamples", "UnbatchExamples",
+           "as_feature_specs", "as_split_spec", "is_read_result", "plain"]
 
 DEFAULT_BATCH_ROWS = 4096
 
 
-def as_split_spec(splits: Any) -> SplitSpec:
+def as_split_spec(splits: Mapping[str, Any] | SplitSpec | None) -> SplitSpec:
     """A ``splits:`` mapping, None (one split, ``train``) or a SplitSpec -> SplitSpec."""
     if isinstance(splits, SplitSpec):
         return splits
@@ -187,11 +192,13 @@ class ToExamples(beam.PTransform):
 
     Returns an :class:`Examples` dict of PCollections, also readable as attributes:
     ``examples`` (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the
-    whole result), ``rejected`` (dead-letter dicts: source, row, feature, reason, value,
-    record) and ``counts`` (``(name, n)`` pairs).
+    whole result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
+    (dead-letter dicts: source, row, feature, reason, value, record) and ``counts``
+    (``(name, n)`` pairs).
     """
 
-    def __init__(self, features: Any, splits: Any = None, max_record_bytes: int | None = None,
+    def __init__(self, features: FeaturesLike, splits: SplitsLike | None = None,
+                 max_record_bytes: int | None = None,
                  batch_rows: int = DEFAULT_BATCH_ROWS, source: str = "pcollection") -> None:
         super().__init__()
         self.features = as_feature_specs(features)
@@ -229,3 +236,49 @@ class Examples(Outputs):
     """ToExamples' result: the ``examples``, ``rejected`` and ``counts`` PCollections, as a
     dict (so Beam pipes the whole result on: ``rows | ToExamples(f) | WriteTFRecordDataset(...)``)
     with attribute access."""
+
+
+def _unbatch(element: tuple[str, Any], split: str | None, with_split: bool) -> Iterator[Any]:
+    name, batch = element  # (split, SerializedBatch | bytes)
+    if split is not None and name != split:
+        return
+    records = (bytes(batch),) if isinstance(batch, (bytes, bytearray, memoryview)) else batch
+    for record in records:
+        yield (name, record) if with_split else record
+
+
+class UnbatchExamples(beam.PTransform):
+    """``ToExamples``' result -> one serialized ``tf.train.Example`` (``bytes``) per element,
+    for sinks that take records one by one, such as Beam's own ``WriteToTFRecord``::
+
+        (rows | btf.ToExamples(features, splits={"key": "id", "train": 80, "eval": 20})
+              | btf.UnbatchExamples(split="train")
+              | beam.io.WriteToTFRecord("out/train"))
+
+    ToExamples moves Examples in batches (``(split, SerializedBatch)``), which Beam's sinks
+    cannot write. This takes them apart. The rejected rows and counts of ToExamples' result
+    are left behind: take them from that result (``.rejected``) when you want them;
+    ``btf.WriteTFRecordDataset`` keeps all three.
+
+    Args:
+      split: keep only this split's Examples; None (the default): every split's.
+      with_split: emit ``(split, bytes)`` pairs instead of ``bytes``.
+
+    Returns:
+      A PCollection of ``bytes`` (or of ``(str, bytes)`` with ``with_split``).
+    """
+
+    def __init__(self, split: str | None = None, *, with_split: bool = False) -> None:
+        super().__init__()
+        if split is not None and not isinstance(split, str):
+            raise TypeError(f"split must be a split name or None, not {split!r}")
+        self.split = split
+        self.with_split = bool(with_split)
+
+    def expand(self, pvalueish):
+        examples = (pvalueish["examples"] if isinstance(pvalueish, Mapping)
+                    else pvalueish.examples if isinstance(pvalueish, beam.pvalue.DoOutputsTuple)
+                    else pvalueish)
+        kind = tuple[str, bytes] if self.with_split else bytes
+        return examples | "Unbatch" >> beam.FlatMap(
+            _unbatch, self.split, self.with_split).with_output_types(kind)

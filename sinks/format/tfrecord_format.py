@@ -61,6 +61,8 @@ def normalize_compression(name: str | None) -> str:
     key = (name or "").strip().lower()
     if key in ("", NONE, "uncompressed"):
         return NONE
+    if key == "deflate":  # Beam's name for the ZLIB stream, and our shards' suffix
+        return ZLIB
     if key in COMPRESSIONS:
         return key
     hint = (f" ({key!r} TFRecords cannot be read by TensorFlow, which supports only GZIP and "

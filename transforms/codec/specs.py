@@ -9,7 +9,7 @@ here, below both: Beam-free and I/O-free. Each error is one line that names the 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
@@ -19,7 +19,18 @@ from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, FeatureSpe
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.codec.text_values import ISO8601
 
-__all__ = ["ConfigError", "as_feature_specs", "parse_features", "parse_splits"]
+__all__ = ["ConfigError", "FeaturesLike", "SplitsLike", "as_feature_specs", "parse_features",
+           "parse_splits"]
+
+FeaturesLike = Mapping[str, Mapping[str, Any]] | Sequence[FeatureSpec]
+"""What the public transforms take as ``features``: a config's ``features:`` mapping as plain
+Python (``{"age": {"type": "int64"}, "emb": {"type": "float", "shape": [3]}}``), or a
+sequence of FeatureSpec."""
+
+SplitsLike = Mapping[str, Any] | SplitSpec | Sequence[str]
+"""What the public transforms take as ``splits``: a config's ``splits:`` mapping
+(``{"key": "id", "train": 80, "eval": 20}``), a SplitSpec, or -- for ``(split, bytes)`` input
+to ``WriteTFRecordDataset`` -- the list of split names to expect."""
 
 
 class ConfigError(UserError, ValueError):
@@ -142,7 +153,7 @@ def parse_features(raw: Any) -> tuple[FeatureSpec, ...]:
     return specs
 
 
-def as_feature_specs(features: Any) -> tuple[FeatureSpec, ...]:
+def as_feature_specs(features: FeaturesLike) -> tuple[FeatureSpec, ...]:
     """A ``features:`` mapping (as a config holds it) or FeatureSpecs -> FeatureSpecs."""
     if isinstance(features, Mapping):
         return parse_features(features)
