@@ -52,6 +52,9 @@ _BUILD_FILES = re.compile(
 
 _OUR_TEMPORARY = re.compile(
     rf"({re.escape(lay.LATEST)}|{re.escape(lay.LEASE)})\.tmp-[0-9a-f]{{32}}")
+# The marker's own temporary (local disk: written beside it, then linked into place): a build
+# killed between the two leaves it, alone or beside the marker.
+_MARKER_TEMPORARY = re.compile(rf"{re.escape(lay.MARKER)}\.tmp-[0-9a-f]{{32}}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +169,10 @@ def classify(files_by_top: Mapping[str, Sequence[str]], loose: Sequence[str],
         elif (formers or {}).get(name) and _all_written_by_a_build(entry.files):
             claimed.append(dataclasses.replace(entry, marker=Marker(formers[name], name, "",
                                                                     "")))
+        elif entry.files and all(_MARKER_TEMPORARY.fullmatch(f) for f in entry.files):
+            # A claim cut short before its marker was in place: nothing else was written
+            # (a build writes only after its claim), so it is nobody's build's.
+            claimed.append(dataclasses.replace(entry, marker=Marker("", name, "", "")))
         else:
             foreign.append(name + "/")
     return OutputState(latest, tuple(committed), tuple(claimed), tuple(failed),
@@ -190,7 +197,7 @@ def _read_manifest(path: str) -> Any:
 
 def _all_written_by_a_build(files: Sequence[str]) -> bool:
     return bool(files) and all(f.startswith(lay.STAGING + "/") or _BUILD_FILES.fullmatch(f)
-                               for f in files)
+                               or _MARKER_TEMPORARY.fullmatch(f) for f in files)
 
 
 def scan(root: str, formers: Mapping[str, str] | None = None) -> OutputState:

@@ -316,6 +316,27 @@ def _check_location(out: str) -> None:
     assert latest is None or latest in versions, (latest, versions)
 
 
+@pytest.mark.parametrize("beside_marker", [False, True])
+def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, tmp_path,
+                                                                   beside_marker):
+    """On local disk the marker is written to a temporary, then linked into place: a build
+    killed between the two leaves ``.beam-tfrecords-build.tmp-<id>`` in its folder, alone or
+    beside the marker. That folder is an abandoned claim, not someone else's files: the next
+    build removes it rather than refusing the output."""
+    out = tmp_path / "out"
+    assert cli.main(args(DEMO, small_csv, str(out), "--version", "base")) == 0
+    folder = out / "r0"
+    folder.mkdir()
+    marker = ownership.Marker("d" * 32, "r0", "2026-11-26T00:00:00Z", "0.1.0").dumps()
+    (folder / f".beam-tfrecords-build.tmp-{'e' * 32}").write_bytes(marker[:20])
+    if beside_marker:
+        (folder / ".beam-tfrecords-build").write_bytes(marker)
+    assert cli.main(args(DEMO, small_csv, str(out), "--version", "after")) == 0
+    assert not folder.exists()
+    state = ownership.scan(str(out))
+    assert not state.claimed and not state.foreign
+
+
 @pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
                                         ("local", 3), ("gcs", 4)])
 @pytest.mark.slow
