@@ -33,7 +33,7 @@ Pure: no Beam, no file systems (bytes come through a :data:`ranges.ReadAt`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from beam_tfrecords.transforms.readers.ranges import Link, ReadAt
 
@@ -47,6 +47,19 @@ _CHUNK = 1 << 16
 
 class AvroDamage(ValueError):
     """The bytes are not what the container format says must be there."""
+
+
+def read_long(exact: Callable[[int], bytes]) -> int:
+    """One Avro ``long`` (a zigzag varint of at most 10 bytes) from ``exact(n)``, which
+    returns exactly ``n`` bytes or raises."""
+    value = shift = 0
+    for _ in range(10):
+        byte = exact(1)[0]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1)
+        shift += 7
+    raise AvroDamage("a varint longer than 10 bytes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,14 +104,7 @@ class _Bytes:
         return data
 
     def long(self) -> int:
-        value = shift = 0
-        for _ in range(10):
-            byte = self.exact(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return (value >> 1) ^ -(value & 1)
-            shift += 7
-        raise AvroDamage("a varint longer than 10 bytes")
+        return read_long(self.exact)
 
 
 def avro_head(read_at: ReadAt, limit: int) -> AvroHead:

@@ -25,6 +25,8 @@ from typing import Any
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.transforms.codec.specs import _mapping
 from beam_tfrecords.transforms.codec.wire import varint
+from beam_tfrecords.transforms.readers.avro_ranges import AvroDamage as _AvroDamage
+from beam_tfrecords.transforms.readers.avro_ranges import read_long
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 from beam_tfrecords.transforms.readers.framework import (
     ReadFileFn,
@@ -58,10 +60,6 @@ def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
 
 _AVRO_MAGIC = b"Obj\x01"
 _SYNC = 16
-
-
-class _AvroDamage(Exception):
-    """The bytes at hand are not what the container format says must be there."""
 
 
 def _zigzag(value: int) -> bytes:
@@ -115,14 +113,7 @@ class _AvroFile:
         return data
 
     def long(self) -> int:
-        value = shift = 0
-        for _ in range(10):
-            byte = self.exact(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return (value >> 1) ^ -(value & 1)
-            shift += 7
-        raise _AvroDamage("a varint longer than 10 bytes")
+        return read_long(self.exact)
 
     def skip(self, n: int) -> int:
         """Skip up to ``n`` bytes without holding them; how many there were."""
