@@ -317,7 +317,15 @@ def running(pid: int) -> bool:
 
 
 def written(out: pathlib.Path) -> dict[str, int]:
-    return {str(p): p.stat().st_size for p in out.rglob("*") if p.is_file()}
+    """Every file under ``out`` and its size, as the build leaves them; a file that goes
+    between the listing and its stat (the lease's temporaries, renewed by the running build)
+    is left out."""
+    sizes = {}
+    for folder, _, names in os.walk(out):  # a folder that goes while walked is skipped
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                sizes[os.path.join(folder, name)] = os.stat(os.path.join(folder, name)).st_size
+    return sizes
 
 
 def interrupted_line(stderr: str) -> tuple[str, str]:
