@@ -543,9 +543,10 @@ class Lease:
                     announced = True
                 self._sleep(min(max(poll, 0.01), remaining))
 
-    def renew(self, version: str | None = None) -> LeaseInfo:
+    def renew(self, version: str | None = None, *, in_no_process: bool = False) -> LeaseInfo:
         """Extend our lease to now + ttl; LeaseLost when it is no longer ours. ``version``:
-        record the version folder the build claimed, too."""
+        record the version folder the build claimed, too. ``in_no_process``: rewrite it in
+        no process's name (see :meth:`hand_over`)."""
         with self._lock:
             if self._generation is None:
                 self._adopt()
@@ -554,6 +555,8 @@ class Lease:
                 info = self._extended(self._info, self._clock())
                 if version is not None:
                     info = dataclasses.replace(info, version=version)
+                if in_no_process:
+                    info = dataclasses.replace(info, pid=0, pid_start="")
                 new = conditional.replace(self.path, info.to_json().encode(),
                                           self._generation)
                 if new is not None:
@@ -584,20 +587,7 @@ class Lease:
         rewritten in no process's name (as ``job`` leases are) and extended, so this
         process's exit does not free it; the job's bundles renew it and its commit
         releases it. LeaseLost when it is no longer ours."""
-        with self._lock:
-            if self._generation is None:
-                self._adopt()
-            for _ in range(_RENEW_ATTEMPTS):
-                assert self._info is not None and self._generation is not None
-                info = dataclasses.replace(self._extended(self._info, self._clock()),
-                                           pid=0, pid_start="")
-                new = conditional.replace(self.path, info.to_json().encode(),
-                                          self._generation)
-                if new is not None:
-                    self._hold(info, new)
-                    return info
-                self._adopt()
-            raise OSError(f"could not hand over the lease {self.path}: it kept changing")
+        return self.renew(in_no_process=True)
 
     def check(self, take_if_absent: bool = False) -> LeaseInfo:
         """Fencing before an irreversible step: LeaseLost unless the stored lease is ours.
