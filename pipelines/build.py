@@ -194,7 +194,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
         config=config.resolved(), config_sha256=config.sha256(), inputs=inputs,
         runner=runner, max_bad_fraction=config.errors.max_bad_fraction,
-        max_unread_fraction=getattr(config.errors, "max_unread_fraction", 0.0),
+        max_unread_fraction=config.errors.max_unread_fraction,
         abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
     )
