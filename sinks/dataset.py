@@ -40,6 +40,7 @@ from beam_tfrecords.sinks import early_stop, storage
 from beam_tfrecords.sinks.commit import CommitSpec, commit_version, initialize_write
 from beam_tfrecords.sinks.dead_letters import WatchCounts, WriteDeadLetters
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.sinks.lease import run_held
 from beam_tfrecords.sinks.progress_files import ProgressOptions
 from beam_tfrecords.sinks.shuffled_shards import WriteShuffledShards
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards
@@ -71,11 +72,8 @@ def refuse_unsupported(name: str, prefix: str = "") -> None:
 
 def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list,
             started: str) -> dict:
-    lease = spec.job_lease
-    if lease is None:
-        return commit_version(spec, shards, dead, counts)
-    with lease.held():  # renewed while it runs; the commit releases it
-        return commit_version(spec, shards, dead, counts)
+    # the lease is renewed while it runs; the commit releases it
+    return run_held(spec.job_lease, commit_version, spec, shards, dead, counts)
 
 
 def _initialize(_impulse: Any, spec: CommitSpec) -> str:

@@ -61,6 +61,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional
@@ -83,6 +84,7 @@ __all__ = [
     "is_live",
     "lease_path",
     "pid_running",
+    "run_held",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -816,3 +818,12 @@ class JobLease:
             self.end(owner, check=False)
             raise
         self.end(owner)
+
+
+def run_held(lease: JobLease | None, step: Callable[..., Any], *args: Any) -> Any:
+    """``step(*args)`` with the job's lease kept alive while it runs (``lease`` None: no
+    lease, the step alone) -- for the steps of the sink that are not DoFns."""
+    if lease is None:
+        return step(*args)
+    with lease.held():
+        return step(*args)

@@ -40,7 +40,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path, resolve_in_version
 from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards, should_roll_before
-from beam_tfrecords.sinks.lease import JobLease
+from beam_tfrecords.sinks.lease import JobLease, run_held
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
 from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
 
@@ -315,14 +315,6 @@ def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, 
     return out
 
 
-def _held(lease: JobLease | None, step: Callable[..., Any], *args: Any) -> Any:
-    """``step(*args)`` with the job's lease kept alive while it runs (``lease``: None, none)."""
-    if lease is None:
-        return step(*args)
-    with lease.held():
-        return step(*args)
-
-
 def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
                ) -> dict[str, list[ShardInfo]]:
     return group_shards(shards, splits)
@@ -356,14 +348,14 @@ def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[A
         return (pipeline
                 | "CommitTrigger" >> beam.Impulse()
                 | "PlanFinalizeGroup" >> beam.Map(
-                    functools.partial(_held, lease, _plan_finalize_group),
+                    functools.partial(run_held, lease, _plan_finalize_group),
                     beam.pvalue.AsList(parts), plan, finalize, splits))
     planned = (pipeline
                | "PlanTrigger" >> beam.Impulse()
                | "PlanShards" >> beam.FlatMap(_plan_each, beam.pvalue.AsList(parts), plan))
     shards = (planned
               | "SpreadFinalize" >> Spread()
-              | "FinalizeShards" >> beam.Map(functools.partial(_held, lease, finalize)))
+              | "FinalizeShards" >> beam.Map(functools.partial(run_held, lease, finalize)))
     return (pipeline
             | "GatherTrigger" >> beam.Impulse()
             | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), splits))
