@@ -7,12 +7,12 @@ and hashes, resolved from the pins in setup.py (and the test oracles' requiremen
     python3 scripts/lock.py drift oldest    #   or the oldest, into .venv-drift-<which>, and
                                             #   run the quick tier of the suite there
 
-Installs go through the locks only (scripts/dev.py and .ci/run: ``pip install
+Installs go through the locks only (scripts/dev.py and .ci/run: ``uv pip install
 --require-hashes --no-deps -r locks/...`` and then this package with ``--no-deps``), so a
 release elsewhere never changes what a fresh machine installs; the drift command is how we
 find such a release before our users do. Locks are resolved by uv for Linux x86_64, one per
 supported Python for the project's environment, since versions and markers differ between
-Pythons. uv itself is installed, pinned, into .cache/lock-tools on first use.
+Pythons. uv itself is pinned with every hash in locks/uv.txt (made from scripts/uv.in).
 
 The Dockerfile's image starts from Beam's SDK image, which already holds Beam and the versions
 Beam pins for it (locks/beam-sdk-image-py3.11.txt, as Beam publishes them). Its lock,
@@ -31,8 +31,6 @@ import venv
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LOCKS = ROOT / "locks"
-TOOLS = ROOT / ".cache" / "lock-tools"
-UV = "uv==0.13.9"
 PLATFORM = "x86_64-manylinux_2_28"
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 ORACLE_PYTHON = "3.11"  # .venv-tf is made by the interpreter that runs scripts/dev.py
@@ -150,17 +148,23 @@ def _targets() -> dict[pathlib.Path, tuple[str, list[str], str]]:
     targets[oracle_lock("tfdv-oracle")] = ("tests/tfdv_oracle/requirements.txt", [],
                                            ORACLE_PYTHON)
     targets[oracle_lock("docs")] = ("docs/requirements.txt", [], ORACLE_PYTHON)
+    targets[LOCKS / "uv.txt"] = ("scripts/uv.in", [], ORACLE_PYTHON)
     return targets
 
 
 def uv() -> pathlib.Path:
-    """The pinned uv, installed into .cache/lock-tools on first use."""
-    binary = TOOLS / "bin" / "uv"
-    if not binary.exists():
-        venv.EnvBuilder(with_pip=True, clear=True).create(TOOLS)
-        subprocess.run([str(TOOLS / "bin" / "python"), "-m", "pip", "install", "--quiet", UV],
-                       check=True)
+    """The pinned uv (locks/uv.txt), installed by scripts/dev.py on first use."""
+    binary = _dev().uv()
+    if binary is None:
+        sys.exit("[lock] uv has no wheel for this platform; locks are made on Linux x86_64")
     return binary
+
+
+def _dev():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import dev  # noqa: PLC0415 -- the one place that installs (uv, the locks)
+
+    return dev
 
 
 def compile_lock(source: str, extra: list[str], python: str, out: pathlib.Path,
@@ -168,9 +172,10 @@ def compile_lock(source: str, extra: list[str], python: str, out: pathlib.Path,
     """Resolve ``source`` for ``python`` into ``out`` with hashes, under our header (and
     ``note``, comment lines)."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    resolver = uv()  # before the unlink: locks/uv.txt may be the lock being made
     out.unlink(missing_ok=True)  # resolve afresh, not from what the last lock held
     subprocess.run(
-        [str(uv()), "pip", "compile", source, *extra, "--python-version", python,
+        [str(resolver), "pip", "compile", source, *extra, "--python-version", python,
          "--python-platform", PLATFORM, "--generate-hashes", "--no-header", "--quiet",
          "--resolution", resolution, "-o", str(out)],
         cwd=ROOT, check=True)
@@ -199,9 +204,7 @@ def drift(which: str, pytest_args: list[str]) -> int:
     compile_lock("setup.py", ["--extra", "dev"], python, lock, resolution=resolution)
     env = ROOT / f".venv-drift-{which}"
     venv.EnvBuilder(with_pip=True, clear=True).create(env)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import dev  # noqa: PLC0415 -- installs and runs the suite as `scripts/dev.py test` does
-
+    dev = _dev()  # installs and runs the suite as `scripts/dev.py test` does
     dev.install_locked(env / "bin" / "python", lock, ["-e", str(ROOT)], check=False)
     print(f"[lock] {which} versions: {lock.relative_to(ROOT)}", flush=True)
 
