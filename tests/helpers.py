@@ -135,7 +135,7 @@ def report_sample(rows: int = 600, hostile: bool = True) -> tuple[Any, Any, list
     source = "gs://bucket/in/" + ("<img src=x onerror=alert(1)>.csv" if hostile else "part-3.csv")
     rejected = [Reason("income: not a number", 7, (
         {"source": source, "row": 18, "feature": "income", "value": "'n/a'",
-         "record": "['17', 'n/a', " + repr(HOSTILE[0]) + "]"},)),
+         "record": f"['17', 'n/a', {countries[-1]!r}]"},)),
         Reason("age: missing (the feature is required)", 2, (
             {"source": source, "row": 40, "feature": "age", "value": "None", "record": ""},))]
     unread = [Reason("an unterminated quote runs to the end of the file", 1, (
@@ -157,7 +157,7 @@ def report_sample(rows: int = 600, hostile: bool = True) -> tuple[Any, Any, list
         statistics=version(1, rows, 0.0, 0.0, False))
     anomalies = [
         Anomaly("income", "missing_fraction", "income is missing in 50.4% of train examples "
-                "(was 0%), more than validate.max_missing_increase=0.05", "error"),
+                "(was 0%), more than the threshold 0.05", "error"),
         Anomaly("age", "js_divergence", "age's distribution moved: Jensen-Shannon divergence "
                 "0.21 > 0.1", "warning"),
         Anomaly("", "record_count", "train holds 400 records, 16.7% fewer than 480", "error"),

@@ -390,6 +390,21 @@ def _feature_count(facts: VersionFacts) -> int | None:
     return len({n for d in facts.statistics.values() for n in _by_name(d)})
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 file``, ``3 files``."""
+    return f"{fmt_num(n)} {noun}{'' if n == 1 else 's'}"
+
+
+def _feature_change(current: VersionFacts, previous: VersionFacts | None) -> str:
+    if previous is None or current.statistics is None or previous.statistics is None:
+        return ""
+    now = {n for d in current.statistics.values() for n in _by_name(d)}
+    then = {n for d in previous.statistics.values() for n in _by_name(d)}
+    if now == then:
+        return "<div class=\"d\">the same as before</div>"
+    return f"<div class=\"d down\">{len(now - then)} new, {len(then - now)} gone</div>"
+
+
 def _cards(current: VersionFacts, previous: VersionFacts | None,
            anomalies: Sequence[Anomaly]) -> str:
     counts = current.counts
@@ -406,13 +421,11 @@ def _cards(current: VersionFacts, previous: VersionFacts | None,
         _card(fmt_num(rejected), f"rejected ({fmt_share(rejected, read)} of read)",
               bad=bool(rejected)),
         _card(format_bytes(unread.get("bytes", 0)),
-              f"input unread ({fmt_num(unread.get('files', 0))} files)",
+              f"input unread (in {_count(unread.get('files', 0), 'file')})",
               bad=bool(unread.get("bytes"))),
         _card(fmt_num(len(current.records)), "splits: " + esc(", ".join(current.records))),
         _card("–" if features is None else fmt_num(features), "features",
-              _delta(features, _feature_count(previous))
-              if previous and features is not None and _feature_count(previous) is not None
-              else ""),
+              _feature_change(current, previous)),
         _card(fmt_num(len(sizes)), f"shards, {format_bytes(sum(sizes))}"),
     ]
     if previous is not None or anomalies:
@@ -520,8 +533,8 @@ def _reasons(title: str, reasons: Sequence[Reason], total: int, none: str,
         f"<tr><td class=\"r\">{fmt_num(r.count)}</td><td>{esc(r.reason, 400)}"
         f"<ul>{''.join(_example(e, unread) for e in r.examples[:EXAMPLES_SHOWN])}</ul>"
         "</td></tr>" for r in reasons)
-    what = "regions" if unread else "records"
-    return (f"<h2>{title}</h2><p class=\"note\">{fmt_num(total)} {what}, by reason, with "
+    what = _count(total, "region" if unread else "record")
+    return (f"<h2>{title}</h2><p class=\"note\">{what}, by reason, with "
             f"examples (at most {EXAMPLES_SHOWN} each).</p><table><tr><th class=\"r\">count"
             f"</th><th>reason</th></tr>{rows}</table>")
 
