@@ -4,20 +4,22 @@ manifest, statistics files and dead letters, locally and on ``gs://``.
 Two versions are built from CSV (the second with rejected rows and hostile categories);
 their ``statistics/Split-<split>/FeatureStats.pb`` are computed here from the written
 records by the build's accumulators and written in TFX's layout, as a build with
-statistics writes them.
+statistics writes them, and the second gets the ``anomalies.json`` a comparison leaves.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+import re
 import shutil
 
 import pytest
 from beam_tfrecords_tests_helpers import HOSTILE, read_records, shard_paths
 
 from beam_tfrecords.pipelines import cli
-from beam_tfrecords.pipelines.report import STATISTICS, statistics_path
+from beam_tfrecords.pipelines.report import ANOMALIES, STATISTICS, statistics_path
+from beam_tfrecords.sinks.format.report_html import Anomaly
 from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
 
@@ -64,6 +66,9 @@ def versions(tmp_path_factory):
                                 f"\"{(tags + list(HOSTILE))[i % 5]}\"" for i in range(160)])
     for version in (first, second):
         _write_statistics(version)
+    # What a comparison leaves beside the version it judged.
+    (second / ANOMALIES).write_text(json.dumps([Anomaly(
+        "tag", "new_values", f"new value {HOSTILE[0]!r}", "warning").to_dict()]))
     return first, second
 
 
@@ -99,6 +104,7 @@ def test_the_report_compares_two_versions_and_escapes_their_data(versions, tmp_p
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script" not in page and "<img" not in page
     assert page.count('<section class="feature') == 3  # id, score, tag
+    assert re.search(r'<section class="feature flagged" id="f\d+"><h3>tag<', page)
     assert "no statistics" not in page
 
 
