@@ -118,10 +118,11 @@ def report_sample(rows: int = 600, hostile: bool = True) -> tuple[Any, Any, list
             specs.append(FeatureSpec(HOSTILE[1], "int64"))
         records = []
         for i in range(n):
-            weights = [5, 4, 6, 2, 1, 1, 1] if hostile else [5, 4, 6, 2, 1]
+            weights = [5, 4, 6, 2, 1] + [1] * (len(countries) - 5)
+            values = countries + ["nz"] * new  # a value the previous version never had
             record = {"age": int(rng.gauss(38 + shift, 9)),
                       "income": None if rng.random() < null_share else rng.lognormvariate(10, .5),
-                      "country": rng.choices(countries, weights)[0],
+                      "country": rng.choices(values, weights + [2] * new)[0],
                       "scores": [rng.random() for _ in range(rng.randint(0, 4))],
                       "signup_channel" if new else "legacy_flag":
                           rng.choice(["web", "app", "store"] if new else ["y", "n"]),

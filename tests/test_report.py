@@ -129,6 +129,7 @@ def test_summary_numbers_comparison_and_anomalies_are_on_the_page(sample, page):
     assert re.search(r"<h3>signup_channel<span class=\"badge\">STRING</span>"
                      r"<span class=\"badge\">new</span>", page)
     assert "No longer present: <code>legacy_flag</code>" in page
+    assert re.search(r">nz</text>.{0,300}?%\s*new</text>", page)  # a value never seen before
     # Splits side by side: both splits' columns in each feature's section.
     section = page[page.index("<h3>income"):]
     section = section[:section.index("</section>")]

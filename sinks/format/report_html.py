@@ -44,6 +44,9 @@ __all__ = ["REPORT", "SEVERITIES", "Anomaly", "Reason", "VersionFacts", "facts_f
 REPORT = "report.html"
 SEVERITIES = ("error", "warning", "info")
 TOP_VALUES_SHOWN = 10
+# The top values a statistics file keeps per feature (transforms/stats/accumulators.py): a
+# shorter list holds every value the feature had.
+TOP_VALUES_KEPT = 20
 EXAMPLES_SHOWN = 3
 PREVIEW_CHARS = 200
 
@@ -251,13 +254,11 @@ def _top_bars(feature: Mapping[str, Any], before: Mapping[str, Any] | None) -> l
     now, total = shares(feature)
     then, then_total = shares(before)
     was = {value: n / then_total for value, n in then} if then_total else {}
-    bars = []
-    for value, n in now[:TOP_VALUES_SHOWN]:
-        previous = was.get(value)
-        note = "new" if before is not None and was and previous is None and len(then) < 20 \
-            else ""
-        bars.append(Bar(value, n / total if total else 0.0, previous, note))
-    return bars
+    # A value missing from a list the other version kept whole is new there.
+    complete = bool(then) and len(then) < TOP_VALUES_KEPT
+    return [Bar(value, n / total if total else 0.0, was.get(value),
+                "new" if complete and value not in was else "")
+            for value, n in now[:TOP_VALUES_SHOWN]]
 
 
 # -- the page --------------------------------------------------------------------------------
