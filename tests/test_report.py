@@ -177,3 +177,27 @@ def test_anomalies_round_trip_and_refuse_unknown_severities():
     assert Anomaly.from_dict(anomaly.to_dict()) == anomaly
     with pytest.raises(ValueError, match="severity 'fatal'"):
         Anomaly("f", "k", "d", "fatal")
+
+
+def test_an_image_feature_shows_its_formats_and_sizes():
+    """Image bytes get no top values (megabyte values) but the formats, width and height the
+    readers take from each header."""
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+    from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator, kinds_for_specs
+    from beam_tfrecords.transforms.stats.statistics_wire import (
+        decode_statistics_list,
+        encode_statistics_list,
+    )
+
+    specs = [FeatureSpec("image", "bytes")]
+    acc = DatasetAccumulator(kinds_for_specs(specs, images=["image"]))
+    encoder = ExampleEncoder(specs)
+    acc.add_serialized(encoder.encode({"image": b"\x89PNG" + bytes(n)}) for n in (10, 90))
+    acc.add_image_facts("image", ["PNG", "JPEG"], [28, 480], [32, 640])
+    stats = {"train": decode_statistics_list(encode_statistics_list([acc.result("train")]))[0]}
+    page = render_report(VersionFacts(name="d", version="v", records={"train": 2},
+                                      statistics=stats))
+    text = " ".join(_Page(page).text)
+    assert "32×28 – 640×480 px" in text
+    assert "14 B – 94 B, avg 54 B" in text
+    assert re.search(r">PNG</text>.{0,200}50\.0%", page)
