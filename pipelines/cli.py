@@ -1,4 +1,4 @@
-"""The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect`` and ``schema``.
+"""The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect``, ``schema`` and ``report``.
 
 An error the user can act on (a :class:`~beam_tfrecords.errors.UserError`) is one line on
 stderr, because the reader is usually a scheduler's log; anything else is a bug and prints its
@@ -166,6 +166,29 @@ def _inspect(argv: Sequence[str]) -> int:
     return 0
 
 
+def _report(argv: Sequence[str]) -> int:
+    from beam_tfrecords.pipelines.report import write_report
+
+    parser = CommandParser(
+        prog="beam-tfrecords report",
+        description="Write a version's report as one self-contained HTML page (no script, "
+                    "nothing loaded from elsewhere): records, shard sizes against the band, "
+                    "rejects and unread input by reason, and per-feature statistics, split "
+                    "by split, compared with another version when --against names one.")
+    parser.add_argument("path", help="a version directory, its manifest.json, or an output "
+                                     "root (its LATEST version); local or gs://")
+    parser.add_argument("--against", help="another version to compare with (e.g. the one "
+                                           "built before)")
+    parser.add_argument("--out", default="report.html",
+                        help="where to write the page, local or gs:// (default ./report.html; "
+                             "never inside a version)")
+    args = parser.parse_args(argv)
+    version_dir, size = write_report(args.path, args.out, args.against)
+    print(f"wrote {args.out} ({size:,} bytes): the report of {version_dir}"
+          + (f" against {args.against}" if args.against else ""))
+    return 0
+
+
 def _init(argv: list[str]) -> int:
     from beam_tfrecords.pipelines.init_config import main as init_main
 
@@ -173,15 +196,16 @@ def _init(argv: list[str]) -> int:
 
 
 COMMANDS = {"init": _init, "build": _build, "verify": _verify, "inspect": _inspect,
-            "schema": _schema}
+            "schema": _schema, "report": _report}
 # The module each command imports on first use (Beam, pyarrow and the rest come with it).
 COMMAND_MODULES = {"init": "beam_tfrecords.pipelines.init_config",
                    "build": "beam_tfrecords.pipelines.build",
                    "verify": "beam_tfrecords.pipelines.verify",
                    "inspect": "beam_tfrecords.pipelines.inspect_examples",
-                   "schema": "beam_tfrecords.pipelines.config"}
+                   "schema": "beam_tfrecords.pipelines.config",
+                   "report": "beam_tfrecords.pipelines.report"}
 USAGE = """\
-usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema} ...  (each has --help)
+usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report} ...  (each has --help)
        beam-tfrecords --version
 
   init     print a config inferred from the input data (types, shapes, missing values)
@@ -189,6 +213,7 @@ usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema} ...  (each ha
   verify   check a built version's records, sizes and checksums against its manifest
   inspect  print the first examples and a per-feature summary
   schema   print the tf.io parse spec of a version or a config
+  report   write a version's report.html (statistics, shards, rejects), --against another
 
 An error you can act on is one line on stderr; anything else is a bug of ours and prints its
 traceback. --debug (anywhere on the line) prints the traceback of every error."""

@@ -23,20 +23,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from beam_tfrecords.sinks.format.shard_plan import format_bytes
+
 __all__ = ["ProgressMeter", "ProgressReporter", "format_bytes", "format_duration",
            "format_progress"]
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 10.0  # seconds between lines
-
-
-def format_bytes(n: float) -> str:
-    """Decimal units, as in the config's sizes (``150MB`` is 150 * 10**6 bytes)."""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
 
 
 def format_duration(seconds: float) -> str:

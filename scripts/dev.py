@@ -2,7 +2,7 @@
 
     python3 scripts/dev.py demo   # build configs/demo.yaml on DirectRunner into ./output/demo
     python3 scripts/dev.py test   # run the whole test suite (TensorFlow cross-checks included)
-    python3 scripts/dev.py test --fast   # only the quick tier (no slow, gcs, tf, tfdv, e2e)
+    python3 scripts/dev.py test --fast   # only the quick tier (no test marked in pytest.ini)
     python3 scripts/dev.py docs   # build the documentation (mkdocs build --strict) into site/
 
 Each command creates what it needs and reuses it next time:
@@ -155,7 +155,7 @@ def run_pytest(python: pathlib.Path, args: list[str], tensorflow: bool = True) -
     return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
-FAST = ["-m", "not slow and not gcs and not tf and not tfdv and not e2e"]
+FAST = ["-m", "not slow and not gcs and not tf and not tfdv and not e2e and not browser"]
 # Whole test files spread over every core (pytest-xdist): a file's module fixtures (builds
 # shared by its tests) run once, and tests/conftest.py puts the longest files first.
 PARALLEL = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]

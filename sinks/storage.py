@@ -553,19 +553,21 @@ def rename(source: str, destination: str) -> None:
     FileSystems.rename([source], [destination])
 
 
-def write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes,
+                 content_type: str = "application/octet-stream") -> None:
     """Readers see the old content or the new, never a partial file.
 
     Locally: write a unique temporary beside it, then ``os.replace``. On Cloud Storage an
     object becomes visible only when its upload completes, so one upload (retried whole) is
-    atomic; other object stores behave alike through FileSystems.
+    atomic; other object stores behave alike through FileSystems. ``content_type`` is the
+    object's on Cloud Storage (``text/html``: a browser opening it from the bucket shows the
+    page instead of downloading it).
     """
     if is_gcs(path):
         bucket, name = _split_gcs(path)
         blob = gcs_client().bucket(bucket).blob(name)
         with _gcs_errors("upload of", path):
-            blob.upload_from_string(data, content_type="application/octet-stream",
-                                    retry=_retry())
+            blob.upload_from_string(data, content_type=content_type, retry=_retry())
         return
     if not is_local(path):
         with open_write(path) as handle:

@@ -42,6 +42,44 @@ def tfdv_python() -> str:
     return candidate
 
 
+# Debian's packages; .ci/run installs them (apt-get install chromium chromium-driver).
+CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")
+# Set by .ci/run only when the machine cannot install them: the browser tests skip saying why.
+NO_BROWSER = "BEAM_TFRECORDS_NO_BROWSER"
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """A headless Chromium driven by its chromedriver through Selenium, logging the console
+    (``get_log("browser")``) and the DevTools network events (``get_log("performance")``).
+
+    Missing, it fails the tests that use it (a green run must mean a real browser opened
+    the page) unless .ci/run found it could not install it and said why in
+    ``BEAM_TFRECORDS_NO_BROWSER``.
+    """
+    missing = [path for path in CHROMIUM if not pathlib.Path(path).exists()]
+    if missing:
+        if os.environ.get(NO_BROWSER):
+            pytest.skip(f"no browser: {os.environ[NO_BROWSER]}")
+        pytest.fail(f"no {' or '.join(missing)}: run `apt-get install chromium "
+                    "chromium-driver` (as .ci/run does)", pytrace=False)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM[0]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--hide-scrollbars", "--window-size=1280,1000", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMIUM[1]), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
 @pytest.fixture
 def read_with_tf(tf_python, tmp_path):
     """Run TensorFlow over files: ``read_with_tf(files, spec=path | raw=True, compression)``."""
@@ -84,7 +122,7 @@ def _gcs_emulator_module():
 
 # The tiers a fixture puts a test in (markers registered in pytest.ini).
 _FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf",
-                  "tfdv_python": "tfdv"}
+                  "tfdv_python": "tfdv", "chromium": "browser"}
 
 
 # The longest test files, longest first (measured with `pytest --durations=0`). The README's

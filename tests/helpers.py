@@ -7,6 +7,7 @@ nothing here is installed.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,8 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.manifest import crc32c_b64
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["checked_records", "demo_csv_parts", "read_examples", "read_records", "shard_paths"]
+__all__ = ["HOSTILE", "checked_records", "demo_csv_parts", "read_examples", "read_records",
+           "report_sample", "shard_paths", "split_statistics"]
 
 Path = pathlib.Path | str
 
@@ -69,3 +71,99 @@ def demo_csv_parts(folder: pathlib.Path, parts: int = 40) -> str:
         (folder / f"part-{k:02d}.csv").write_text(
             "\n".join([header, *rows[k * size:(k + 1) * size]]) + "\n")
     return str(folder / "*.csv")
+
+
+# Values that would run or load something if a page showed them unescaped.
+HOSTILE = ("<script>alert(1)</script>", "</svg><img src=x onerror=alert(1)>")
+
+
+def split_statistics(records: list[dict], specs: list, split: str,
+                     images: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The statistics of ``records`` encoded with ``specs``, as a version's
+    ``FeatureStats.pb`` holds them and the report reads them back: computed by the build's
+    accumulators, encoded by our wire code and decoded again."""
+    from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
+    from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator, kinds_for_specs
+    from beam_tfrecords.transforms.stats.statistics_wire import (
+        decode_statistics_list,
+        encode_statistics_list,
+    )
+
+    encoder = ExampleEncoder(specs)
+    acc = DatasetAccumulator(kinds_for_specs(specs, images=images))
+    acc.add_serialized(encoder.encode(r) for r in records)
+    return decode_statistics_list(encode_statistics_list([acc.result(split)]))[0]
+
+
+@functools.cache
+def report_sample(rows: int = 600, hostile: bool = True) -> tuple[Any, Any, list]:
+    """(current, previous, anomalies) for render_report: two versions of a small data set
+    of two splits -- numbers, a list, categories (one of them :data:`HOSTILE`), a feature
+    that appeared and one that went -- with rejects, unread input and shard sizes around
+    the band, the current version drifted (fewer rows, a column half null, a shifted mean).
+    Cached: do not change what it returns (``report_sample.__wrapped__`` computes afresh)."""
+    import random
+
+    from beam_tfrecords.sinks.format.report_html import Anomaly, Reason, VersionFacts
+    from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+
+    countries = ["de", "fr", "us", "jp", "br"] + list(HOSTILE if hostile else ())
+
+    def version(seed: int, n: int, shift: float, null_share: float, new: bool):
+        rng = random.Random(seed)
+        specs = [FeatureSpec("age", "int64"), FeatureSpec("income", "float", missing="omit"),
+                 FeatureSpec("country", "string"), FeatureSpec("scores", "float", shape=(-1,))]
+        specs.append(FeatureSpec("signup_channel" if new else "legacy_flag", "string"))
+        if hostile:
+            specs.append(FeatureSpec(HOSTILE[1], "int64"))
+        records = []
+        for i in range(n):
+            weights = [5, 4, 6, 2, 1] + [1] * (len(countries) - 5)
+            values = countries + ["nz"] * new  # a value the previous version never had
+            record = {"age": int(rng.gauss(38 + shift, 9)),
+                      "income": None if rng.random() < null_share else rng.lognormvariate(10, .5),
+                      "country": rng.choices(values, weights + [2] * new)[0],
+                      "scores": [rng.random() for _ in range(rng.randint(0, 4))],
+                      "signup_channel" if new else "legacy_flag":
+                          rng.choice(["web", "app", "store"] if new else ["y", "n"]),
+                      HOSTILE[1]: i % 3}
+            records.append(record)
+        cut = n * 4 // 5
+        return {"train": split_statistics(records[:cut], specs, "train"),
+                "eval": split_statistics(records[cut:], specs, "eval")}
+
+    band = (1_000_000, 1_500_000, 2_000_000)
+    source = "gs://bucket/in/" + ("<img src=x onerror=alert(1)>.csv" if hostile else "part-3.csv")
+    rejected = [Reason("income: not a number", 7, (
+        {"source": source, "row": 18, "feature": "income", "value": "'n/a'",
+         "record": f"['17', 'n/a', {countries[-1]!r}]"},)),
+        Reason("age: missing (the feature is required)", 2, (
+            {"source": source, "row": 40, "feature": "age", "value": "None", "record": ""},))]
+    unread = [Reason("an unterminated quote runs to the end of the file", 1, (
+        {"source": source, "row": 580, "offset": 41_200, "bytes": 1_830, "kind": "unread"},))]
+    current = VersionFacts(
+        name="people", version="20260601T030000Z", created="2026-06-01T03:04:05.000000Z",
+        counts={"read": 509, "written": 500, "rejected": 9,
+                "unread": {"files": 1, "bytes": 1_830, "rows": 0}},
+        records={"train": 400, "eval": 100},
+        shards={"train": (1_480_000, 1_520_000, 1_610_000, 1_390_000, 420_000),
+                "eval": (1_450_000, 2_300_000)},
+        band=band, statistics=version(2, 500, 6.0, 0.5, True), rejected=rejected,
+        unread=unread)
+    previous = VersionFacts(
+        name="people", version="20260501T030000Z", created="2026-05-01T03:04:05.000000Z",
+        counts={"read": rows, "written": rows, "rejected": 0},
+        records={"train": rows * 4 // 5, "eval": rows // 5},
+        shards={"train": (1_500_000,) * 5, "eval": (1_200_000,)}, band=band,
+        statistics=version(1, rows, 0.0, 0.0, False))
+    anomalies = [
+        Anomaly("income", "missing_fraction", "income is missing in 50.4% of train examples "
+                "(was 0%), more than the threshold 0.05", "error"),
+        Anomaly("age", "js_divergence", "age's distribution moved: Jensen-Shannon divergence "
+                "0.21 > 0.1", "warning"),
+        Anomaly("", "record_count", "train holds 400 records, 16.7% fewer than 480", "error"),
+    ]
+    if hostile:
+        anomalies.append(Anomaly("country", "new_values", f"new value {HOSTILE[0]!r}",
+                                 "warning"))
+    return current, previous, anomalies

@@ -19,7 +19,7 @@ import decimal
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["Part", "ShardSize", "derive_band", "parse_size", "plan_shards",
+__all__ = ["Part", "ShardSize", "derive_band", "format_bytes", "parse_size", "plan_shards",
            "should_roll_before"]
 
 _UNITS = {
@@ -49,6 +49,16 @@ def parse_size(value: int | str) -> int:
     if size <= 0:
         raise ValueError("a size must be positive")
     return size
+
+
+def format_bytes(n: float) -> str:
+    """Decimal units, as in the config's sizes (``150MB`` is 150 * 10**6 bytes): what
+    :func:`parse_size` reads."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
 
 
 @dataclasses.dataclass(frozen=True)
