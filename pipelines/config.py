@@ -91,6 +91,9 @@ class OutputConfig:
     # output.shuffle.seed: shards hold their records in this seed's pseudo-random order,
     # byte-identical on every runner (sinks/shuffled_shards.py); None: arrival order.
     shuffle_seed: int | None = None
+    # output.statistics: per-split statistics (statistics/Split-<split>/FeatureStats.pb)
+    # from the encoding pass; false: none.
+    statistics: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +136,9 @@ class Config:
         seed = resolved["output"].pop("shuffle_seed", None)
         if seed is not None:
             resolved["output"]["shuffle"] = {"seed": seed}
+        # Likewise statistics: only when turned off (they change no shard).
+        if resolved["output"].pop("statistics", True) is False:
+            resolved["output"]["statistics"] = False
         return resolved
 
     def sha256(self) -> str:
@@ -234,9 +240,11 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
     if index and compression != "none":
         raise _fail("output.index", index, f"needs compression none: offsets into a "
                                            f"{compression} stream do not address the file")
+    statistics = _typed("output.statistics", raw.get("statistics", True), bool, "true or false")
     return OutputConfig(path=path, compression=compression, shard_size=size,
                         shard_name=shard_name, index=index,
-                        shuffle_seed=_parse_shuffle(raw.get("shuffle", False)))
+                        shuffle_seed=_parse_shuffle(raw.get("shuffle", False)),
+                        statistics=statistics)
 
 
 def _parse_shuffle(raw: Any) -> int | None:

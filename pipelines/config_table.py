@@ -82,6 +82,9 @@ _OUTPUT = (
               default="`false`"),
     ConfigKey("output.shuffle.seed", "integer", "The shuffle's seed.", "0 to 2^63 - 1",
               required=True),
+    ConfigKey("output.statistics", "bool", "Write per-split statistics in TensorFlow Data "
+              "Validation's format, `statistics/Split-<split>/FeatureStats.pb`, computed in the "
+              "same pass ([Statistics](statistics.md)).", default="`true`"),
 )
 _ERRORS = (
     ConfigKey("errors", "mapping", "How many bad records a build accepts.",

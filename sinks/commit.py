@@ -23,7 +23,8 @@ A build's life on an output root, every step proven by what it reads back:
    falls between the check and the step) -- either *fail* -- dead letters kept under
    ``.failed/<version>-<build>/`` with ``failure.json``, the version folder rolled back --
    or write ``feature_spec.json``, the files other readers need (``schema.pbtxt``, TFDS's
-   ``features.json`` and ``dataset_info.json``) and ``manifest.json`` (created exclusively:
+   ``features.json`` and ``dataset_info.json``), the statistics of every split
+   (``statistics/Split-<split>/FeatureStats.pb``) and ``manifest.json`` (created exclusively:
    a committed version is never rewritten), move ``LATEST`` (never back to an older version), remove
    staging and apply retention. A build a worker stopped early (sinks/early_stop.py) never
    reaches this step: its launcher fails it the same way (:func:`fail_stopped_early`).
@@ -41,6 +42,8 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import crc32c
 
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
@@ -125,6 +128,9 @@ class CommitSpec:
     # The lease's time to live, fixed where the build was launched (default_ttl()): every
     # worker renews it with the same one.
     lease_ttl: float = dataclasses.field(default_factory=default_ttl)
+    # Statistics on: per split name, the serialized statistics of a split without Examples
+    # (what the commit writes for a split no statistics arrived for); None: statistics off.
+    statistics: Mapping[str, bytes] | None = None
 
     @property
     def job_lease(self) -> JobLease | None:
@@ -141,7 +147,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
                      abort_window: int = 0, keep: int = 5,
                      extra: Mapping[str, Any] | None = None, shuffle_seed: int | None = None,
                      allow_non_empty: bool = False, wait_for_lease: float = 0.0,
-                     use_lease: bool = True) -> CommitSpec:
+                     use_lease: bool = True, statistics: Mapping[str, bytes] | None = None
+                     ) -> CommitSpec:
     """The one way a launcher (the command line, the library transform) describes a build to
     its commit step; the tool's version and the lease's time to live are this process's.
 
@@ -160,6 +167,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
       allow_non_empty, wait_for_lease: how the job's first step takes the output
         (:func:`initialize_write`).
       use_lease: fence on the output's lease (off only for tests that drive the sink alone).
+      statistics: write per-split statistics: per split, those of no Examples (for a split
+        that gets none); None: no statistics.
 
     Returns:
       The CommitSpec.
@@ -171,7 +180,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         max_bad_fraction=max_bad_fraction, max_unread_fraction=max_unread_fraction,
         abort_window=abort_window, keep=keep, extra=dict(extra or {}),
         documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
-        allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease)
+        allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease,
+        statistics=None if statistics is None else dict(statistics))
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -686,7 +696,8 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
     storage.delete(paths)
     storage.delete_tree(layout.staging)
     storage.delete([layout.feature_spec, layout.marker]
-                   + [storage.join(layout.version_dir, n) for n in lay.METADATA_FILES])
+                   + [storage.join(layout.version_dir, n) for n in lay.METADATA_FILES]
+                   + [lay.statistics_path(layout.version_dir, s) for s in shards])
     if storage.is_local(layout.version_dir):
         _remove_empty_dirs(layout.version_dir)
 
@@ -717,21 +728,42 @@ def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[s
     return {"metadata_files": [n for n in lay.METADATA_FILES if n in files], "tfds": tfds}
 
 
+def _write_statistics(spec: CommitSpec, splits: Iterable[str],
+                      statistics: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
+    """Write each split's ``statistics/Split-<split>/FeatureStats.pb``; returns the
+    manifest's account of them: per split its path, bytes and crc32c."""
+    got = dict(statistics)
+    entries = {}
+    for split in sorted(set(splits) | set(spec.statistics or {}) | set(got)):
+        data = got.get(split)
+        if data is None:
+            data = (spec.statistics or {}).get(split)
+        if data is None:
+            raise ValueError(f"no statistics for split {split!r}")
+        path = lay.statistics_path(spec.layout.version_dir, split)
+        storage.write_atomic(path, bytes(data))
+        entries[split] = {"path": mf.relative_path(path, spec.layout.version_dir),
+                          "bytes": len(data), "crc32c": mf.crc32c_b64(crc32c.crc32c(data))}
+    return entries
+
+
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
-                   dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
-                   ) -> dict[str, Any]:
+                   dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]],
+                   statistics: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any]:
     """Commit (or fail and roll back) one build; returns the manifest document. Either way
-    the build is over, and its lease on the output is released."""
+    the build is over, and its lease on the output is released. ``statistics``:
+    ``(split, serialized DatasetFeatureStatisticsList)`` of the splits that hold Examples,
+    when ``spec.statistics`` is on."""
     try:
-        return _commit_version(spec, shards, dead, counts)
+        return _commit_version(spec, shards, dead, counts, statistics)
     finally:
         if spec.use_lease:
             _job_lease(spec).release(build_done=True)
 
 
 def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
-                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
-                    ) -> dict[str, Any]:
+                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]],
+                    statistics: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any]:
     layout = spec.layout
     _fence(spec)
     totals = sum_counts(counts)
@@ -761,6 +793,8 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
+    if spec.statistics is not None:
+        document["statistics"] = _write_statistics(spec, shards, statistics)
     with _fenced(spec, "the commit"):  # no takeover can fall between its check and these
         # Says "the manifest may exist but LATEST may not name it yet" until staging goes,
         # after LATEST moved: what the next build's roll-forward looks for.

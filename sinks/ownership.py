@@ -46,7 +46,8 @@ _BUILD_FILES = re.compile(
     rf"({_ROOT_FILES}"
     rf"|[^/]+/{_SHARD}(\.index)?"
     rf"|{re.escape(lay.INDEX)}/[^/]+/{_SHARD}\.index"
-    rf"|{re.escape(lay.DEAD_LETTER)}/rejected-\d{{5}}-of-\d{{5}}\.jsonl)"
+    rf"|{re.escape(lay.DEAD_LETTER)}/rejected-\d{{5}}-of-\d{{5}}\.jsonl"
+    rf"|{re.escape(lay.STATISTICS)}/Split-[^/]+/{re.escape(lay.STATISTICS_FILE)})"
     r"(\.tmp-[0-9a-f]{32})?")
 
 

@@ -65,6 +65,7 @@ SAMPLES: dict[str, dict] = {
     "output.index": {"output.index": True},
     "output.shuffle": {"output.shuffle": {"seed": 7}},
     "output.shuffle.seed": {"output.shuffle": {"seed": 7}},
+    "output.statistics": {"output.statistics": False},
     "errors": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_bad_fraction": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_unread_fraction": {"errors": {"max_unread_fraction": 0.5}},
