@@ -237,7 +237,9 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
         config.features, config.splits, max_record_bytes=config.output.shard_size.max,
         statistics=spec.statistics is not None)
     parts = {"examples": built.examples, "rejected": (read[REJECTED], built.rejected),
-             "counts": (read[COUNTS], built.counts), "statistics": built.get("statistics")}
+             "counts": (read[COUNTS], built.counts)}
+    if "statistics" in built:  # (split, serialized statistics)
+        parts["statistics"] = built["statistics"]
     manifest = parts | "WriteDataset" >> WriteDataset(
         spec, config.splits.names, config.output.shard_size, config.output.index,
         config.output.shard_name)

@@ -263,6 +263,10 @@ def listed_by_manifest(entry: Entry) -> list[str]:
         for extra in doc.get(key, []) if isinstance(doc.get(key), list) else []:
             if isinstance(extra, str):
                 listed.add(extra)
+    stats = doc.get("statistics")
+    for listed_stats in stats.values() if isinstance(stats, dict) else []:
+        if isinstance(listed_stats, dict) and isinstance(listed_stats.get("path"), str):
+            listed.add(listed_stats["path"])
     present = [f for f in entry.files
                if f in listed or f.startswith(lay.STAGING + "/")]
     rest = sorted(f for f in present if f != lay.MANIFEST)
