@@ -260,6 +260,9 @@ def _other_listed(manifest: dict) -> Iterator[tuple[str, str]]:
     for key, what in _PATH_LISTS.items():
         for path in manifest.get(key, []):
             yield path, what
+    gate = manifest.get("gate")
+    if isinstance(gate, dict) and _inside(gate.get("path")):
+        yield gate["path"], "drift gate's anomalies file"
 
 
 def _tfrecord_evidence(path: str) -> str:

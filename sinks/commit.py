@@ -131,6 +131,11 @@ class CommitSpec:
     # Statistics on: per split name, the serialized statistics of a split without Examples
     # (what the commit writes for a split no statistics arrived for); None: statistics off.
     statistics: Mapping[str, bytes] | None = None
+    # The drift gate (with statistics): called as gate(root, the version LATEST names or None,
+    # the manifest document, {split: statistics bytes}) -> the anomalies.json document
+    # ({"passed": bool, "against", "line", ...}). A gate that did not pass commits the
+    # version but leaves LATEST where it is. None: no gate.
+    gate: Any = None
 
     @property
     def job_lease(self) -> JobLease | None:
@@ -147,8 +152,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
                      abort_window: int = 0, keep: int = 5,
                      extra: Mapping[str, Any] | None = None, shuffle_seed: int | None = None,
                      allow_non_empty: bool = False, wait_for_lease: float = 0.0,
-                     use_lease: bool = True, statistics: Mapping[str, bytes] | None = None
-                     ) -> CommitSpec:
+                     use_lease: bool = True, statistics: Mapping[str, bytes] | None = None,
+                     gate: Any = None) -> CommitSpec:
     """The one way a launcher (the command line, the library transform) describes a build to
     its commit step; the tool's version and the lease's time to live are this process's.
 
@@ -169,6 +174,7 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
       use_lease: fence on the output's lease (off only for tests that drive the sink alone).
       statistics: write per-split statistics: per split, those of no Examples (for a split
         that gets none); None: no statistics.
+      gate: the drift gate (``CommitSpec.gate``), with statistics only; None: no gate.
 
     Returns:
       The CommitSpec.
@@ -181,7 +187,7 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         abort_window=abort_window, keep=keep, extra=dict(extra or {}),
         documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
         allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease,
-        statistics=None if statistics is None else dict(statistics))
+        statistics=None if statistics is None else dict(statistics), gate=gate)
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -333,14 +339,25 @@ def _remove_empty_dirs(base: str) -> None:
             pass  # not empty: something that is not ours stays, and so does its folder
 
 
+def _awaiting_promotion(manifest: Mapping[str, Any], latest_created: str) -> bool:
+    """A version the drift gate held back, newer than LATEST's: kept for review."""
+    gate = manifest.get("gate")
+    return (isinstance(gate, dict) and gate.get("passed") is False
+            and str(manifest.get("created", "")) > latest_created)
+
+
 def apply_retention(root: str, keep: int, latest: str | None) -> list[str]:
     """Delete all but the newest ``keep`` committed versions -- never the one LATEST names --
-    and all but the newest ``keep`` failed builds' dead letters. Only files a version's
+    nor one the drift gate held back that is newer (awaiting promotion) -- and all but the
+    newest ``keep`` failed builds' dead letters. Only files a version's
     manifest lists (or a failed build's failure.json) are deleted, the manifest first, so a
     deletion cut short leaves no broken data set; anything else in the folder stays."""
     state = ownership.scan(root)
     versions = sorted(state.committed, key=lambda e: str(e.manifest.get("created", "")))
-    doomed = [e for e in versions[:max(len(versions) - keep, 0)] if e.name != latest]
+    latest_created = next((str(e.manifest.get("created", "")) for e in versions
+                           if e.name == latest), "")
+    doomed = [e for e in versions[:max(len(versions) - keep, 0)] if e.name != latest
+              and not _awaiting_promotion(e.manifest, latest_created)]
     for entry in doomed:
         _delete_relative(storage.join(root, entry.name), ownership.listed_by_manifest(entry))
         _LOG.info("retention: removed version %s", entry.name)
@@ -696,7 +713,8 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
     storage.delete(paths)
     storage.delete_tree(layout.staging)
     storage.delete([layout.feature_spec, layout.marker]
-                   + [storage.join(layout.version_dir, n) for n in lay.METADATA_FILES]
+                   + [storage.join(layout.version_dir, n)
+                      for n in (*lay.METADATA_FILES, lay.ANOMALIES)]
                    + [lay.statistics_path(layout.version_dir, s) for s in shards])
     if storage.is_local(layout.version_dir):
         _remove_empty_dirs(layout.version_dir)
@@ -728,23 +746,45 @@ def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[s
     return {"metadata_files": [n for n in lay.METADATA_FILES if n in files], "tfds": tfds}
 
 
-def _write_statistics(spec: CommitSpec, splits: Iterable[str],
-                      statistics: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
-    """Write each split's ``statistics/Split-<split>/FeatureStats.pb``; returns the
-    manifest's account of them: per split its path, bytes and crc32c."""
-    got = dict(statistics)
-    entries = {}
+def _statistics_files(spec: CommitSpec, splits: Iterable[str],
+                      statistics: Iterable[tuple[str, bytes]]) -> dict[str, bytes]:
+    """Each split's serialized statistics: those computed, else those of no Examples."""
+    got = {split: bytes(data) for split, data in statistics}
+    files = {}
     for split in sorted(set(splits) | set(spec.statistics or {}) | set(got)):
         data = got.get(split)
         if data is None:
             data = (spec.statistics or {}).get(split)
         if data is None:
             raise ValueError(f"no statistics for split {split!r}")
+        files[split] = data
+    return files
+
+
+def _write_statistics(spec: CommitSpec, files: Mapping[str, bytes]) -> dict[str, Any]:
+    """Write each split's ``statistics/Split-<split>/FeatureStats.pb``; returns the
+    manifest's account of them: per split its path, bytes and crc32c."""
+    entries = {}
+    for split, data in files.items():
         path = lay.statistics_path(spec.layout.version_dir, split)
         storage.write_atomic(path, bytes(data))
         entries[split] = {"path": mf.relative_path(path, spec.layout.version_dir),
                           "bytes": len(data), "crc32c": mf.crc32c_b64(crc32c.crc32c(data))}
     return entries
+
+
+def _judge(spec: CommitSpec, document: dict[str, Any], files: Mapping[str, bytes]) -> bool:
+    """Run the drift gate against the version LATEST names, write ``anomalies.json`` and
+    record the verdict in the manifest's ``gate``; returns whether it passed."""
+    layout = spec.layout
+    found = spec.gate(layout.root, read_latest(layout.root), document, files)
+    storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.ANOMALIES),
+                         mf.dumps(found))
+    passed = bool(found["passed"])
+    document["gate"] = {"path": lay.ANOMALIES, "passed": passed, "against": found["against"],
+                        "anomalies": len(found["anomalies"]), "line": found.get("line", ""),
+                        **({"note": found["note"]} if found.get("note") else {})}
+    return passed
 
 
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
@@ -793,17 +833,24 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
+    passed = True
     if spec.statistics is not None:
-        document["statistics"] = _write_statistics(spec, shards, statistics)
+        files = _statistics_files(spec, shards, statistics)
+        document["statistics"] = _write_statistics(spec, files)
+        if spec.gate is not None:
+            passed = _judge(spec, document, files)
     with _fenced(spec, "the commit"):  # no takeover can fall between its check and these
         # Says "the manifest may exist but LATEST may not name it yet" until staging goes,
-        # after LATEST moved: what the next build's roll-forward looks for.
-        storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
-                                                    within=(lay.STAGING,)), b"")
+        # after LATEST moved: what the next build's roll-forward looks for. A version the
+        # gate held back has none: only promote moves LATEST to it.
+        if passed:
+            storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
+                                                        within=(lay.STAGING,)), b"")
         if conditional.create(layout.manifest, mf.dumps(document)) is None:
             raise CommitError(f"{layout.manifest} appeared while this build committed; a "
                               "committed version is never rewritten")
-        move_latest(layout.root, layout.version, document["created"])
+        if passed:
+            move_latest(layout.root, layout.version, document["created"])
         storage.delete_tree(layout.staging)
         apply_retention(layout.root, spec.keep, read_latest(layout.root))
     return document

@@ -41,7 +41,8 @@ TOOL = "beam-tfrecords"
 # Shards end .tfrecord[.gz|.deflate] (.zlib: versions written before); index sidecars are
 # index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
 _SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
-_ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, *lay.METADATA_FILES)))
+_ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, lay.ANOMALIES,
+                                       *lay.METADATA_FILES)))
 _BUILD_FILES = re.compile(
     rf"({_ROOT_FILES}"
     rf"|[^/]+/{_SHARD}(\.index)?"
@@ -263,6 +264,9 @@ def listed_by_manifest(entry: Entry) -> list[str]:
         for extra in doc.get(key, []) if isinstance(doc.get(key), list) else []:
             if isinstance(extra, str):
                 listed.add(extra)
+    gate = doc.get("gate")
+    if isinstance(gate, dict) and isinstance(gate.get("path"), str):
+        listed.add(gate["path"])
     stats = doc.get("statistics")
     for listed_stats in stats.values() if isinstance(stats, dict) else []:
         if isinstance(listed_stats, dict) and isinstance(listed_stats.get("path"), str):

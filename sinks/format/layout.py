@@ -14,6 +14,7 @@
     features.json         TensorFlow Datasets' features and splits, when TFDS can load it
     dataset_info.json
     statistics/Split-<split>/FeatureStats.pb                TFDV statistics, as TFX lays them out
+    anomalies.json        the drift gate's findings, when the config has a gate
     <split>/<name>-00000-of-00007.tfrecord[.gz|.deflate]   shards only, nothing else
     index/<split>/<shard file name>.index                   index sidecars, when written
     dead_letter/rejected-00000-of-00001.jsonl
@@ -39,6 +40,7 @@ import re
 from beam_tfrecords.errors import UserError
 
 __all__ = [
+    "ANOMALIES",
     "DEAD_LETTER",
     "FAILED",
     "FAILURE",
@@ -86,6 +88,7 @@ DEAD_LETTER = "dead_letter"
 # open ``statistics/Split-<split>/FeatureStats.pb`` as it is.
 STATISTICS = "statistics"
 STATISTICS_FILE = "FeatureStats.pb"
+ANOMALIES = "anomalies.json"  # the drift gate's findings against the previous version
 # Index sidecars live in a tree of their own, so that ``<split>/*`` matches shards only (Beam's
 # ReadFromTFRecord and tf.data users glob split folders).
 INDEX = "index"
@@ -104,7 +107,7 @@ PUBLISHING = "publishing"
 # on case-insensitive filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
                                          FEATURE_SPEC, DEAD_LETTER, FAILURE, STATISTICS,
-                                         STATISTICS_FILE, FAILED, INDEX, *METADATA_FILES,
+                                         STATISTICS_FILE, ANOMALIES, FAILED, INDEX, *METADATA_FILES,
                                          SHUFFLE, EARLY_STOP, PROGRESS, PUBLISHING))
 # One path segment of a file or folder the build names itself: a shard, a part, a uuid.
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]{1,255}")

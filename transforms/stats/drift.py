@@ -94,7 +94,8 @@ class Anomaly:
     def as_dict(self) -> dict[str, Any]:
         severity = self.severity
         return {"kind": self.kind, "split": self.split, "feature": self.feature,
-                "value": self.value, "threshold": self.threshold,
+                "value": self.value if math.isfinite(self.value) else None,
+                "threshold": self.threshold,
                 "severity": None if math.isinf(severity) else severity,
                 "message": self.message}
 
@@ -332,9 +333,10 @@ def one_line(anomalies: Sequence[Anomaly], worst: int = 3) -> str:
 
 def document(anomalies: Sequence[Anomaly], against: str | None, thresholds: Thresholds,
              note: str = "") -> dict[str, Any]:
-    """``anomalies.json``: whether the gate passed, against which version, the thresholds and
-    every anomaly (worst first)."""
+    """``anomalies.json``: whether the gate passed, against which version, its one line, the
+    thresholds and every anomaly (worst first)."""
     return {"passed": not anomalies, "against": against,
+            "line": one_line(anomalies) if anomalies else "",
             "thresholds": dataclasses.asdict(thresholds),
             "anomalies": [a.as_dict() for a in anomalies],
             **({"note": note} if note else {})}
