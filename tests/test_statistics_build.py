@@ -80,12 +80,32 @@ def test_every_split_has_its_statistics_in_tfx_layout(name, versions):
 def test_committed_statistics_are_those_of_the_committed_examples(name, versions):
     """The columns the encoder wrote give the same bytes as decoding every Example."""
     version, manifest = versions[name], _manifest(versions[name])
-    kinds = statistics_kinds(load_config(str(ROOT / "configs" / f"{name}.yaml")).features)
+    specs = load_config(str(ROOT / "configs" / f"{name}.yaml")).features
+    kinds = statistics_kinds(specs)
+    images = [s.name for s in specs if s.source == ("image",) and s.dtype == "bytes"]
     for split in manifest["splits"]:
         acc = DatasetAccumulator(kinds)
         for path in shard_paths(version, manifest, split):
-            acc.add_serialized(read_records(path))
+            records = read_records(path)
+            acc.add_serialized(records)
+            for key in images:  # the sample configs store each image's header facts too
+                examples = [wire.decode_example(r) for r in records]
+                acc.add_image_facts(key, [e["format"][1][0].decode() for e in examples],
+                                    [e["height"][1][0] for e in examples],
+                                    [e["width"][1][0] for e in examples])
         assert _committed(version, split) == encode_statistics_list([acc.result(split)]), split
+
+
+@pytest.mark.parametrize("name", [n for n in LOCAL if n.startswith("images")])
+def test_image_features_carry_their_format_and_sizes(name, versions):
+    version = versions[name]
+    (dataset,) = decode_statistics_list(_committed(version, "train"))
+    image = next(f for f in dataset["features"] if f["path"]["step"] == ["image_raw"])
+    assert image["type"] == "BYTES"
+    custom = {c["name"]: c for c in image["custom_stats"]}
+    assert {"image_format_histogram", "image_max_width", "image_min_height"} <= set(custom)
+    labels = {b["label"] for b in custom["image_format_histogram"]["rank_histogram"]["buckets"]}
+    assert labels <= {"JPEG", "PNG", "GIF", "BMP", "WEBP"} and labels
 
 
 def _reference(records: list[bytes]) -> dict[str, dict]:

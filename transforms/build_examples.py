@@ -32,6 +32,7 @@ from beam_tfrecords.transforms.codec.coercion import FeatureValueError
 from beam_tfrecords.transforms.codec.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.reader_files import IMAGE_SOURCE
 from beam_tfrecords.transforms.codec.split_keys import key_bytes_column, key_column, repeats
 from beam_tfrecords.transforms.codec.splits import NULL_KEY, SplitSpec, key_bytes
 from beam_tfrecords.transforms.compute_statistics import STATISTICS
@@ -69,6 +70,9 @@ class _BuildExamplesFn(beam.DoFn):
         self._max_record_bytes = max_record_bytes
         # stored key -> statistics kind; None: no statistics output
         self._stats_kinds = dict(statistics) if statistics is not None else None
+        # image features (an image reader's bytes): their header facts join the statistics
+        self._images = tuple(f for f in self._features if f.source == IMAGE_SOURCE
+                             and f.dtype == "bytes" and not f.shape and not f.sequence)
         self._built = Metrics.counter("build_examples", "examples_built")
         self._rejected = Metrics.counter("build_examples", "records_rejected")
         # Split keys hashed by the hashing process beside the build (split_hasher.py).
@@ -111,7 +115,7 @@ class _BuildExamplesFn(beam.DoFn):
 
     def _process_rows(self, chunk: RecordChunk) -> Iterator[Any]:
         # Records stay pieces until one join per split and chunk: an image is copied once.
-        by_split: dict[str, tuple[list[list[bytes]], list[int]]] = {}
+        by_split: dict[str, tuple[list[list[bytes]], list[int], list[Any]]] = {}
         splits = self._splits
         key = splits.key
         for offset, record in enumerate(chunk.records()):
@@ -134,14 +138,18 @@ class _BuildExamplesFn(beam.DoFn):
                 value = getattr(err, "value", None)
                 yield self._reject(chunk, offset, feature, str(err), value, record)
                 continue
-            records, sizes = by_split.setdefault(split, ([], []))
+            records, sizes, sources = by_split.setdefault(split, ([], [], []))
             records.append(pieces)
             sizes.append(size)
-        for split, (records, sizes) in by_split.items():
+            if self._images and isinstance(record, dict) and record.get(
+                    IMAGE_SOURCE[0]) is not None:
+                sources.append(record)
+        for split, (records, sizes, sources) in by_split.items():
             out = SerializedBatch.from_pieces(records, sizes)
             if self._stats_kinds is not None:  # (split, BatchPart)
+                images = {f.values_key: sources for f in self._images} if sources else None
                 yield beam.pvalue.TaggedOutput(STATISTICS, (split, part_from_records(
-                    out, self._stats_kinds)))
+                    out, self._stats_kinds, images)))
             yield split, out  # (split, SerializedBatch)
 
     def _process_batch(self, chunk: RecordChunk) -> tuple[int, Iterator[Any]]:

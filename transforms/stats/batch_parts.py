@@ -41,12 +41,15 @@ class BatchPart:
         default (they hold the key; they are not rows of ``columns``).
       rows: stored key -> decoded values per Example (None: missing), for keys taken from
         the serialized Examples.
+      images: stored key of an image feature -> (formats, heights, widths) its images'
+        headers gave the reader (``ImageFacts``).
     """
 
     num_rows: int
     columns: dict[str, Any] = dataclasses.field(default_factory=dict)
     defaults: dict[str, tuple[Any, np.ndarray]] = dataclasses.field(default_factory=dict)
     rows: dict[str, list] = dataclasses.field(default_factory=dict)
+    images: dict[str, tuple[list, list, list]] = dataclasses.field(default_factory=dict)
 
 
 def add_part(acc: DatasetAccumulator, part: BatchPart) -> DatasetAccumulator:
@@ -56,6 +59,8 @@ def add_part(acc: DatasetAccumulator, part: BatchPart) -> DatasetAccumulator:
         acc.feature(key).add(values, counts)
     for key, rows in part.rows.items():
         acc.feature(key).add_python(rows)
+    for key, (formats, heights, widths) in part.images.items():
+        acc.add_image_facts(key, formats, heights, widths)
     return acc
 
 
@@ -129,12 +134,17 @@ def part_for_rows(columns: Mapping[str, StoredColumn], rows: np.ndarray, n: int,
     return part
 
 
-def part_from_records(records: Iterable[bytes], kinds: Iterable[str]) -> BatchPart:
+def part_from_records(records: Iterable[bytes], kinds: Iterable[str],
+                      images: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+                      ) -> BatchPart:
     """The statistics' part of serialized Examples (the row-by-row path).
 
     Args:
       records: the serialized Examples.
       kinds: every stored key the statistics cover.
+      images: stored key of an image feature -> the source records of its Examples that
+        hold one, whose ``format``, ``height`` and ``width`` the image reader took from the
+        header.
 
     Returns:
       The BatchPart.
@@ -142,6 +152,13 @@ def part_from_records(records: Iterable[bytes], kinds: Iterable[str]) -> BatchPa
     records = list(records)
     part = BatchPart(len(records))
     part.rows = _decoded_rows(records, list(kinds))
+    for key, sources in (images or {}).items():
+        held = [r for r in sources if all(r.get(f) is not None
+                                          for f in ("format", "height", "width"))]
+        if held:
+            part.images[key] = ([str(r["format"]) for r in held],
+                                [int(r["height"]) for r in held],
+                                [int(r["width"]) for r in held])
     return part
 
 
