@@ -26,8 +26,11 @@ A build's life on an output root, every step proven by what it reads back:
    ``features.json`` and ``dataset_info.json``), the statistics of every split
    (``statistics/Split-<split>/FeatureStats.pb``) and ``manifest.json`` (created exclusively:
    a committed version is never rewritten), move ``LATEST`` (never back to an older version), remove
-   staging and apply retention. A build a worker stopped early (sinks/early_stop.py) never
-   reaches this step: its launcher fails it the same way (:func:`fail_stopped_early`).
+   staging and apply retention. With a drift gate (``CommitSpec.gate``) it also writes
+   ``anomalies.json``; a gate that did not pass commits the version without moving ``LATEST``
+   (and without the roll-forward flag: only ``promote`` publishes it). A build a worker
+   stopped early (sinks/early_stop.py) never reaches this step: its launcher fails it the
+   same way (:func:`fail_stopped_early`).
 
 A failure between the manifest and ``LATEST`` leaves a committed version that step 2 of the
 next build -- or a re-run of the same command -- publishes.
