@@ -26,6 +26,7 @@ from beam_tfrecords_tests_helpers import read_records, shard_paths
 from beam_tfrecords.pipelines import build
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.pipelines.verify import verify_path
+from beam_tfrecords.sinks import ownership
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.compute_statistics import statistics_kinds
 from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
@@ -228,3 +229,15 @@ def test_seeded_statistics_are_the_same_bytes_on_another_runner(versions, tmp_pa
                      "--direct_running_mode=multi_processing", "--direct_num_workers=2")
     for split in _manifest(version)["splits"]:
         assert _committed(version, split) == _committed(versions["csv"], split), split
+
+
+def test_a_killed_builds_statistics_and_anomalies_are_its_own_to_clean():
+    """What a build killed before its manifest left is removed by the next one: its
+    statistics and anomalies.json are names a build writes; nothing else near them is."""
+    leftover = ownership.Entry("v9", files=(
+        "statistics/Split-train/FeatureStats.pb",
+        "statistics/Split-eval/FeatureStats.pb.tmp-" + "0" * 32, "anomalies.json",
+        "statistics/notes.txt", "statistics/Split-train/other.pb"))
+    assert ownership.written_by_build(leftover) == [
+        "statistics/Split-train/FeatureStats.pb",
+        "statistics/Split-eval/FeatureStats.pb.tmp-" + "0" * 32, "anomalies.json"]
