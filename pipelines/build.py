@@ -61,6 +61,8 @@ from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.label_order import is_class_ordered
 from beam_tfrecords.transforms.codec.reader_files import image_features, reader_documents
 from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.compute_statistics import empty_statistics, statistics_kinds
+from beam_tfrecords.transforms.drift_gate import DriftGate
 from beam_tfrecords.transforms.readers import top_level_fields
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, unreadable_text
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED
@@ -189,6 +191,11 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         extra["label_vocabulary"] = list(images.vocabulary)
     documents, tfds_note = reader_documents(
         config.features, image_features(config.features, config.source.format))
+    statistics = gate = None
+    if config.output.statistics:
+        statistics = empty_statistics(statistics_kinds(config.features), config.splits.names)
+        if config.validate is not None:
+            gate = DriftGate(config.validate)
     return make_commit_spec(
         layout=layout, build_id=build_id, name=config.name,
         compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
@@ -197,6 +204,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         max_unread_fraction=config.errors.max_unread_fraction,
         abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
+        statistics=statistics, gate=gate,
     )
 
 
@@ -229,9 +237,12 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
     # (sinks/early_stop.py) would wait for the whole input.
     read = read_source(p, config, input_files, images)
     built = read["records"] | "BuildExamples" >> ToExamples(
-        config.features, config.splits, max_record_bytes=config.output.shard_size.max)
+        config.features, config.splits, max_record_bytes=config.output.shard_size.max,
+        statistics=spec.statistics is not None)
     parts = {"examples": built.examples, "rejected": (read[REJECTED], built.rejected),
              "counts": (read[COUNTS], built.counts)}
+    if "statistics" in built:  # (split, serialized statistics)
+        parts["statistics"] = built["statistics"]
     manifest = parts | "WriteDataset" >> WriteDataset(
         spec, config.splits.names, config.output.shard_size, config.output.index,
         config.output.shard_name)

@@ -1,4 +1,5 @@
-"""The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect``, ``schema`` and ``report``.
+"""The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect``, ``schema``,
+``report`` and ``promote``.
 
 An error the user can act on (a :class:`~beam_tfrecords.errors.UserError`) is one line on
 stderr, because the reader is usually a scheduler's log; anything else is a bug and prints its
@@ -12,6 +13,7 @@ Exit status (README.md publishes this table):
 0      success (also: ``build --skip-if-unchanged`` found nothing to do)
 1      the command failed; one line on stderr says why (``verify``: a problem found)
 2      a usage mistake: an unknown command or flag, a missing argument
+3      ``build``: the drift gate held the version back (committed, ``LATEST`` unmoved)
 130    stopped by SIGINT (Ctrl-C)
 141    the reader of the output went away (``| head``): stopped quietly, 128 + SIGPIPE
 143    ``build`` stopped by SIGTERM (pipelines/signals.py)
@@ -92,6 +94,30 @@ def _build(argv: Sequence[str], check_flags: bool = True) -> int:
     print(f"built {manifest['name']} version {manifest['version']}: read {counts['read']}, "
           f"written {counts['written']}, rejected {counts['rejected']}")
     print(format_summary(manifest, time.monotonic() - started))
+    gate = manifest.get("gate") or {}
+    if gate.get("passed") is False:
+        print(f"beam-tfrecords build: drift gate: version {manifest['version']} committed, "
+              f"LATEST stays at {gate.get('against')}: {gate.get('line')}; see "
+              f"{manifest['version']}/{gate.get('path')}, then beam-tfrecords promote "
+              "<output>/<version> to publish it", file=sys.stderr)
+        return EXIT_DRIFT
+    if gate.get("note"):
+        print(f"drift gate: {gate['note']}")
+    return 0
+
+
+def _promote(argv: Sequence[str]) -> int:
+    from beam_tfrecords.pipelines.promote import promote
+
+    parser = CommandParser(
+        prog="beam-tfrecords promote",
+        description="Move LATEST to a committed version the drift gate held back, after "
+                    "review (its anomalies.json says what drifted).")
+    parser.add_argument("version", help="the version folder, <output.path>/<version> "
+                                        "(local or gs://)")
+    args = parser.parse_args(argv)
+    before, now = promote(args.version)
+    print(f"LATEST now names {now} (was {before})")
     return 0
 
 
@@ -196,16 +222,18 @@ def _init(argv: list[str]) -> int:
 
 
 COMMANDS = {"init": _init, "build": _build, "verify": _verify, "inspect": _inspect,
-            "schema": _schema, "report": _report}
+            "schema": _schema, "report": _report, "promote": _promote}
 # The module each command imports on first use (Beam, pyarrow and the rest come with it).
 COMMAND_MODULES = {"init": "beam_tfrecords.pipelines.init_config",
                    "build": "beam_tfrecords.pipelines.build",
                    "verify": "beam_tfrecords.pipelines.verify",
                    "inspect": "beam_tfrecords.pipelines.inspect_examples",
                    "schema": "beam_tfrecords.pipelines.config",
-                   "report": "beam_tfrecords.pipelines.report"}
+                   "report": "beam_tfrecords.pipelines.report",
+                   "promote": "beam_tfrecords.pipelines.promote"}
 USAGE = """\
-usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report} ...  (each has --help)
+usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report,promote} ...
+       (each has --help)
        beam-tfrecords --version
 
   init     print a config inferred from the input data (types, shapes, missing values)
@@ -214,11 +242,13 @@ usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report} ...  (
   inspect  print the first examples and a per-feature summary
   schema   print the tf.io parse spec of a version or a config
   report   write a version's report.html (statistics, shards, rejects), --against another
+  promote  move LATEST to a version the drift gate held back, after review
 
 An error you can act on is one line on stderr; anything else is a bug of ours and prints its
 traceback. --debug (anywhere on the line) prints the traceback of every error."""
 DEBUG_FLAG = "--debug"
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as the shell reports a writer its reader left
+EXIT_DRIFT = 3  # build: the drift gate held the committed version back from LATEST
 # Beam appends this to the message of an error raised inside a pipeline step.
 _STEP_SUFFIX = re.compile(r"(?: \[while running '[^']*'\])+$")
 

@@ -44,6 +44,7 @@ from beam_tfrecords.transforms.readers.read_csv import CsvOptions, parse_csv_opt
 from beam_tfrecords.transforms.readers.read_images import ImagesOptions, parse_images_options
 from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions, parse_jsonl_options
 from beam_tfrecords.transforms.readers.read_parquet import ParquetOptions, parse_parquet_options
+from beam_tfrecords.transforms.stats.drift import Thresholds
 
 __all__ = [
     "Config",
@@ -91,6 +92,9 @@ class OutputConfig:
     # output.shuffle.seed: shards hold their records in this seed's pseudo-random order,
     # byte-identical on every runner (sinks/shuffled_shards.py); None: arrival order.
     shuffle_seed: int | None = None
+    # output.statistics: per-split statistics (statistics/Split-<split>/FeatureStats.pb)
+    # from the encoding pass; false: none.
+    statistics: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +116,8 @@ class Config:
     splits: SplitSpec
     output: OutputConfig
     errors: ErrorPolicy = ErrorPolicy()
+    # The drift gate's thresholds (``validate:``); None: no gate.
+    validate: Thresholds | None = None
 
     def resolved(self) -> dict[str, Any]:
         """The config with every default filled in, as JSON-ready data (for the manifest);
@@ -133,6 +139,12 @@ class Config:
         seed = resolved["output"].pop("shuffle_seed", None)
         if seed is not None:
             resolved["output"]["shuffle"] = {"seed": seed}
+        # The gate's thresholds change no shard either: shown only when the config has them.
+        if resolved.get("validate", 0) is None:
+            resolved.pop("validate")
+        # Likewise statistics: only when turned off (they change no shard).
+        if resolved["output"].pop("statistics", True) is False:
+            resolved["output"]["statistics"] = False
         return resolved
 
     def sha256(self) -> str:
@@ -234,9 +246,11 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
     if index and compression != "none":
         raise _fail("output.index", index, f"needs compression none: offsets into a "
                                            f"{compression} stream do not address the file")
+    statistics = _typed("output.statistics", raw.get("statistics", True), bool, "true or false")
     return OutputConfig(path=path, compression=compression, shard_size=size,
                         shard_name=shard_name, index=index,
-                        shuffle_seed=_parse_shuffle(raw.get("shuffle", False)))
+                        shuffle_seed=_parse_shuffle(raw.get("shuffle", False)),
+                        statistics=statistics)
 
 
 def _parse_shuffle(raw: Any) -> int | None:
@@ -275,19 +289,50 @@ def _parse_errors(raw: Any) -> ErrorPolicy:
     return ErrorPolicy(**fractions, abort_window=window)
 
 
+def _parse_validate(raw: Any) -> Thresholds | None:
+    """``validate:``: absent or ``false`` (no drift gate), or the gate's thresholds."""
+    if raw is False:
+        return None
+    raw = _mapping("validate", {} if raw is None or raw is True else raw, allowed("validate"))
+    fields: dict[str, Any] = {}
+    for name in allowed("validate"):
+        if name not in raw:
+            continue
+        value, key = raw[name], f"validate.{name}"
+        if name == "schema_changes":
+            fields[name] = _typed(key, value, bool, "true or false")
+        elif name == "ignore":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise _fail(key, value, "must be a list of feature names")
+            fields[name] = tuple(value)
+        else:
+            upper = math.inf if name == "max_count_change" else 1.0
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0.0 <= value <= upper):
+                raise _fail(key, value, "must be a number from 0" + (
+                    " up" if upper == math.inf else " to 1"))
+            fields[name] = float(value)
+    return Thresholds(**fields)
+
+
 def parse_config(raw: Any) -> Config:
     """A validated :class:`Config` from the mapping a YAML file loads to."""
     raw = _mapping("", raw, allowed(""), required(""))
     name = raw["name"]
     _named("name", "data set", name, name)
-    return Config(
+    config = Config(
         name=name,
         source=_parse_source(raw["source"]),
         features=parse_features(raw["features"]),
         splits=parse_splits(raw.get("splits")),
         output=_parse_output(raw["output"], name),
         errors=_parse_errors(raw.get("errors")),
+        validate=_parse_validate(raw.get("validate", False)),
     )
+    if config.validate is not None and not config.output.statistics:
+        raise _fail("validate", raw["validate"], "the drift gate compares statistics: it "
+                    "needs output.statistics: true")
+    return config
 
 
 def load_config(path: str) -> Config:

@@ -82,6 +82,9 @@ _OUTPUT = (
               default="`false`"),
     ConfigKey("output.shuffle.seed", "integer", "The shuffle's seed.", "0 to 2^63 - 1",
               required=True),
+    ConfigKey("output.statistics", "bool", "Write per-split statistics in TensorFlow Data "
+              "Validation's format, `statistics/Split-<split>/FeatureStats.pb`, computed in the "
+              "same pass ([Statistics](statistics.md)).", default="`true`"),
 )
 _ERRORS = (
     ConfigKey("errors", "mapping", "How many bad records a build accepts.",
@@ -97,8 +100,37 @@ _ERRORS = (
               "(design.md#a-build-that-cannot-meet-the-threshold-stops-early)); 0: never "
               "stop early.", "0 or more", field=f"{_CONFIG}:ErrorPolicy.abort_window"),
 )
+_DRIFT = "beam_tfrecords.transforms.stats.drift:Thresholds"
+_VALIDATE = (
+    ConfigKey("validate", "mapping", "The drift gate: compare each build's statistics with the "
+              "version `LATEST` names, and leave `LATEST` where it is when a difference passes "
+              "a threshold below ([Statistics](statistics.md#the-drift-gate)); `{}` for the "
+              "defaults.", default="no gate"),
+    ConfigKey("validate.max_count_change", "number", "A split's record count may change by "
+              "this share of the previous version's.", "0 or more",
+              field=f"{_DRIFT}.max_count_change"),
+    ConfigKey("validate.max_missing_change", "number", "A feature's share of Examples without "
+              "it may move by this much.", "0 to 1", field=f"{_DRIFT}.max_missing_change"),
+    ConfigKey("validate.max_linf", "number", "The largest L-infinity distance between a "
+              "string feature's value shares.", "0 to 1", field=f"{_DRIFT}.max_linf"),
+    ConfigKey("validate.max_jsd", "number", "The largest Jensen-Shannon divergence (base 2) "
+              "between a number feature's distributions.", "0 to 1",
+              field=f"{_DRIFT}.max_jsd"),
+    ConfigKey("validate.max_new_values", "number", "The share of a string feature's values "
+              "that may belong to values new to the version (or vanished from it).", "0 to 1",
+              field=f"{_DRIFT}.max_new_values"),
+    ConfigKey("validate.max_reject_increase", "number", "The rejected share of records read "
+              "may grow by this much.", "0 to 1", field=f"{_DRIFT}.max_reject_increase"),
+    ConfigKey("validate.max_unread_increase", "number", "The unread share of the input bytes "
+              "may grow by this much.", "0 to 1", field=f"{_DRIFT}.max_unread_increase"),
+    ConfigKey("validate.schema_changes", "bool", "Features added, removed or retyped pass.",
+              field=f"{_DRIFT}.schema_changes"),
+    ConfigKey("validate.ignore", "list of strings", "Features left out of the per-feature "
+              "checks (ids, timestamps: they drift by design).", "stored feature keys",
+              default="none"),
+)
 # The config's own sections' keys (the formats', features' and splits' are elsewhere).
-SECTION_KEYS: tuple[ConfigKey, ...] = _ROOT + _SOURCE + _REST + _OUTPUT + _ERRORS
+SECTION_KEYS: tuple[ConfigKey, ...] = _ROOT + _SOURCE + _REST + _OUTPUT + _ERRORS + _VALIDATE
 
 
 def _format_section(fmt: formats.FormatDescriptor) -> ConfigKey:
@@ -115,7 +147,7 @@ def config_keys() -> tuple[ConfigKey, ...]:
     by_format = tuple(key for fmt in formats.FORMATS
                       for key in (_format_section(fmt), *fmt.config_keys()))
     return (_ROOT + _SOURCE + by_format + _REST[:1] + FEATURE_KEYS + _REST[1:] + SPLIT_KEYS
-            + _OUTPUT + _ERRORS)
+            + _OUTPUT + _ERRORS + _VALIDATE)
 
 
 def allowed(parent: str) -> tuple[str, ...]:

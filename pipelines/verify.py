@@ -13,9 +13,10 @@ would read it as data -- and so is a TFRecord file anywhere else (the version ro
 a new folder), told by its name or, reading only its first bytes, by a valid first frame: any
 glob a reader writes may match it. Any other file it does not list (a note at the root, a
 stray ``.jsonl`` under ``dead_letter/``, a leftover ``.staging/``) is a warning: no reader of a
-split reads it, but the version holds more than it says. Given a glob of shards instead, every
-file is checked for framing and counted. Exit status 1 on any problem, 0 with warnings only,
-for schedulers.
+split reads it, but the version holds more than it says. Each split's statistics file the
+manifest lists (``statistics/Split-<split>/FeatureStats.pb``) must match its size and crc32c,
+decode, and count the split's records. Given a glob of shards instead, every file is checked
+for framing and counted. Exit status 1 on any problem, 0 with warnings only, for schedulers.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.transforms.stats.statistics_wire import decode_statistics_list
 
 __all__ = ["ShardCheck", "verify_path"]
 
@@ -202,6 +204,11 @@ def check_manifest(manifest: object) -> dict:
     for entry in dead:
         _expect(_inside(entry.get("path")),
                 f"dead letter path {entry.get('path')!r} leaves the version directory")
+    statistics = manifest.get("statistics", {})
+    _expect(isinstance(statistics, dict) and all(
+        isinstance(e, dict) and _inside(e.get("path")) and _is_count(e.get("bytes"))
+        and isinstance(e.get("crc32c"), str) for e in statistics.values()),
+        "'statistics' must map splits to {path, bytes, crc32c} inside the version directory")
     for key in _PATH_LISTS:
         paths = manifest.get(key, [])
         _expect(isinstance(paths, list), f"{key!r} must be a list of paths")
@@ -253,6 +260,9 @@ def _other_listed(manifest: dict) -> Iterator[tuple[str, str]]:
     for key, what in _PATH_LISTS.items():
         for path in manifest.get(key, []):
             yield path, what
+    gate = manifest.get("gate")
+    if isinstance(gate, dict) and _inside(gate.get("path")):
+        yield gate["path"], "drift gate's anomalies file"
 
 
 def _tfrecord_evidence(path: str) -> str:
@@ -303,6 +313,35 @@ def _unlisted(version_dir: str, paths: list[str], splits: dict) -> Iterator[Shar
                 "not listed in the manifest (no reader of a split reads it)"])
 
 
+def _check_statistics(path: str, entry: dict, split: str, records: int | None) -> ShardCheck:
+    """A split's statistics file against its manifest entry: size, crc32c, and a
+    ``DatasetFeatureStatisticsList`` of one dataset counting the split's records."""
+    check = ShardCheck(path)
+    try:
+        with storage.open_read(path) as handle:
+            data = handle.read()
+    except OSError as err:
+        check.problems.append(f"statistics file unreadable: {err}")
+        return check
+    check.bytes, check.crc32c = len(data), mf.crc32c_b64(crc32c.crc32c(data))
+    if check.bytes != entry["bytes"]:
+        check.problems.append(f"{check.bytes} bytes, the manifest says {entry['bytes']}")
+    if check.crc32c != entry["crc32c"]:
+        check.problems.append(f"crc32c {check.crc32c}, the manifest says {entry['crc32c']}")
+    if check.problems:
+        return check
+    try:
+        datasets = decode_statistics_list(data)
+    except ValueError as err:
+        check.problems.append(f"not a DatasetFeatureStatisticsList: {err}")
+        return check
+    found = [d.get("num_examples", 0) for d in datasets]
+    if records is not None and found != [records]:
+        check.problems.append(f"statistics of {found} Examples, split {split!r} holds "
+                              f"{records} records")
+    return check
+
+
 def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
     version_dir = manifest_path.rsplit("/", 1)[0] if "/" in manifest_path else "."
     try:
@@ -339,6 +378,15 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
         if info["records"] != sum(s["records"] for s in info["shards"]):
             yield ShardCheck(storage.join(version_dir, split),
                              problems=["the split's record total disagrees with its shards"])
+    for split, entry in sorted(manifest.get("statistics", {}).items()):
+        listed.add(entry["path"])
+        path = storage.join(version_dir, entry["path"])
+        if entry["path"] not in on_disk:
+            yield ShardCheck(path, problems=["missing: a statistics file listed in the "
+                                             "manifest, not on disk"])
+            continue
+        records = manifest["splits"].get(split, {}).get("records")
+        yield _check_statistics(path, entry, split, records)
     for path, what in _other_listed(manifest):
         listed.add(path)
         if path not in on_disk:

@@ -23,10 +23,14 @@ A build's life on an output root, every step proven by what it reads back:
    falls between the check and the step) -- either *fail* -- dead letters kept under
    ``.failed/<version>-<build>/`` with ``failure.json``, the version folder rolled back --
    or write ``feature_spec.json``, the files other readers need (``schema.pbtxt``, TFDS's
-   ``features.json`` and ``dataset_info.json``) and ``manifest.json`` (created exclusively:
+   ``features.json`` and ``dataset_info.json``), the statistics of every split
+   (``statistics/Split-<split>/FeatureStats.pb``) and ``manifest.json`` (created exclusively:
    a committed version is never rewritten), move ``LATEST`` (never back to an older version), remove
-   staging and apply retention. A build a worker stopped early (sinks/early_stop.py) never
-   reaches this step: its launcher fails it the same way (:func:`fail_stopped_early`).
+   staging and apply retention. With a drift gate (``CommitSpec.gate``) it also writes
+   ``anomalies.json``; a gate that did not pass commits the version without moving ``LATEST``
+   (and without the roll-forward flag: only ``promote`` publishes it). A build a worker
+   stopped early (sinks/early_stop.py) never reaches this step: its launcher fails it the
+   same way (:func:`fail_stopped_early`).
 
 A failure between the manifest and ``LATEST`` leaves a committed version that step 2 of the
 next build -- or a re-run of the same command -- publishes.
@@ -41,6 +45,8 @@ import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import crc32c
 
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
@@ -125,6 +131,14 @@ class CommitSpec:
     # The lease's time to live, fixed where the build was launched (default_ttl()): every
     # worker renews it with the same one.
     lease_ttl: float = dataclasses.field(default_factory=default_ttl)
+    # Statistics on: per split name, the serialized statistics of a split without Examples
+    # (what the commit writes for a split no statistics arrived for); None: statistics off.
+    statistics: Mapping[str, bytes] | None = None
+    # The drift gate (with statistics): called as gate(root, the version LATEST names or None,
+    # the manifest document, {split: statistics bytes}) -> the anomalies.json document
+    # ({"passed": bool, "against", "line", ...}). A gate that did not pass commits the
+    # version but leaves LATEST where it is. None: no gate.
+    gate: Any = None
 
     @property
     def job_lease(self) -> JobLease | None:
@@ -141,7 +155,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
                      abort_window: int = 0, keep: int = 5,
                      extra: Mapping[str, Any] | None = None, shuffle_seed: int | None = None,
                      allow_non_empty: bool = False, wait_for_lease: float = 0.0,
-                     use_lease: bool = True) -> CommitSpec:
+                     use_lease: bool = True, statistics: Mapping[str, bytes] | None = None,
+                     gate: Any = None) -> CommitSpec:
     """The one way a launcher (the command line, the library transform) describes a build to
     its commit step; the tool's version and the lease's time to live are this process's.
 
@@ -160,6 +175,9 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
       allow_non_empty, wait_for_lease: how the job's first step takes the output
         (:func:`initialize_write`).
       use_lease: fence on the output's lease (off only for tests that drive the sink alone).
+      statistics: write per-split statistics: per split, those of no Examples (for a split
+        that gets none); None: no statistics.
+      gate: the drift gate (``CommitSpec.gate``), with statistics only; None: no gate.
 
     Returns:
       The CommitSpec.
@@ -171,7 +189,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         max_bad_fraction=max_bad_fraction, max_unread_fraction=max_unread_fraction,
         abort_window=abort_window, keep=keep, extra=dict(extra or {}),
         documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
-        allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease)
+        allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease,
+        statistics=None if statistics is None else dict(statistics), gate=gate)
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -323,14 +342,25 @@ def _remove_empty_dirs(base: str) -> None:
             pass  # not empty: something that is not ours stays, and so does its folder
 
 
+def _awaiting_promotion(manifest: Mapping[str, Any], latest_created: str) -> bool:
+    """A version the drift gate held back, newer than LATEST's: kept for review."""
+    gate = manifest.get("gate")
+    return (isinstance(gate, dict) and gate.get("passed") is False
+            and str(manifest.get("created", "")) > latest_created)
+
+
 def apply_retention(root: str, keep: int, latest: str | None) -> list[str]:
     """Delete all but the newest ``keep`` committed versions -- never the one LATEST names --
-    and all but the newest ``keep`` failed builds' dead letters. Only files a version's
+    nor one the drift gate held back that is newer (awaiting promotion) -- and all but the
+    newest ``keep`` failed builds' dead letters. Only files a version's
     manifest lists (or a failed build's failure.json) are deleted, the manifest first, so a
     deletion cut short leaves no broken data set; anything else in the folder stays."""
     state = ownership.scan(root)
     versions = sorted(state.committed, key=lambda e: str(e.manifest.get("created", "")))
-    doomed = [e for e in versions[:max(len(versions) - keep, 0)] if e.name != latest]
+    latest_created = next((str(e.manifest.get("created", "")) for e in versions
+                           if e.name == latest), "")
+    doomed = [e for e in versions[:max(len(versions) - keep, 0)] if e.name != latest
+              and not _awaiting_promotion(e.manifest, latest_created)]
     for entry in doomed:
         _delete_relative(storage.join(root, entry.name), ownership.listed_by_manifest(entry))
         _LOG.info("retention: removed version %s", entry.name)
@@ -686,7 +716,9 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
     storage.delete(paths)
     storage.delete_tree(layout.staging)
     storage.delete([layout.feature_spec, layout.marker]
-                   + [storage.join(layout.version_dir, n) for n in lay.METADATA_FILES])
+                   + [storage.join(layout.version_dir, n)
+                      for n in (*lay.METADATA_FILES, lay.ANOMALIES)]
+                   + [lay.statistics_path(layout.version_dir, s) for s in shards])
     if storage.is_local(layout.version_dir):
         _remove_empty_dirs(layout.version_dir)
 
@@ -717,21 +749,64 @@ def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[s
     return {"metadata_files": [n for n in lay.METADATA_FILES if n in files], "tfds": tfds}
 
 
+def _statistics_files(spec: CommitSpec, splits: Iterable[str],
+                      statistics: Iterable[tuple[str, bytes]]) -> dict[str, bytes]:
+    """Each split's serialized statistics: those computed, else those of no Examples."""
+    got = {split: bytes(data) for split, data in statistics}
+    files = {}
+    for split in sorted(set(splits) | set(spec.statistics or {}) | set(got)):
+        data = got.get(split)
+        if data is None:
+            data = (spec.statistics or {}).get(split)
+        if data is None:
+            raise ValueError(f"no statistics for split {split!r}")
+        files[split] = data
+    return files
+
+
+def _write_statistics(spec: CommitSpec, files: Mapping[str, bytes]) -> dict[str, Any]:
+    """Write each split's ``statistics/Split-<split>/FeatureStats.pb``; returns the
+    manifest's account of them: per split its path, bytes and crc32c."""
+    entries = {}
+    for split, data in files.items():
+        path = lay.statistics_path(spec.layout.version_dir, split)
+        storage.write_atomic(path, bytes(data))
+        entries[split] = {"path": mf.relative_path(path, spec.layout.version_dir),
+                          "bytes": len(data), "crc32c": mf.crc32c_b64(crc32c.crc32c(data))}
+    return entries
+
+
+def _judge(spec: CommitSpec, document: dict[str, Any], files: Mapping[str, bytes]) -> bool:
+    """Run the drift gate against the version LATEST names, write ``anomalies.json`` and
+    record the verdict in the manifest's ``gate``; returns whether it passed."""
+    layout = spec.layout
+    found = spec.gate(layout.root, read_latest(layout.root), document, files)
+    storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.ANOMALIES),
+                         mf.dumps(found))
+    passed = bool(found["passed"])
+    document["gate"] = {"path": lay.ANOMALIES, "passed": passed, "against": found["against"],
+                        "anomalies": len(found["anomalies"]), "line": found.get("line", ""),
+                        **({"note": found["note"]} if found.get("note") else {})}
+    return passed
+
+
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
-                   dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
-                   ) -> dict[str, Any]:
+                   dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]],
+                   statistics: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any]:
     """Commit (or fail and roll back) one build; returns the manifest document. Either way
-    the build is over, and its lease on the output is released."""
+    the build is over, and its lease on the output is released. ``statistics``:
+    ``(split, serialized DatasetFeatureStatisticsList)`` of the splits that hold Examples,
+    when ``spec.statistics`` is on."""
     try:
-        return _commit_version(spec, shards, dead, counts)
+        return _commit_version(spec, shards, dead, counts, statistics)
     finally:
         if spec.use_lease:
             _job_lease(spec).release(build_done=True)
 
 
 def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
-                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]]
-                    ) -> dict[str, Any]:
+                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]],
+                    statistics: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any]:
     layout = spec.layout
     _fence(spec)
     totals = sum_counts(counts)
@@ -761,15 +836,24 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
+    passed = True
+    if spec.statistics is not None:
+        files = _statistics_files(spec, shards, statistics)
+        document["statistics"] = _write_statistics(spec, files)
+        if spec.gate is not None:
+            passed = _judge(spec, document, files)
     with _fenced(spec, "the commit"):  # no takeover can fall between its check and these
         # Says "the manifest may exist but LATEST may not name it yet" until staging goes,
-        # after LATEST moved: what the next build's roll-forward looks for.
-        storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
-                                                    within=(lay.STAGING,)), b"")
+        # after LATEST moved: what the next build's roll-forward looks for. A version the
+        # gate held back has none: only promote moves LATEST to it.
+        if passed:
+            storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.PUBLISHING,
+                                                        within=(lay.STAGING,)), b"")
         if conditional.create(layout.manifest, mf.dumps(document)) is None:
             raise CommitError(f"{layout.manifest} appeared while this build committed; a "
                               "committed version is never rewritten")
-        move_latest(layout.root, layout.version, document["created"])
+        if passed:
+            move_latest(layout.root, layout.version, document["created"])
         storage.delete_tree(layout.staging)
         apply_retention(layout.root, spec.keep, read_latest(layout.root))
     return document

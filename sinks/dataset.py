@@ -9,7 +9,10 @@ produce:
 - ``examples``: ``(split, SerializedBatch | bytes)`` elements;
 - ``rejected``: dead-letter rows (dicts), optional;
 - ``counts``: ``(name, n)`` pairs the commit adds up (``read``, ``built``, ``rejected_at_*``,
-  ``unread_*``), optional.
+  ``unread_*``), optional;
+- ``statistics``: ``(split, serialized DatasetFeatureStatisticsList)``, one per split that
+  holds Examples (``ToExamples``' output), written by the commit when ``spec.statistics`` is
+  on; optional.
 
 ``rejected`` and ``counts`` may each be a tuple of PCollections (a source's and ToExamples'):
 each is then written and counted in the stage that makes it, not after a Flatten.
@@ -71,9 +74,9 @@ def refuse_unsupported(name: str, prefix: str = "") -> None:
 
 
 def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list,
-            started: str) -> dict:
+            started: str, statistics: list = ()) -> dict:
     # the lease is renewed while it runs; the commit releases it
-    return run_held(spec.job_lease, commit_version, spec, shards, dead, counts)
+    return run_held(spec.job_lease, commit_version, spec, shards, dead, counts, statistics)
 
 
 def _initialize(_impulse: Any, spec: CommitSpec) -> str:
@@ -179,6 +182,9 @@ class WriteDataset(beam.PTransform):
             layout.staging, stop, progress_dir, lease)  # DeadLetterFile per staged file
         if len(counts) > 1:
             counts = (counts | "MergeCounts" >> beam.Flatten(),)
+        side = {}
+        if self._spec.statistics is not None and parts.get("statistics") is not None:
+            side["statistics"] = beam.pvalue.AsList(parts["statistics"])  # (split, bytes)
         # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
         # and CombinePerKey cost ~10 transforms each to construct and translate.
         return (
@@ -190,5 +196,6 @@ class WriteDataset(beam.PTransform):
                 dead=beam.pvalue.AsList(dead),
                 counts=beam.pvalue.AsList(counts[0]),
                 started=beam.pvalue.AsSingleton(started),
+                **side,
             )
         )  # one element: the manifest document

@@ -41,12 +41,14 @@ TOOL = "beam-tfrecords"
 # Shards end .tfrecord[.gz|.deflate] (.zlib: versions written before); index sidecars are
 # index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
 _SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
-_ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, *lay.METADATA_FILES)))
+_ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, lay.ANOMALIES,
+                                       *lay.METADATA_FILES)))
 _BUILD_FILES = re.compile(
     rf"({_ROOT_FILES}"
     rf"|[^/]+/{_SHARD}(\.index)?"
     rf"|{re.escape(lay.INDEX)}/[^/]+/{_SHARD}\.index"
-    rf"|{re.escape(lay.DEAD_LETTER)}/rejected-\d{{5}}-of-\d{{5}}\.jsonl)"
+    rf"|{re.escape(lay.DEAD_LETTER)}/rejected-\d{{5}}-of-\d{{5}}\.jsonl"
+    rf"|{re.escape(lay.STATISTICS)}/Split-[^/]+/{re.escape(lay.STATISTICS_FILE)})"
     r"(\.tmp-[0-9a-f]{32})?")
 
 
@@ -262,6 +264,13 @@ def listed_by_manifest(entry: Entry) -> list[str]:
         for extra in doc.get(key, []) if isinstance(doc.get(key), list) else []:
             if isinstance(extra, str):
                 listed.add(extra)
+    gate = doc.get("gate")
+    if isinstance(gate, dict) and isinstance(gate.get("path"), str):
+        listed.add(gate["path"])
+    stats = doc.get("statistics")
+    for listed_stats in stats.values() if isinstance(stats, dict) else []:
+        if isinstance(listed_stats, dict) and isinstance(listed_stats.get("path"), str):
+            listed.add(listed_stats["path"])
     present = [f for f in entry.files
                if f in listed or f.startswith(lay.STAGING + "/")]
     rest = sorted(f for f in present if f != lay.MANIFEST)

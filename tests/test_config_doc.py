@@ -20,6 +20,7 @@ from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
 from beam_tfrecords.transforms.readers.read_csv import CsvOptions
 from beam_tfrecords.transforms.readers.read_images import ImagesOptions
 from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions
+from beam_tfrecords.transforms.stats.drift import Thresholds
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGE = (ROOT / "docs" / "config.md").read_text()
@@ -27,7 +28,8 @@ PAGE = (ROOT / "docs" / "config.md").read_text()
 DEFAULTS = {"source.csv": CsvOptions(), "source.jsonl": JsonlOptions(),
             "source.images": ImagesOptions(), "features.<name>": FeatureSpec("f", "int64"),
             "splits": SplitSpec(), "output": OutputConfig("out"),
-            "output.shard_size": ShardSize(), "errors": ErrorPolicy()}
+            "output.shard_size": ShardSize(), "errors": ErrorPolicy(),
+            "validate": Thresholds()}
 
 
 MARK = "<!-- config-keys -->"

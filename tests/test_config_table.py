@@ -65,6 +65,17 @@ SAMPLES: dict[str, dict] = {
     "output.index": {"output.index": True},
     "output.shuffle": {"output.shuffle": {"seed": 7}},
     "output.shuffle.seed": {"output.shuffle": {"seed": 7}},
+    "output.statistics": {"output.statistics": False},
+    "validate": {"validate": {}},
+    "validate.max_count_change": {"validate": {"max_count_change": 0.5}},
+    "validate.max_missing_change": {"validate": {"max_missing_change": 0.5}},
+    "validate.max_linf": {"validate": {"max_linf": 0.5}},
+    "validate.max_jsd": {"validate": {"max_jsd": 0.5}},
+    "validate.max_new_values": {"validate": {"max_new_values": 0.5}},
+    "validate.max_reject_increase": {"validate": {"max_reject_increase": 0.5}},
+    "validate.max_unread_increase": {"validate": {"max_unread_increase": 0.5}},
+    "validate.schema_changes": {"validate": {"schema_changes": True}},
+    "validate.ignore": {"validate": {"ignore": ["a"]}},
     "errors": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_bad_fraction": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_unread_fraction": {"errors": {"max_unread_fraction": 0.5}},
@@ -147,8 +158,9 @@ def test_each_default_shown_is_the_one_the_validation_applies(key):
     """A default the reference reads from a dataclass is what a config leaving the key out
     gets (the parsers spell some defaults out again)."""
     parts = key.key.split(".")
-    config = parse_config(_config({".".join(parts[:2]): {}} if _format_section(
-        ".".join(parts[:2])) else {}))
+    section = ".".join(parts[:2])
+    optional = {"validate": {}} if parts[0] == "validate" else {}  # a section off when absent
+    config = parse_config(_config({section: {}} if _format_section(section) else optional))
     if parts[0] == "features":  # the resolved config leaves some feature defaults out
         node = getattr(config.features[0], parts[-1])
     else:

@@ -2,10 +2,9 @@
 
 Every sample config whose input ships with the repository, and two tables nobody here wrote
 (pyarrow's diamonds Parquet test file and numpy's ufunc validation tables, which hold more
-distinct strings than the exact-count capacity), is built once; its splits' shards are read
-back and their statistics computed with ``DatasetAccumulator.add_serialized`` (with the
-kinds of the config's features) and our wire encoder, as a version's ``statistics/`` will
-hold them. TFDV (in .venv-tfdv) then opens our
+distinct strings than the exact-count capacity), is built once; the build commits each
+split's statistics (``statistics/Split-<split>/FeatureStats.pb``, from the encoding pass).
+TFDV (in .venv-tfdv) then opens those committed
 files with ``load_stats_binary``, computes its own with ``generate_statistics_from_tfrecord``
 over the same shards and compares feature by feature (tests/tfdv_oracle/compare.py says
 what and how), all cases in one process; ``validate_statistics`` with the version's
@@ -118,6 +117,16 @@ def _our_statistics(version: pathlib.Path, config: pathlib.Path, tamper=None,
     return out, splits
 
 
+def _committed_statistics(version: pathlib.Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The statistics file the build committed for each split, and each split's shards."""
+    manifest = json.loads((version / "manifest.json").read_text())
+    assert set(manifest["statistics"]) == set(manifest["splits"])
+    return ({split: str(version / entry["path"])
+             for split, entry in manifest["statistics"].items()},
+            {split: [str(p) for p in shard_paths(version, manifest, split)]
+             for split in manifest["splits"]})
+
+
 def _tamper(split: str, features: dict) -> None:
     """Three wrong numbers in the train split of configs/csv.yaml's version: the oracle
     must name each, and TFDV's validation must see ``id`` as missing somewhere."""
@@ -150,8 +159,8 @@ def compared(tmp_path_factory, tfdv_python) -> dict:
         versions[name] = _build(configs[name], source, root / name)
     job = []
     for name, version in versions.items():
-        stats, splits = _our_statistics(version, configs[name])
-        job.append({"name": name, "stats": str(stats), "splits": splits,
+        stats, splits = _committed_statistics(version)
+        job.append({"name": name, "stats": stats, "splits": splits,
                     "schema": str(version / "schema.pbtxt")})
     stats, splits = _our_statistics(versions["csv"], configs["csv"], _tamper, "tampered")
     job.append({"name": "tampered", "stats": str(stats), "splits": splits,

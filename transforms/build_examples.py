@@ -16,7 +16,7 @@ output's maximum shard size -- is a dead letter too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -32,10 +32,13 @@ from beam_tfrecords.transforms.codec.coercion import FeatureValueError
 from beam_tfrecords.transforms.codec.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.codec.reader_files import IMAGE_SOURCE
 from beam_tfrecords.transforms.codec.split_keys import key_bytes_column, key_column, repeats
 from beam_tfrecords.transforms.codec.splits import NULL_KEY, SplitSpec, key_bytes
+from beam_tfrecords.transforms.compute_statistics import STATISTICS
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, RecordChunk, dead_letter
 from beam_tfrecords.transforms.split_hasher import KeyHashProcess
+from beam_tfrecords.transforms.stats.batch_parts import part_for_rows, part_from_records
 
 __all__ = ["PROTOBUF_MAX_BYTES", "BuildExamples", "record_size_error"]
 
@@ -60,10 +63,16 @@ def _record_preview(batch: Any, index: int) -> dict:
 
 class _BuildExamplesFn(beam.DoFn):
     def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec,
-                 max_record_bytes: int | None = None) -> None:
+                 max_record_bytes: int | None = None,
+                 statistics: Mapping[str, str] | None = None) -> None:
         self._features = tuple(features)
         self._splits = splits
         self._max_record_bytes = max_record_bytes
+        # stored key -> statistics kind; None: no statistics output
+        self._stats_kinds = dict(statistics) if statistics is not None else None
+        # image features (an image reader's bytes): their header facts join the statistics
+        self._images = tuple(f for f in self._features if f.source == IMAGE_SOURCE
+                             and f.dtype == "bytes" and not f.shape and not f.sequence)
         self._built = Metrics.counter("build_examples", "examples_built")
         self._rejected = Metrics.counter("build_examples", "records_rejected")
         # Split keys hashed by the hashing process beside the build (split_hasher.py).
@@ -106,7 +115,7 @@ class _BuildExamplesFn(beam.DoFn):
 
     def _process_rows(self, chunk: RecordChunk) -> Iterator[Any]:
         # Records stay pieces until one join per split and chunk: an image is copied once.
-        by_split: dict[str, tuple[list[list[bytes]], list[int]]] = {}
+        by_split: dict[str, tuple[list[list[bytes]], list[int], list[Any]]] = {}
         splits = self._splits
         key = splits.key
         for offset, record in enumerate(chunk.records()):
@@ -129,17 +138,26 @@ class _BuildExamplesFn(beam.DoFn):
                 value = getattr(err, "value", None)
                 yield self._reject(chunk, offset, feature, str(err), value, record)
                 continue
-            records, sizes = by_split.setdefault(split, ([], []))
+            records, sizes, sources = by_split.setdefault(split, ([], [], []))
             records.append(pieces)
             sizes.append(size)
-        for split, (records, sizes) in by_split.items():
-            yield split, SerializedBatch.from_pieces(records, sizes)  # (split, SerializedBatch)
+            if self._images and isinstance(record, dict) and record.get(
+                    IMAGE_SOURCE[0]) is not None:
+                sources.append(record)
+        for split, (records, sizes, sources) in by_split.items():
+            out = SerializedBatch.from_pieces(records, sizes)
+            if self._stats_kinds is not None:  # (split, BatchPart)
+                images = {f.values_key: sources for f in self._images} if sources else None
+                yield beam.pvalue.TaggedOutput(STATISTICS, (split, part_from_records(
+                    out, self._stats_kinds, images)))
+            yield split, out  # (split, SerializedBatch)
 
     def _process_batch(self, chunk: RecordChunk) -> tuple[int, Iterator[Any]]:
         """(records built, the outputs: dead letters, then ``(split, SerializedBatch)``)."""
         batch = chunk.batch
         keys = self._hash_keys_beside(batch)
-        out, good, rejects = self._columnar.encode(batch)
+        columns = {} if self._stats_kinds is not None else None
+        out, good, rejects = self._columnar.encode(batch, columns)
         # (row, feature, reason, value) of every rejected row, in row order at the end.
         dead: list[tuple[int, str, str, Any]] = [
             (int(row), getattr(err, "feature", ".".join(self._splits.key)), str(err),
@@ -158,17 +176,23 @@ class _BuildExamplesFn(beam.DoFn):
         names, split_of = self._split_rows(batch, out, good, keep, dead, keys)
         dead.sort(key=lambda item: item[0])
         return int((split_of >= 0).sum()), self._batch_outputs(chunk, out, dead, names,
-                                                               split_of)
+                                                               split_of, good, columns)
 
     def _batch_outputs(self, chunk: RecordChunk, out: SerializedBatch, dead: list,
-                       names: list[str], split_of: np.ndarray) -> Iterator[Any]:
+                       names: list[str], split_of: np.ndarray, good: np.ndarray,
+                       columns: dict | None) -> Iterator[Any]:
         for row, feature, reason, value in dead:
             yield self._reject(chunk, row, feature, reason, value,
                                _record_preview(chunk.batch, row))
         # split_of: index into names per encoded record (-1: rejected); splits in the order
         # their first record appears, as the row path yields them.
         for code in dict.fromkeys(split_of[split_of >= 0].tolist()):
-            yield names[code], _take(out, split_of == code)  # (split, SerializedBatch)
+            taken = _take(out, split_of == code)
+            if columns is not None:  # (split, BatchPart): the values the batch wrote
+                yield beam.pvalue.TaggedOutput(STATISTICS, (names[code], part_for_rows(
+                    columns, good[split_of == code], chunk.batch.num_rows, taken,
+                    self._stats_kinds)))
+            yield names[code], taken  # (split, SerializedBatch)
 
     def _hash_keys_beside(self, batch: Any) -> tuple[pa.Array, bool] | None:
         """For a split keyed on a column of unique-looking keys: the key column, and whether

@@ -14,7 +14,9 @@ takes, a :class:`RecordChunk`, without a Python object per row where it can be a
 
 The outputs are those of :class:`BuildExamples`: ``examples`` (``(split, SerializedBatch)``),
 ``rejected`` (dead-letter rows) and ``counts``; for rows that did not come from our readers
-``read`` is counted here, so read = written + rejected holds for them too.
+``read`` is counted here, so read = written + rejected holds for them too. With statistics
+(the default), also ``statistics``: ``(split, serialized DatasetFeatureStatisticsList)`` per
+split, taken from the values each batch wrote (transforms/compute_statistics.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ from beam_tfrecords.transforms.codec.specs import (
     parse_splits,
 )
 from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.compute_statistics import (
+    STATISTICS,
+    ComputeStatistics,
+    statistics_kinds,
+)
 from beam_tfrecords.transforms.readers.framework import (
     COUNTS,
     REJECTED,
@@ -101,8 +108,9 @@ class _ToExamplesFn(_BuildExamplesFn):
     """Any row-like element -> RecordChunks -> the BuildExamples outputs, in one step."""
 
     def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec,
-                 max_record_bytes: int | None, batch_rows: int, source: str) -> None:
-        super().__init__(features, splits, max_record_bytes)
+                 max_record_bytes: int | None, batch_rows: int, source: str,
+                 statistics: Mapping[str, str] | None = None) -> None:
+        super().__init__(features, splits, max_record_bytes, statistics)
         self._batch_rows = batch_rows
         self._source = source
 
@@ -183,6 +191,10 @@ class ToExamples(beam.PTransform):
         size); larger records are dead letters. None checks only protobuf's 2 GiB limit.
       batch_rows: rows gathered into one batch before encoding (dicts, Rows, NamedTuples).
       source: what dead-letter rows name as their source for rows from this PCollection.
+      statistics: also compute per-split statistics of the Examples written, in
+        TensorFlow Data Validation's format (``statistics`` output); off saves their cost.
+        A ``string`` feature gets text statistics (top values, lengths), a ``bytes``
+        feature (binary: images, blobs) sizes and unique counts.
 
     Input elements: dicts, ``beam.Row`` s, NamedTuples or dataclasses (nested ones become
     dotted features: ``source: meta.label``), ``pyarrow.RecordBatch`` es or ``Table`` s, or
@@ -193,15 +205,19 @@ class ToExamples(beam.PTransform):
     Returns an :class:`Examples` dict of PCollections, also readable as attributes:
     ``examples`` (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the
     whole result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
-    (dead-letter dicts: source, row, feature, reason, value, record) and ``counts``
-    (``(name, n)`` pairs).
+    (dead-letter dicts: source, row, feature, reason, value, record), ``counts``
+    (``(name, n)`` pairs) and, with ``statistics``, ``statistics`` (``(split, bytes)``: a
+    serialized ``DatasetFeatureStatisticsList`` per split that holds an Example).
     """
 
     def __init__(self, features: FeaturesLike, splits: SplitsLike | None = None,
                  max_record_bytes: int | None = None,
-                 batch_rows: int = DEFAULT_BATCH_ROWS, source: str = "pcollection") -> None:
+                 batch_rows: int = DEFAULT_BATCH_ROWS, source: str = "pcollection", *,
+                 statistics: bool = True) -> None:
         super().__init__()
         self.features = as_feature_specs(features)
+        self.statistics = bool(statistics)
+        self._kinds = statistics_kinds(self.features) if self.statistics else None
         self.splits = as_split_spec(splits)
         if not isinstance(batch_rows, int) or batch_rows < 1:
             raise ValueError(f"batch_rows must be a positive integer, not {batch_rows!r}")
@@ -213,8 +229,9 @@ class ToExamples(beam.PTransform):
         read = rows if is_read_result(rows) else None
         result = (read["records"] if read else rows) | "Encode" >> beam.ParDo(_ToExamplesFn(
             self.features, self.splits, self._max_record_bytes, self._batch_rows, self._source,
+            self._kinds,
         )).with_output_types(tuple[str, SerializedBatch]).with_outputs(
-            REJECTED, COUNTS, main="examples")
+            REJECTED, COUNTS, STATISTICS, main="examples")
         # Beam rebuilds dicts it pipes on; the split names and the features (for the
         # feature_spec.json WriteTFRecordDataset exports) ride on the examples PCollection.
         result.examples.split_names = self.splits.names
@@ -223,7 +240,12 @@ class ToExamples(beam.PTransform):
         if read:  # a source's rejects and counts go on with ours: read = built + rejected
             rejected = (read[REJECTED], rejected) | "MergeRejects" >> beam.Flatten()
             counts = (read[COUNTS], counts) | "MergeCounts" >> beam.Flatten()
-        return Examples(examples=result.examples, rejected=rejected, counts=counts)
+        if self._kinds is None:
+            return Examples(examples=result.examples, rejected=rejected, counts=counts)
+        statistics = result[STATISTICS] | "Statistics" >> ComputeStatistics(self._kinds)
+        statistics.statistics_kinds = self._kinds  # what the commit writes for empty splits
+        return Examples(examples=result.examples, rejected=rejected, counts=counts,
+                        statistics=statistics)
 
 
 def is_read_result(value: Any) -> bool:

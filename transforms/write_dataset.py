@@ -33,6 +33,7 @@ from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 from beam_tfrecords.transforms.codec.reader_files import reader_documents
 from beam_tfrecords.transforms.codec.specs import FeaturesLike, SplitsLike
 from beam_tfrecords.transforms.codec.splits import SplitSpec
+from beam_tfrecords.transforms.compute_statistics import empty_statistics
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, dead_letter
 from beam_tfrecords.transforms.to_examples import (
     ToExamples,
@@ -261,6 +262,8 @@ class WriteTFRecordDataset(beam.PTransform):
                    else lambda tag: pvalueish[tag])
             parts = {"examples": get("examples"), "rejected": get(REJECTED),
                      "counts": get(COUNTS)}
+            if isinstance(pvalueish, dict) and pvalueish.get("statistics") is not None:
+                parts["statistics"] = pvalueish["statistics"]  # ToExamples' statistics
             names = getattr(parts["examples"], "split_names", None) or (
                 self.splits.names if self.splits is not None else (DEFAULT_SPLIT,))
             return parts, tuple(names)
@@ -341,6 +344,7 @@ class WriteTFRecordDataset(beam.PTransform):
             raise DatasetError(str(err)) from None
         layout = Layout(self.output, self.version or default_version(self.output))
         documents, tfds_note = reader_documents(features or ())
+        kinds = getattr(parts.get("statistics"), "statistics_kinds", None)
         spec = make_commit_spec(
             layout=layout, build_id=uuid.uuid4().hex, name=self.name,
             compression=self.compression,
@@ -356,6 +360,7 @@ class WriteTFRecordDataset(beam.PTransform):
             max_unread_fraction=self.max_unread_fraction, keep=self.keep_versions,
             documents=documents, tfds_note=tfds_note, shuffle_seed=self.shuffle_seed,
             allow_non_empty=self.allow_non_empty_output, wait_for_lease=self.wait_for_lease,
+            statistics=None if kinds is None else empty_statistics(kinds, names),
         )
         manifest = parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
         manifest.version, manifest.version_dir = layout.version, layout.version_dir

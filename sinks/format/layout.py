@@ -13,6 +13,8 @@
     schema.pbtxt          tensorflow_metadata Schema (TFX, TFDV, Ray)
     features.json         TensorFlow Datasets' features and splits, when TFDS can load it
     dataset_info.json
+    statistics/Split-<split>/FeatureStats.pb                TFDV statistics, as TFX lays them out
+    anomalies.json        the drift gate's findings, when the config has a gate
     <split>/<name>-00000-of-00007.tfrecord[.gz|.deflate]   shards only, nothing else
     index/<split>/<shard file name>.index                   index sidecars, when written
     dead_letter/rejected-00000-of-00001.jsonl
@@ -38,6 +40,7 @@ import re
 from beam_tfrecords.errors import UserError
 
 __all__ = [
+    "ANOMALIES",
     "DEAD_LETTER",
     "FAILED",
     "FAILURE",
@@ -58,12 +61,15 @@ __all__ = [
     "RESERVED",
     "SHUFFLE",
     "STAGING",
+    "STATISTICS",
+    "STATISTICS_FILE",
     "UnsafePath",
     "Layout",
     "InvalidName",
     "check_name",
     "index_path",
     "resolve_in_version",
+    "statistics_path",
 ]
 
 LATEST = "LATEST"
@@ -78,6 +84,11 @@ TFDS_FEATURES = "features.json"
 TFDS_INFO = "dataset_info.json"
 METADATA_FILES = (SCHEMA, TFDS_FEATURES, TFDS_INFO)
 DEAD_LETTER = "dead_letter"
+# Per-split statistics in TFX's layout (StatisticsGen's artifact): TFDV, TFX and TFDS tools
+# open ``statistics/Split-<split>/FeatureStats.pb`` as it is.
+STATISTICS = "statistics"
+STATISTICS_FILE = "FeatureStats.pb"
+ANOMALIES = "anomalies.json"  # the drift gate's findings against the previous version
 # Index sidecars live in a tree of their own, so that ``<split>/*`` matches shards only (Beam's
 # ReadFromTFRecord and tf.data users glob split folders).
 INDEX = "index"
@@ -95,9 +106,9 @@ PUBLISHING = "publishing"
 # staging folder; none may be a version, data set or split name (compared case-insensitively:
 # on case-insensitive filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
-                                         FEATURE_SPEC, DEAD_LETTER, FAILURE,
-                                         FAILED, INDEX, *METADATA_FILES, SHUFFLE, EARLY_STOP,
-                                         PROGRESS, PUBLISHING))
+                                         FEATURE_SPEC, DEAD_LETTER, FAILURE, STATISTICS,
+                                         STATISTICS_FILE, ANOMALIES, FAILED, INDEX, *METADATA_FILES,
+                                         SHUFFLE, EARLY_STOP, PROGRESS, PUBLISHING))
 # One path segment of a file or folder the build names itself: a shard, a part, a uuid.
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -177,6 +188,13 @@ def index_path(shard_path: str) -> str:
     ``<version>/index/<split>/<file>.index`` (``/``-joined, local or ``gs://``)."""
     version_dir, split, file = shard_path.rsplit("/", 2)
     return resolve_in_version(version_dir, file + INDEX_SUFFIX, within=(INDEX,), split=split)
+
+
+def statistics_path(version_dir: str, split: str) -> str:
+    """``<version>/statistics/Split-<split>/FeatureStats.pb``: a split's statistics."""
+    check_name("split", split)
+    return resolve_in_version(version_dir, f"Split-{split}", STATISTICS_FILE,
+                              within=(STATISTICS,))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,13 @@
 
 JOB.json lists the cases, all compared in this one process (TFDV and its Beam start once)::
 
-    [{"name": "csv", "stats": "ours.pb", "schema": "schema.pbtxt" | null,
+    [{"name": "csv", "stats": "ours.pb" | {"train": "statistics/Split-train/FeatureStats.pb",
+      ...}, "schema": "schema.pbtxt" | null,
       "splits": {"train": ["train/a.tfrecord", ...], "eval": [...]}}, ...]
 
 For each case it (a) opens ``stats`` (a serialized ``DatasetFeatureStatisticsList`` with one
-dataset per split, named by the split) with ``tfdv.load_stats_binary``, (b) runs
+dataset per split, named by the split, or one such file per split) with
+``tfdv.load_stats_binary``, (b) runs
 ``tfdv.generate_statistics_from_tfrecord`` on each split's files, (c) compares them feature
 by feature, and (d) with a schema, runs ``tfdv.validate_statistics`` on each of our splits.
 RESULT.json: ``{"cases": {name: {"mismatches": [...], "anomalies": {split: [...]},
@@ -273,8 +275,11 @@ def _ranked(cmp: Comparison, name: str, field: str, ours: list, theirs: list) ->
 def run_case(tfdv, case: dict, options, workdir: str) -> dict:
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    ours_list = tfdv.load_stats_binary(case["stats"])
-    ours = {d.name: d for d in ours_list.datasets}
+    # One file of every split's datasets, or a file per split (a version's own
+    # statistics/Split-<split>/FeatureStats.pb), each opened as TFDV opens any.
+    files = case["stats"] if isinstance(case["stats"], dict) else {"": case["stats"]}
+    ours = {d.name: d for path in files.values()
+            for d in tfdv.load_stats_binary(path).datasets}
     mismatches, anomalies, features = [], {}, 0
     schema = tfdv.load_schema_text(case["schema"]) if case.get("schema") else None
     for split, files in case["splits"].items():

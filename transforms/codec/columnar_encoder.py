@@ -85,7 +85,7 @@ from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, _Featu
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec, stored_keys
 from beam_tfrecords.transforms.codec.text_values import text_times
 
-__all__ = ["COLUMNAR", "PER_ROW", "ColumnarEncoder", "FeatureChoice"]
+__all__ = ["COLUMNAR", "PER_ROW", "ColumnarEncoder", "FeatureChoice", "StoredColumn"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -107,16 +107,42 @@ class FeatureChoice:
     reason: str
 
 
+@dataclasses.dataclass(frozen=True)
+class StoredColumn:
+    """The values one stored key holds in the rows of an encoded batch, as written (after
+    coercion: int64 as the integers stored, floats as float32, strings as their bytes), for
+    statistics taken from the same pass. Valid in the rows the encoder accepted.
+
+    Attributes:
+      values: the values of the rows holding their own value, in row order: a numpy array
+        (int64 or float32) or an Arrow binary array. With ``owner`` None, one slot per row of
+        the batch (meaningful where ``present``).
+      owner: the row of each value (non-decreasing); None: value ``i`` is row ``i``'s.
+      present: per row, whether it holds its own value (the key's entry is written from it).
+      default_rows: per row, whether it holds the feature's default instead (None: none).
+      default: the default's values for this key (``missing: default`` or ``empty``).
+    """
+
+    values: Any
+    owner: np.ndarray | None
+    present: np.ndarray
+    default_rows: np.ndarray | None = None
+    default: tuple = ()
+
+
 # -- the encoder ------------------------------------------------------------------------------
 
 class _Encoded:
     """One columnar feature over all rows of a batch: per stored key its map entry's blocks
-    (empty in rows without the feature), and the entries' total length per row."""
+    (empty in rows without the feature), and the entries' total length per row; with
+    ``capture``, the values written (:class:`StoredColumn`)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, capture: bool = False) -> None:
         self.bad = np.zeros(n, dtype=bool)  # rows the per-row encoder would reject
         self.blocks: dict[str, list[Block]] = {}
         self.entry_lens: np.ndarray | int = 0
+        self.capture = capture
+        self.values: Any = None  # the leaf values written, when captured
 
 
 class ColumnarEncoder:
@@ -174,13 +200,20 @@ class ColumnarEncoder:
 
     # -- encoding ---------------------------------------------------------------------------
 
-    def encode(self, batch: pa.RecordBatch
+    def encode(self, batch: pa.RecordBatch, columns: dict[str, StoredColumn] | None = None
                ) -> tuple[SerializedBatch, np.ndarray, list[tuple[int, Exception]]]:
-        """(accepted rows' Examples in row order, their row indices, [(row, error)])."""
+        """(accepted rows' Examples in row order, their row indices, [(row, error)]).
+
+        ``columns``: a dict to fill with the :class:`StoredColumn` of every stored key encoded
+        column-wise (a key left out was encoded per row, or a row was rescued: then
+        ``columns`` stays empty, and the serialized Examples are the only truth).
+        """
         n = batch.num_rows
         plan = self._plan(batch.schema)
         if self._whole_row_reason:
             return self._encode_rows(batch)
+        capture = columns is not None
+        captured: dict[str, StoredColumn] = {}
         bad = np.zeros(n, dtype=bool)
         by_key: dict[str, list[Block]] = {}
         body = np.zeros(n, dtype=np.int64)  # Features bytes per row
@@ -191,9 +224,11 @@ class ColumnarEncoder:
                 row_specs.append(spec)
                 continue
             try:
-                enc = self._encode_column(spec, batch, steps, n)
+                enc = self._encode_column(spec, batch, steps, n, captured if capture else None)
             except Unsupported:  # a value this batch holds (a decimal past 53 bits, a year
                 row_specs.append(spec)  # past 9999): this feature goes per row, this batch
+                for key in stored_keys(spec):
+                    captured.pop(key, None)
                 continue
             bad |= enc.bad
             by_key.update(enc.blocks)
@@ -209,7 +244,10 @@ class ColumnarEncoder:
         for key in sorted(by_key):
             blocks.extend(by_key[key])
         payload, offsets = assemble(blocks, n)
-        return self._select(batch, payload, offsets, bad)
+        out, good, rejects = self._select(batch, payload, offsets, bad)
+        if capture and len(rejects) == int(np.count_nonzero(bad)):  # none rescued per row
+            columns.update(captured)
+        return out, good, rejects
 
     def _select(self, batch: pa.RecordBatch, payload: np.ndarray, offsets: np.ndarray,
                 bad: np.ndarray) -> tuple[SerializedBatch, np.ndarray, list]:
@@ -287,8 +325,8 @@ class ColumnarEncoder:
     # -- one columnar feature ---------------------------------------------------------------
 
     def _encode_column(self, spec: FeatureSpec, batch: pa.RecordBatch, steps: Any,
-                       n: int) -> _Encoded:
-        enc = _Encoded(n)
+                       n: int, captured: dict[str, StoredColumn] | None = None) -> _Encoded:
+        enc = _Encoded(n, captured is not None)
         if steps is None:  # no such column: missing everywhere
             arr: pa.Array = pa.nulls(n)
         else:
@@ -337,7 +375,30 @@ class ColumnarEncoder:
                 spec, key, list_kind, key_blocks, key_len, missing, default_rows)
             total = total + entry_lens
         enc.entry_lens = total
+        if captured is not None:
+            self._capture(spec, enc, captured, lengths, missing, default_rows, n)
         return enc
+
+    def _capture(self, spec: FeatureSpec, enc: _Encoded, captured: dict[str, StoredColumn],
+                 lengths: dict, missing: np.ndarray, default_rows: np.ndarray | None,
+                 n: int) -> None:
+        """The :class:`StoredColumn` of each of ``spec``'s stored keys, into ``captured``."""
+        present = ~missing
+        defaults: dict[str, tuple] = {}
+        if default_rows is not None:
+            for key, pieces in self._plans[spec.name].items({}):
+                feature = b"".join(pieces)
+                defaults[key] = tuple(wire._decode_feature(feature, 0, len(feature))[1])
+        values, owner = enc.values if enc.values is not None else (None, None)
+        if values is None:  # no value could be coerced: only missing rows are accepted
+            values = (pa.array([], pa.binary()) if spec.dtype in ("bytes", "string")
+                      else np.zeros(0, np.int64 if spec.dtype == "int64" else np.float32))
+            owner = np.zeros(0, np.int64)
+        keys = [(spec.values_key, values, owner)]
+        keys += [(spec.row_lengths_key(dim), *lengths[dim]) for dim in spec.ragged_dims]
+        for key, key_values, key_owner in keys:
+            captured[key] = StoredColumn(key_values, key_owner, present, default_rows,
+                                         defaults.get(key, ()))
 
     def _flatten_lists(self, spec: FeatureSpec, arr: pa.Array, depth: int, valid: np.ndarray,
                        enc: _Encoded, lengths: dict
@@ -396,6 +457,8 @@ class ColumnarEncoder:
         """
         scalar = owner is None
         if spec.dtype in ("bytes", "string"):
+            if enc.capture:
+                enc.values = (leaf_arr if idx is None else leaf_arr.take(pa.array(idx)), owner)
             data, starts, lens = binary_layout(leaf_arr, idx)
             if kind == "binary" and spec.dtype == "string":
                 self._check_utf8(leaf_arr, data, starts, lens,
@@ -456,7 +519,10 @@ class ColumnarEncoder:
                 if wrong.any():
                     self._flag(enc, owner, wrong, checked)
                     values = np.where(wrong, 0.0, values)
-            element, elen = varints(values.astype(np.int64))
+            stored = values.astype(np.int64)
+            if enc.capture:
+                enc.values = (stored, owner)
+            element, elen = varints(stored)
         else:
             values = values.astype(np.float64, copy=False)
             with np.errstate(invalid="ignore"):
@@ -474,6 +540,8 @@ class ColumnarEncoder:
                 elif spec.nan == "missing":  # scalars only (FeatureSpec checks it)
                     nan_rows = nan
             f32 = values.astype("<f4")
+            if enc.capture:
+                enc.values = (f32, owner)
             elen = 4
             element = Padded(f32.view(np.uint8).reshape(-1, 4), 4)
         if scalar:  # one value per row: the padded value is the packing (1 to 10 bytes)

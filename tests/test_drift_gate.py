@@ -1,0 +1,148 @@
+"""The drift gate on whole builds: a scheduled rebuild's story, end to end, through the CLI.
+
+Build; rebuild on the same data (the gate passes, LATEST moves); rebuild on a fresh sample
+of the same distribution (passes); rebuild on drifted data -- a column all null, a
+category's share shifted, a third of the rows gone -- (exit 3, LATEST stays, anomalies.json
+and the one line name each, verify accepts the held-back version, retention keeps it);
+promote moves LATEST. Also: the first build and a baseline without statistics pass with a
+note, and a gate without statistics is a config error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import pathlib
+import random
+
+import pytest
+
+from beam_tfrecords.pipelines import cli
+from beam_tfrecords.pipelines.config import ConfigError, parse_config
+from beam_tfrecords.pipelines.verify import verify_path
+from beam_tfrecords.sinks.commit import apply_retention
+
+pytestmark = pytest.mark.e2e  # whole builds
+
+CONFIG = """name: gate
+source: {{format: csv, path: {data}, csv: {{null_values: [""]}}}}
+features:
+  age: {{type: int64}}
+  score: {{type: float, missing: omit}}
+  city: {{type: string}}
+splits: {{key: id, train: 80, eval: 20}}
+output: {{path: {out}{extra}}}
+validate: {{}}
+"""
+
+
+def write_rows(path: pathlib.Path, n: int, seed: int, *, weights=(0.4, 0.3, 0.2, 0.1),
+               null_score: bool = False) -> pathlib.Path:
+    rng = random.Random(seed)
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["id", "age", "score", "city"])
+        for i in range(n):
+            out.writerow([f"{seed}-{i}", rng.randint(18, 80),
+                          "" if null_score else f"{rng.gauss(0, 1):.6f}",
+                          rng.choices(["paris", "lima", "oslo", "kyiv"], weights)[0]])
+    return path
+
+
+def build(tmp: pathlib.Path, data: pathlib.Path, version: str, extra: str = "") -> int:
+    config = tmp / f"{version}.yaml"
+    config.write_text(CONFIG.format(data=data, out=tmp / "out", extra=extra))
+    return cli.main(["build", "--config", str(config), "--version", version])
+
+
+def latest(tmp: pathlib.Path) -> str:
+    return (tmp / "out" / "LATEST").read_text().strip()
+
+
+def gate(tmp: pathlib.Path, version: str) -> dict:
+    return json.loads((tmp / "out" / version / "manifest.json").read_text())["gate"]
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("gate")
+    same = write_rows(tmp / "a.csv", 3000, 1)
+    fresh = write_rows(tmp / "b.csv", 3000, 2)
+    drifted = write_rows(tmp / "c.csv", 2000, 3, weights=(0.1, 0.1, 0.1, 0.7),
+                         null_score=True)
+    status = {"v1": build(tmp, same, "v1")}
+    status["v2"] = build(tmp, same, "v2")
+    status["v3"] = build(tmp, fresh, "v3")
+    status["latest_before"] = latest(tmp)
+    status["v4"] = build(tmp, drifted, "v4")
+    status["latest_after"] = latest(tmp)
+    return {"tmp": tmp, "status": status}
+
+
+def test_first_build_passes_with_a_note(story):
+    assert story["status"]["v1"] == 0
+    found = gate(story["tmp"], "v1")
+    assert found["passed"] is True and found["against"] is None
+    assert "nothing to compare" in found["note"]
+
+
+def test_a_rebuild_on_the_same_data_and_on_a_fresh_sample_pass(story):
+    assert story["status"]["v2"] == 0 and story["status"]["v3"] == 0
+    assert gate(story["tmp"], "v2") == {"path": "anomalies.json", "passed": True,
+                                        "against": "v1", "anomalies": 0, "line": ""}
+    assert gate(story["tmp"], "v3")["passed"] is True
+    assert story["status"]["latest_before"] == "v3"
+
+
+def test_drifted_data_is_committed_but_leaves_latest(story, capsys):
+    tmp = story["tmp"]
+    assert story["status"]["v4"] == cli.EXIT_DRIFT == 3
+    assert story["status"]["latest_after"] == "v3"
+    found = json.loads((tmp / "out" / "v4" / "anomalies.json").read_text())
+    assert found["passed"] is False and found["against"] == "v3"
+    kinds = {(a["kind"], a["feature"]) for a in found["anomalies"]}
+    assert {("missing", "score"), ("linf", "city"), ("count", "")} <= kinds
+    assert "score: missing 0.0% -> 100.0%" in found["line"]
+    assert all(c.ok for c in verify_path(str(tmp / "out" / "v4")))
+
+
+def test_retention_keeps_the_version_awaiting_promotion(story):
+    tmp = story["tmp"]
+    apply_retention(str(tmp / "out"), 1, latest(tmp))
+    assert (tmp / "out" / "v4" / "manifest.json").exists()
+    assert (tmp / "out" / latest(tmp) / "manifest.json").exists()
+
+
+def test_promote_moves_latest_after_review(story, capsys):
+    tmp = story["tmp"]
+    assert cli.main(["promote", str(tmp / "out" / "v4")]) == 0
+    assert latest(tmp) == "v4"
+    assert "LATEST now names v4 (was v3)" in capsys.readouterr().out
+    assert cli.main(["promote", str(tmp / "out" / "nope")]) == 1
+
+
+def test_a_baseline_without_statistics_passes_with_a_note(tmp_path):
+    data = write_rows(tmp_path / "a.csv", 300, 1)
+    config = tmp_path / "off.yaml"
+    config.write_text(CONFIG.format(data=data, out=tmp_path / "out", extra="")
+                      .replace("validate: {}\n", "").replace(
+                          "output: {path: ", "output: {statistics: false, path: "))
+    assert cli.main(["build", "--config", str(config), "--version", "v1"]) == 0
+    assert build(tmp_path, data, "v2") == 0
+    found = gate(tmp_path, "v2")
+    assert found["passed"] is True and "has no statistics" in found["note"]
+    assert latest(tmp_path) == "v2"
+
+
+def test_a_gate_needs_statistics():
+    raw = {"name": "x", "source": {"format": "csv", "path": "a.csv"},
+           "features": {"a": {"type": "int64"}},
+           "output": {"path": "out", "statistics": False}, "validate": {}}
+    with pytest.raises(ConfigError, match="validate"):
+        parse_config(raw)
+    raw["validate"] = {"max_linf": 2}
+    raw["output"]["statistics"] = True
+    with pytest.raises(ConfigError, match="validate.max_linf"):
+        parse_config(raw)
+    raw["validate"] = {"max_linf": 0.2, "ignore": ["a"]}
+    assert parse_config(raw).validate.max_linf == 0.2

@@ -1,0 +1,89 @@
+"""The drift gate the commit runs: this build's statistics against those of ``LATEST``'s.
+
+:class:`DriftGate` is handed to the commit (``CommitSpec.gate``), which calls it with the
+statistics it is about to write, just before the manifest. It reads the previous version's
+statistics and manifest (no Beam; storage only) and judges the difference with
+transforms/stats/drift.py. The commit writes what it returns as ``anomalies.json``; when the
+gate did not pass, the version is committed for inspection but ``LATEST`` stays, and
+``beam-tfrecords promote`` moves it after review. The first build, and one whose previous
+version has no statistics, pass with a note saying there was nothing to compare.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from beam_tfrecords.sinks import storage
+from beam_tfrecords.sinks.format import layout as lay
+from beam_tfrecords.transforms.stats import drift
+from beam_tfrecords.transforms.stats.statistics_wire import decode_statistics_list
+
+__all__ = ["DriftGate", "counts_for_gate"]
+
+
+def counts_for_gate(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The counts the gate compares, from a manifest: read, rejected, unread and input
+    bytes."""
+    counts = manifest.get("counts", {})
+    unread = counts.get("unread", {})
+    return {"read": counts.get("read", 0), "rejected": counts.get("rejected", 0),
+            "unread_bytes": unread.get("bytes", 0) if isinstance(unread, dict) else 0,
+            "input_bytes": (manifest.get("inputs") or {}).get("bytes", 0) or 0}
+
+
+def _datasets(files: Mapping[str, bytes]) -> dict[str, dict]:
+    out = {}
+    for split, data in files.items():
+        for dataset in decode_statistics_list(bytes(data)):
+            out[dataset.get("name", split)] = dataset
+    return out
+
+
+class DriftGate:
+    """Compares a build with the version ``LATEST`` names (picklable: thresholds only).
+
+    Args:
+      thresholds: the config's ``validate:`` section.
+    """
+
+    def __init__(self, thresholds: drift.Thresholds) -> None:
+        self.thresholds = thresholds
+
+    def __call__(self, root: str, against: str | None, manifest: Mapping[str, Any],
+                 statistics: Mapping[str, bytes]) -> dict[str, Any]:
+        """The ``anomalies.json`` document of this build.
+
+        Args:
+          root: the output root.
+          against: the version LATEST names (None: the first build).
+          manifest: this build's manifest document, as it will be written.
+          statistics: split -> this build's serialized statistics.
+
+        Returns:
+          ``drift.document``: ``passed``, ``against``, ``thresholds``, ``anomalies`` and,
+          when there was nothing to compare, a ``note``.
+        """
+        if against is None:
+            return drift.document([], None, self.thresholds,
+                                  "the first version: nothing to compare with")
+        folder = storage.join(root, against)
+        try:
+            previous = json.loads(storage.read_text(storage.join(folder, lay.MANIFEST)))
+        except (OSError, ValueError):
+            return drift.document([], against, self.thresholds,
+                                  f"version {against} has no readable manifest: nothing to "
+                                  "compare with")
+        entries = previous.get("statistics")
+        if not isinstance(entries, dict) or not entries:
+            return drift.document([], against, self.thresholds,
+                                  f"version {against} has no statistics: nothing to compare "
+                                  "with (beam-tfrecords verify lists what it holds)")
+        files = {}
+        for split, entry in entries.items():
+            with storage.open_read(storage.join(folder, entry["path"])) as handle:
+                files[split] = handle.read()
+        found = drift.compare(_datasets(files), _datasets(statistics), self.thresholds,
+                              counts_for_gate(previous), counts_for_gate(manifest))
+        return drift.document(found, against, self.thresholds)
