@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import resource
 import subprocess
+import time
 
 import pytest
 
@@ -152,6 +154,31 @@ def pytest_collection_modifyitems(config, items):
             if tier:
                 item.add_marker(tier)
     items.sort(key=_file_rank)
+
+
+# BEAM_TFRECORDS_TEST_COST=FILE appends one JSON line per test to FILE: its wall seconds and
+# the CPU seconds it used, its own and its subprocesses' (builds through the console script,
+# TensorFlow, Beam's worker processes). CPU time hardly changes with the machine's load, so a
+# profile taken on a busy machine still says which tests cost the suite its minutes.
+_COST_FILE = os.environ.get("BEAM_TFRECORDS_TEST_COST")
+
+
+def _cpu_seconds() -> float:
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _COST_FILE:
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu_seconds()
+    yield
+    line = json.dumps({"test": item.nodeid, "wall": round(time.monotonic() - wall, 3),
+                       "cpu": round(_cpu_seconds() - cpu, 3)})
+    with open(_COST_FILE, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
 
 
 # Loaded before any test module is imported, so tests can import the shared helpers by name.
