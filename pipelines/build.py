@@ -38,7 +38,6 @@ from beam_tfrecords.pipelines.config import (
     check_seed,
     load_config,
 )
-from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
 from beam_tfrecords.sinks import storage
@@ -392,41 +391,6 @@ def first_columns(config: Config, path: str) -> list[str] | None:
         return read_csv_header(raw, opts, limit)
 
 
-def make_parser() -> argparse.ArgumentParser:
-    parser = CommandParser(
-        prog="beam-tfrecords build",
-        description="Build a TFRecord data set from a config. Any Beam pipeline option is "
-                    "accepted too (e.g. --runner DataflowRunner --project P --region R); "
-                    "another flag is a usage error. Flags after a lone -- go to the runner "
-                    "unchecked (a job service's own options).",
-    )
-    parser.add_argument("--config", required=True, help="data set config (YAML), local or gs://")
-    parser.add_argument("--input", help="override source.path (a glob, local or gs://)")
-    parser.add_argument("--output", help="override output.path (local or gs://)")
-    parser.add_argument("--version", help="version directory name (default: UTC timestamp)")
-    parser.add_argument("--keep-versions", type=int, default=5, metavar="N",
-                        help="committed versions to keep after a build (default 5); the one "
-                             "LATEST names is never deleted")
-    parser.add_argument("--allow-non-empty-output", action="store_true",
-                        help="write into an output location that holds files which are not "
-                             "beam-tfrecords versions (refused by default); those files are "
-                             "left alone")
-    parser.add_argument("--wait-for-lease", type=float, default=0.0, metavar="SECONDS",
-                        help="when another build holds the output's lease, wait up to this "
-                             "many seconds for it instead of refusing at once (default 0)")
-    shuffle = parser.add_mutually_exclusive_group()
-    shuffle.add_argument("--shuffle-seed", type=int, metavar="N",
-                         help="write every shard's records in this seed's pseudo-random order, "
-                              "the same bytes on every runner (overrides output.shuffle)")
-    shuffle.add_argument("--no-shuffle", action="store_true",
-                         help="write records in the order they arrive (overrides "
-                              "output.shuffle)")
-    parser.add_argument("--skip-if-unchanged", action="store_true",
-                        help="exit 0 without writing anything when the inputs fingerprint and "
-                             "the config hash equal those of the version LATEST names")
-    return parser
-
-
 def _local_kind(path: str) -> str | None:
     """What is at a local ``path``, for output_guard.check_output_kind (a symbolic link
     counts as what it points to)."""
@@ -462,30 +426,22 @@ class Skipped(Exception):
     """--skip-if-unchanged found nothing new; carries the message for the user."""
 
 
-def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
-        check_flags: bool = True) -> dict[str, Any] | None:
+def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None:
     """Build a data set; returns the manifest when the runner ran the job to completion.
 
-    Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do. With a progress
-    interval (``--progress-interval``; default ``progress_interval``, off for library callers,
-    10 s from the command line) a line with the records and bytes written so far, summed over
-    every writer process, goes to stderr that often -- except on Dataflow, whose job page
-    shows the sink's counters.
+    Args:
+        args: the build command's parsed flags (``pipelines/cli.py`` defines them, for the
+            command line and for library callers alike: ``cli.run_build``).
+        beam_args: the pipeline options for Beam, already checked by the caller.
 
-    A flag that is neither the build's nor a registered Beam pipeline option is a usage error
-    (pipelines/flags.py) unless ``check_flags`` is false (the Flex Template entry, whose
-    launcher passes template parameters of its own).
+    Returns:
+        The committed manifest, or None when the runner only submitted or staged the job.
+
+    Raises :class:`Skipped` when ``--skip-if-unchanged`` finds nothing to do. With a progress
+    interval (``--progress-interval``) a line with the records and bytes written so far,
+    summed over every writer process, goes to stderr that often -- except on Dataflow, whose
+    job page shows the sink's counters.
     """
-    parser = make_parser()
-    parser.add_argument("--progress-interval", type=float, default=progress_interval,
-                        metavar="SECONDS", help="seconds between progress lines on stderr "
-                        f"(default {progress_interval:g}; 0: none)")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    end = argv.index("--") if "--" in argv else len(argv)
-    args, beam_args = parser.parse_known_args(argv[:end])
-    if check_flags:
-        check_pipeline_flags(parser, beam_args)
-    beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
     if args.progress_interval < 0:
         raise BuildError(f"--progress-interval {args.progress_interval}: use 0 (off) or more")
     untested = check_runner(PipelineOptions(beam_args))  # refused before anything is written
@@ -604,13 +560,3 @@ def _finished(state: Any) -> bool:
     from apache_beam.runners.runner import PipelineState
 
     return state is None or PipelineState.is_terminal(state)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from beam_tfrecords.pipelines.cli import main as cli_main
-
-    return cli_main(["build", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,7 +25,6 @@ statistics; reading the sample is the format's business.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import decimal
@@ -38,10 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.pipelines.flags import CommandParser
 from beam_tfrecords.sinks import storage
 
-__all__ = ["Column", "InitError", "columns_of", "features_from_arrow", "main", "render"]
+__all__ = ["Column", "InitError", "columns_of", "features_from_arrow", "init_config", "render"]
 
 SAMPLE_RECORDS = 10_000
 SAMPLE_BYTES = 16 << 20
@@ -1058,29 +1056,3 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
     unique = _unique_ids(first, columns, sample)
     return render(name=name, fmt=fmt, path=pattern, output=output or f"output/{name}",
                   columns=columns, options=options, read=read, unique=unique)
-
-
-def make_parser() -> argparse.ArgumentParser:
-    parser = CommandParser(
-        prog="beam-tfrecords init",
-        description="Print a complete, commented config inferred from the input data.")
-    parser.add_argument("--input", required=True,
-                        help="a file, a glob (the first file is read) or an image folder")
-    parser.add_argument("--format", choices=("csv", "jsonl", "parquet", "avro", "images"),
-                        help="default: from the file name (a folder: images)")
-    parser.add_argument("--output", help="the data set's output path (default output/<name>)")
-    parser.add_argument("--name", help="the data set's name (default: from the input)")
-    parser.add_argument("--delimiter", help="CSV cell separator (default: whichever of , tab "
-                                            "; | splits the first lines into the most "
-                                            "columns, evenly)")
-    return parser
-
-
-def main(argv: Sequence[str]) -> int:
-    args = make_parser().parse_args(argv)
-    try:
-        text = init_config(args.input, args.format, args.output, args.name, args.delimiter)
-    except (OSError, ValueError) as err:
-        raise InitError(f"{args.input}: {err}") from None
-    print(text, end="")
-    return 0
