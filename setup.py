@@ -93,6 +93,7 @@ setup(
     packages=[
         "beam_tfrecords",
         "beam_tfrecords.pipelines",
+        "beam_tfrecords.runtime",
         "beam_tfrecords.sinks",
         "beam_tfrecords.sinks.format",
         "beam_tfrecords.transforms",

@@ -40,7 +40,7 @@ from beam_tfrecords.pipelines.config import (
 )
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.commit import (
     Build,
     CommitSpec,

@@ -30,15 +30,15 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
-from beam_tfrecords import crash_note
 from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
+from beam_tfrecords.runtime import crash_note
 
 __all__ = ["build_parser", "entry", "init_parser", "main", "run_build"]
 
 
 def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.pipelines.config import load_config
-    from beam_tfrecords.sinks import storage
+    from beam_tfrecords.runtime import storage
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
     parser = CommandParser(prog="beam-tfrecords schema",
@@ -515,7 +515,7 @@ def entry() -> None:
     Before anything else it claims SIGINT and SIGTERM (pipelines/signals.py): blocked before
     the first import that starts a thread, so that none of those threads can swallow them.
     Only ``build`` handles them; the other commands get Python's default actions back. Then
-    a native crash is set to print the stage and the file (crash_note.py)."""
+    a native crash is set to print the stage and the file (runtime/crash_note.py)."""
     from beam_tfrecords.pipelines import signals
 
     signals.claim_signals()

@@ -306,7 +306,7 @@ def load_config(path: str) -> Config:
         YamlLimitError,
         safe_load_limited,
     )
-    from beam_tfrecords.sinks import storage
+    from beam_tfrecords.runtime import storage
 
     try:
         with storage.open_read(path) as handle:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 
 __all__ = ["Column", "InitError", "columns_of", "features_from_arrow", "init_config", "render"]
 

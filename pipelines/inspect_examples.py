@@ -26,7 +26,7 @@ from beam_tfrecords.pipelines.verify import (
     manifest_path_at,
     matched_files,
 )
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 

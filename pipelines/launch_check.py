@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.coercion import FeatureValueError, is_missing, type_name
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec

@@ -39,7 +39,7 @@ import numpy as np
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines.verify import ManifestError, check_manifest, version_at
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire

@@ -29,7 +29,7 @@ from typing import BinaryIO
 import crc32c
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff

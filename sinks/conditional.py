@@ -274,7 +274,7 @@ class _GcsBackend:
 
     @staticmethod
     def _bucket(path: str):
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import storage
 
         bucket, name = storage._split_gcs(path)
         if not name or name.endswith("/"):
@@ -284,7 +284,7 @@ class _GcsBackend:
     def read(self, path: str) -> tuple[bytes, Generation] | None:
         from google.api_core.exceptions import NotFound
 
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import storage
 
         bucket, name = self._bucket(path)
         for _ in range(_READ_ATTEMPTS):
@@ -305,7 +305,7 @@ class _GcsBackend:
     def _upload(self, path: str, data: bytes, if_generation_match: int) -> Generation | None:
         from google.api_core.exceptions import PreconditionFailed
 
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import storage
 
         bucket, name = self._bucket(path)
         blob = bucket.blob(name)
@@ -339,7 +339,7 @@ class _GcsBackend:
     def delete(self, path: str, generation: Generation) -> bool:
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import storage
 
         number = _gcs_generation(generation)
         if number is None:

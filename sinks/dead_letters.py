@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks import early_stop, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.sinks import early_stop
 from beam_tfrecords.sinks.format.layout import DEAD_LETTER, resolve_in_version
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import JobLease

@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 
 __all__ = ["Entry", "Marker", "OutputState", "classify", "listed_by_failure",

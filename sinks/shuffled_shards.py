@@ -44,11 +44,11 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import SHUFFLE, index_path, resolve_in_version
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.lease import JobLease
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions

@@ -13,7 +13,7 @@ How it works (no global shuffle, no shard held in memory):
    idempotent. Where there are several workers, plan, finalize and group are three steps:
    the plan entries are reshuffled so that the finalize work spreads over the workers, and a
    last step gathers the shards. On a single in-process worker (Beam's direct runner in its
-   default mode, ``sinks/spread.py``) there is nobody to spread to, and every stage has
+   default mode, ``runtime/spread.py``) there is nobody to spread to, and every stage has
    a fixed cost (~20 ms: a bundle and its state sampler thread, bench/README.md), so there
    the three are one step that plans, finalizes the shards one after another and groups
    them. Both shapes call the same functions and write the same shards.
@@ -35,14 +35,14 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.spread import Spread, runs_in_one_process
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path, resolve_in_version
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards, should_roll_before
 from beam_tfrecords.sinks.lease import JobLease, run_held
 from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
-from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
 
 __all__ = ["ShardInfo", "WriteTFRecordShards", "commit_shards", "group_shards",
            "shard_file_name"]

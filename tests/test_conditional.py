@@ -23,7 +23,8 @@ import uuid
 import pytest
 from google.api_core.exceptions import NotFound, PreconditionFailed, ServiceUnavailable
 
-from beam_tfrecords.sinks import conditional, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.sinks import conditional
 
 EMULATOR_IGNORES = ("gcp-storage-emulator ignores ifGenerationMatch preconditions "
                     "(NOTES.md); the fake backend shows this")

@@ -21,7 +21,7 @@ from beam_tfrecords_tests_helpers import read_records, shard_paths
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.splits import key_bytes
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner

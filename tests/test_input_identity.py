@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from beam_tfrecords.pipelines.config import CsvOptions
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format.file_identity import (
     MISSING,
     FileIdentity,

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from beam_tfrecords.pipelines import cli
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
@@ -65,7 +65,7 @@ def _patch(storage):
 
 class _PatchStorage(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "beam_tfrecords.sinks.storage":
+        if name != "beam_tfrecords.runtime.storage":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)

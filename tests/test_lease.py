@@ -25,7 +25,8 @@ import uuid
 
 import pytest
 
-from beam_tfrecords.sinks import conditional, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.sinks import conditional
 from beam_tfrecords.sinks.lease import (
     DEFAULT_TTL,
     TTL_ENV,

@@ -18,9 +18,9 @@ from beam_tfrecords.pipelines.progress import (
     format_bytes,
     format_duration,
 )
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks import progress_files as pf
 from beam_tfrecords.sinks import tfrecord_sink as sink
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

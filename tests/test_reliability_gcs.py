@@ -4,7 +4,7 @@ Transient errors (503, 429, dropped connections, slow answers) spread over every
 request a build makes -- listing and reading inputs, staging parts, renames, the manifest and
 LATEST uploads -- are retried: the build commits and ``verify`` passes. A persistent error is
 reported as one clear line after bounded retries, and nothing is committed: no manifest, LATEST
-unchanged. Retry deadlines come from the environment (sinks/storage.py) so this stays fast.
+unchanged. Retry deadlines come from the environment (runtime/storage.py) so this stays fast.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import parse_config
+from beam_tfrecords.runtime import serialized_batch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks import shuffled_shards as ss
-from beam_tfrecords.sinks.format import serialized_batch
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.tfrecord_sink import group_shards
 from beam_tfrecords.transforms.codec.label_order import (

@@ -1,4 +1,4 @@
-"""sinks/storage.py on local disk and on gs:// (a real GCS emulator on 127.0.0.1).
+"""runtime/storage.py on local disk and on gs:// (a real GCS emulator on 127.0.0.1).
 
 Every function runs against both; gs:// also gets the compose-specific checks (the 32-source
 limit, temporary objects, the crc32c Cloud Storage reports) and retries through a proxy that
@@ -13,7 +13,7 @@ import pickle
 import crc32c
 import pytest
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 
 
 @pytest.fixture(params=["local", "gcs"])

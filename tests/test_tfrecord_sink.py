@@ -19,10 +19,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords_tests_helpers import read_records
 
+from beam_tfrecords.runtime import serialized_batch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks import tfrecord_sink as sink
-from beam_tfrecords.sinks.format import serialized_batch
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 BAND = ShardSize(target=30_000, min=20_000, max=40_000)

@@ -17,7 +17,7 @@ from beam_tfrecords_tests_helpers import shard_paths
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

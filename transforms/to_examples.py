@@ -25,7 +25,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import (

@@ -21,10 +21,10 @@ import apache_beam as beam
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.commit import CommitError, check_output, default_version, make_commit_spec
 from beam_tfrecords.sinks.dataset import WriteDataset, refuse_unsupported
 from beam_tfrecords.sinks.format.layout import Layout, check_name
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
 from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression

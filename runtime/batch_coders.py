@@ -18,7 +18,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 
 __all__ = ["SerializedBatchCoder", "SizedPickleCoder", "rows_nbytes"]
 

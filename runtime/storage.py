@@ -38,7 +38,7 @@ from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadat
 from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import threaded_file
+from beam_tfrecords.runtime import threaded_file
 from beam_tfrecords.sinks.format.file_identity import (
     MISSING,
     FileIdentity,
