@@ -25,6 +25,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
@@ -160,15 +161,7 @@ class _ToExamplesFn(_BuildExamplesFn):
         yield from self._chunk(chunk)
 
     def finish_bundle(self) -> Iterator[Any]:
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.windowed_value import WindowedValue
-
-        for element in self._flush():
-            if isinstance(element, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(
-                    element.tag, WindowedValue(element.value, -1, [GlobalWindow()]))
-            else:
-                yield WindowedValue(element, -1, [GlobalWindow()])
+        yield from finish_bundle_outputs(self._flush())
 
 
 class ToExamples(beam.PTransform):
