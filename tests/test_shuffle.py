@@ -27,7 +27,7 @@ from beam_tfrecords.sinks import shuffled_shards as ss
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
-from beam_tfrecords.sinks.tfrecord_sink import group_shards
+from beam_tfrecords.sinks.shard_writers import group_shards
 from beam_tfrecords.transforms.codec.label_order import (
     adjacent_changes,
     expected_changes,
