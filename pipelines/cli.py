@@ -261,7 +261,8 @@ def init_parser() -> CommandParser:
 
 
 def _init(argv: list[str]) -> int:
-    from beam_tfrecords.pipelines.init_config import InitError, init_config
+    from beam_tfrecords.pipelines.init_config import init_config
+    from beam_tfrecords.pipelines.init_inference import InitError
 
     args = init_parser().parse_args(argv)
     try:

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from beam_tfrecords.pipelines import build, cli
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.pipelines.init_config import InitError, features_from_arrow, init_config
+from beam_tfrecords.pipelines.init_config import init_config
+from beam_tfrecords.pipelines.init_inference import InitError, features_from_arrow
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {"csv": "configs/data/people.csv", "jsonl": "configs/data/events.jsonl",
