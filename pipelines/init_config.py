@@ -285,13 +285,14 @@ def _fixed_places(column: Column, cells: Any) -> None:
     """A float column whose every sampled cell is written with the same k decimal places (a
     price, 12.34) gets a note: as an int64 with ``scale: k`` its values are stored exactly,
     where a float feature keeps a float32 (9999.99 becomes 9999.990234375)."""
-    from beam_tfrecords.transforms.readers import csv_columnar as cc
+    from beam_tfrecords.transforms.readers import csv_typing
+    from beam_tfrecords.transforms.readers.csv_columnar import NeedsRows
 
     if not len(cells):
         return
     try:
-        places = cc.decimal_cells(cells, None, column.name).type.scale
-    except cc.NeedsRows:  # mixed places, exponents, nan ...
+        places = csv_typing.decimal_cells(cells, None, column.name).type.scale
+    except NeedsRows:  # mixed places, exponents, nan ...
         return
     if places:
         column.note = (f"every sampled value has {places} decimal place"
@@ -305,14 +306,15 @@ def _reader_parses_all(spec: Any, cells: Any) -> bool:
     reader would read the block per row."""
     import pyarrow as pa
 
-    from beam_tfrecords.transforms.readers import csv_columnar as cc
+    from beam_tfrecords.transforms.readers import csv_typing
+    from beam_tfrecords.transforms.readers.csv_columnar import NeedsRows
     from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
 
     batch = pa.RecordBatch.from_arrays([cells], names=["c"])
     try:
-        _, bad = cc.type_batch(batch, ["c"], {"c": spec}, (), parse_cell, CellError)
+        _, bad = csv_typing.type_batch(batch, ["c"], {"c": spec}, (), parse_cell, CellError)
         return not bad
-    except cc.NeedsRows:  # e.g. an integer past int64, which the per-row reader keeps
+    except NeedsRows:  # e.g. an integer past int64, which the per-row reader keeps
         try:
             for cell in cells.to_pylist():
                 parse_cell(spec, cell)

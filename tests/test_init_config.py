@@ -226,7 +226,7 @@ _CELLS = st.one_of(
 @given(st.lists(_CELLS, min_size=1, max_size=25), st.sampled_from(["int64", "float"]))
 def test_the_sampled_cells_check_is_the_readers_cell_by_cell_answer(cells, dtype):
     """init keeps a number type only where our CSV reader parses every sampled cell; checked
-    column-wise (csv_columnar.type_batch) it must answer as parse_cell cell by cell does."""
+    column-wise (csv_typing.type_batch) it must answer as parse_cell cell by cell does."""
     from beam_tfrecords.pipelines.init_config import _reader_parses_all
     from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
     from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
