@@ -22,7 +22,7 @@ from beam_tfrecords.errors import UserError
 
 __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
-    "LEGACY_SUFFIXES", "compression_from_name",
+    "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
     "frame_record_pieces", "record_piece_crcs",
     "record_crcs",
@@ -36,11 +36,9 @@ NONE, GZIP, ZLIB = "none", "gzip", "zlib"
 COMPRESSIONS = (NONE, GZIP, ZLIB)
 
 # ZLIB shards end in ``.deflate``: the name Beam's ReadFromTFRecord (AUTO compression) and
-# Python's ``CompressionTypes.DEFLATE`` recognise; versions written before used ``.zlib``
-# (LEGACY_SUFFIXES), which every reader of ours still knows (readers detect the compression
-# from the bytes, not the name).
+# Python's ``CompressionTypes.DEFLATE`` recognise (``.zlib`` is read as uncompressed there).
+# Our readers detect the compression from the bytes, not the name.
 _SUFFIXES = {NONE: ".tfrecord", GZIP: ".tfrecord.gz", ZLIB: ".tfrecord.deflate"}
-LEGACY_SUFFIXES = {ZLIB: (".tfrecord.zlib",)}
 _WBITS = {GZIP: 31, ZLIB: 15}  # 31: gzip member with header/trailer; 15: zlib header + adler32
 _NOT_READABLE_BY_TF = {"zstd", "zstandard", "bzip2", "bz2", "lzma", "xz", "snappy"}
 _MASK_DELTA = 0xA282EAD8
@@ -77,9 +75,17 @@ def file_suffix(compression: str | None) -> str:
 
 
 def compression_from_name(path: str) -> str | None:
-    """The compression a shard's file name says (current or legacy suffix), else None."""
+    """The compression a shard's file name says, else None.
+
+    Args:
+        path: a shard's path or file name.
+
+    Returns:
+        ``none``, ``gzip`` or ``zlib`` for our suffixes (``.tfrecord``, ``.tfrecord.gz``,
+        ``.tfrecord.deflate``), else None.
+    """
     for kind in (GZIP, ZLIB, NONE):
-        if path.endswith(_SUFFIXES[kind]) or path.endswith(LEGACY_SUFFIXES.get(kind, ())):
+        if path.endswith(_SUFFIXES[kind]):
             return kind
     return None
 
@@ -480,8 +486,9 @@ def detect_compression(head: bytes, path: str = "<stream>") -> str:
         path, 0, "not a TFRecord file (no valid header in any supported compression)")
 
 
-# Names TFRecord files go by: ours (`.tfrecord[.gz|.deflate|.zlib]`), TensorFlow's and TFDS's
-# (`train.tfrecord-00000-of-00010`), `.tfrecords`, `.tfr`; any case, with a compression suffix.
+# Names TFRecord files go by: ours (`.tfrecord[.gz|.deflate]`), other tools' (`.zlib`, `.z`),
+# TensorFlow's and TFDS's (`train.tfrecord-00000-of-00010`), `.tfrecords`, `.tfr`; any case,
+# with a compression suffix.
 # A sidecar such as `x.tfrecord.index` is not one by name (its content decides).
 _TFRECORD_NAME = re.compile(
     r".*\.tfr(ecords?)?(\.(gz|gzip|deflate|zlib|zz|z))?(-\d+-of-\d+)?", re.I | re.S)
