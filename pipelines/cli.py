@@ -483,8 +483,8 @@ def import_command(argv: Sequence[str]) -> None:
     freeze the result.
 
     Importing Beam creates about a million objects that live as long as the process. Each
-    collection during the import walks all of them and frees nothing (~0.15 s here), and
-    every later full collection walks them again; frozen, they are left out of both. A
+    collection during the import walks all of them and frees nothing, and every later full
+    collection walks them again; frozen, they are left out of both. A
     failing import is left for ``main`` to report, as it would without this step."""
     words, _ = _split_debug(list(argv))
     module = COMMAND_MODULES.get(words[0]) if words else None
@@ -509,7 +509,7 @@ def entry() -> None:
     Two things only a process that exits right after ``main`` may do: import the command's
     modules with the collector paused (:func:`import_command`), and freeze every object
     before exiting, so that the interpreter's final collections do not walk the heap Beam
-    left (~0.26 s here on every run, measured in bench/README.md). Everything ``main`` wrote
+    left (a measurable share of a small build: bench/README.md). Everything ``main`` wrote
     is closed and committed when it returns; the ``atexit`` handlers (logging's flush among
     them) still run.
 

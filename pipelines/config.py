@@ -121,7 +121,7 @@ class Config:
         for feature in resolved["features"]:  # a date format only where text is a date, so
             if feature.get("format") is None:  # configs without one keep their hash
                 feature.pop("format", None)
-            if not feature.get("scale"):  # likewise a scale (issue #18): only when set
+            if not feature.get("scale"):  # likewise a scale: only when set
                 feature.pop("scale", None)
         for section in SOURCE_FORMATS:
             if section != self.source.format:

@@ -14,7 +14,7 @@ How it works (no global shuffle, no shard held in memory):
    the plan entries are reshuffled so that the finalize work spreads over the workers, and a
    last step gathers the shards. On a single in-process worker (Beam's direct runner in its
    default mode, ``runtime/spread.py``) there is nobody to spread to, and every stage has
-   a fixed cost (~20 ms: a bundle and its state sampler thread, bench/README.md), so there
+   a fixed cost (a bundle and its state sampler thread, bench/README.md), so there
    the three are one step that plans, finalizes the shards one after another and groups
    them. Both shapes call the same functions and write the same shards.
 

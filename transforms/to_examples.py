@@ -183,11 +183,12 @@ class ToExamples(beam.PTransform):
     whole result (``p | btf.ReadCsv(...) | btf.ToExamples(features)``), it encodes the records
     and carries the source's rejected rows and counts on with its own.
 
-    Returns an :class:`Examples` dict of PCollections, also readable as attributes:
-    ``examples`` (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the
-    whole result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
-    (dead-letter dicts: source, row, feature, reason, value, record) and ``counts``
-    (``(name, n)`` pairs).
+    Returns:
+      An :class:`Examples` dict of PCollections, also readable as attributes: ``examples``
+      (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the whole
+      result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
+      (dead-letter dicts: source, row, feature, reason, value, record) and ``counts``
+      (``(name, n)`` pairs).
     """
 
     def __init__(self, features: FeaturesLike, splits: SplitsLike | None = None,

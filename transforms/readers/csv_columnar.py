@@ -580,10 +580,10 @@ class BlockParser:
     converted and returned, as columns ``c<index>`` in that order. Every cell of every row is
     still found, so a row with a cell too many or too few still sends the block to the
     per-row reader; the other cells never become values. With ``keep``, a block without
-    quotes is split by numpy (:meth:`_plain`), ~5x faster than Arrow on 20,000 columns of
-    which three are kept, since Arrow tokenizes every cell. The Arrow options are made once,
-    not per block: with 20,000 columns, building the name list and the type map took longer
-    than parsing a 1 MiB block.
+    quotes is split by numpy (:meth:`_plain`), much faster than Arrow on very wide files of
+    which few columns are kept, since Arrow tokenizes every cell. The Arrow options are made
+    once, not per block: with tens of thousands of columns, building the name list and the
+    type map costs more than parsing a block.
     """
 
     def __init__(self, ncols: int, delimiter: str, quotechar: str,
