@@ -4,7 +4,7 @@
 
 - :func:`compose` joins objects server-side (no bytes through the worker) and returns the
   crc32c Cloud Storage computed for the result; :func:`size_and_crc32c` reads an object's
-  from its metadata;
+  size and crc32c from its metadata;
 - :func:`exists`, :func:`list_below` and :func:`delete_objects` treat a name prefix as a
   directory, as on local disk (Cloud Storage has no directories, and FileSystems only knows
   objects);
@@ -69,9 +69,9 @@ def path_of(bucket: str, name: str) -> str:
     return f"{SCHEME}{bucket}/{name}"
 
 
-RETRY_TIMEOUT_ENV = "BEAM_TFRECORDSSCHEME_RETRY_TIMEOUT"  # seconds, default 120
-RETRY_INITIAL_ENV = "BEAM_TFRECORDSSCHEME_RETRY_INITIAL"  # first backoff, seconds, default 1
-RETRY_MAXIMUM_ENV = "BEAM_TFRECORDSSCHEME_RETRY_MAXIMUM"  # longest backoff, seconds, default 60
+RETRY_TIMEOUT_ENV = "BEAM_TFRECORDS_GCS_RETRY_TIMEOUT"  # seconds, default 120
+RETRY_INITIAL_ENV = "BEAM_TFRECORDS_GCS_RETRY_INITIAL"  # first backoff, seconds, default 1
+RETRY_MAXIMUM_ENV = "BEAM_TFRECORDS_GCS_RETRY_MAXIMUM"  # longest backoff, seconds, default 60
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -102,7 +102,7 @@ def retry_policy():
     content, deletes tolerate a lost 404.
 
     The overall deadline and the backoff bounds come from the environment
-    (``BEAM_TFRECORDSSCHEME_RETRY_TIMEOUT``, ``..._INITIAL``, ``..._MAXIMUM``; defaults 120 s,
+    (``BEAM_TFRECORDS_GCS_RETRY_TIMEOUT``, ``..._INITIAL``, ``..._MAXIMUM``; defaults 120 s,
     1 s, 60 s as in the library), so a scheduler can bound how long a build waits on an outage
     and tests can make persistent errors fail fast. Workers inherit the environment.
     """
@@ -215,14 +215,15 @@ def exists(path: str) -> bool:
     """An object, or a directory-like prefix with objects below it (a bucket for ``gs://b``).
     """
     bucket, name = split_path(path)
-    gcs = client()
+    service = client()
     with errors_named("exists", path):
         if not name.rstrip("/"):
-            return gcs.bucket(bucket).exists(retry=retry_policy())
-        if not name.endswith("/") and gcs.bucket(bucket).blob(name).exists(retry=retry_policy()):
+            return service.bucket(bucket).exists(retry=retry_policy())
+        if not name.endswith("/") and service.bucket(bucket).blob(name).exists(
+                retry=retry_policy()):
             return True
-        below = gcs.list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1,
-                               retry=retry_policy())
+        below = service.list_blobs(bucket, prefix=name.rstrip("/") + "/", max_results=1,
+                                   retry=retry_policy())
         return any(True for _ in below)
 
 

@@ -9,6 +9,7 @@ injects 503/429 and dropped connections.
 from __future__ import annotations
 
 import os
+import pathlib
 import pickle
 
 import crc32c
@@ -320,3 +321,15 @@ def test_a_local_folder_listing_equals_beams_match(tmp_path):
         assert [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in ours] == [
             (m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in beams]
     assert len(storage.match(f"{root}/**")) == 7
+
+
+def test_the_retry_variables_are_the_names_the_docs_give():
+    """The environment variables bounding our Cloud Storage retries are read under the names
+    docs/cli.md and RELIABILITY.md tell operators to set."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "cli.md").read_text() + (root / "RELIABILITY.md").read_text()
+    assert gcs.RETRY_TIMEOUT_ENV == "BEAM_TFRECORDS_GCS_RETRY_TIMEOUT"
+    assert gcs.RETRY_TIMEOUT_ENV in docs
+    prefix = gcs.RETRY_TIMEOUT_ENV.removesuffix("TIMEOUT")
+    assert (gcs.RETRY_INITIAL_ENV, gcs.RETRY_MAXIMUM_ENV) == (prefix + "INITIAL",
+                                                               prefix + "MAXIMUM")
