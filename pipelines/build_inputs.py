@@ -241,9 +241,19 @@ def _jsonl_fields(path: str, lines: int = 100,
 
 
 def first_columns(config: Config, path: str) -> list[str] | None:
-    """The field names of the first input, to validate the config before the pipeline (for
-    JSON Lines, those of its first records); None when there is nothing to check against.
-    Reads at most about ``source.max_record_bytes`` of any one record, as the readers do."""
+    """The field names of the first input, to validate the config before the pipeline.
+
+    Reads at most about ``source.max_record_bytes`` of any one record, as the readers do.
+
+    Args:
+        config: the build's config (its source format and options).
+        path: the first input file.
+
+    Returns:
+        The CSV header (or the configured columns), the Parquet or Avro schema's top-level
+        fields, or the keys of the first JSON Lines records; None when there is nothing to
+        check against. BuildError when a text file is not UTF-8 text or a schema cannot be read.
+    """
     limit = config.source.max_record_bytes
     if config.source.format in ("csv", "jsonl"):  # UTF-16 or gzip would give garbled names
         with storage.open_read(path) as raw:

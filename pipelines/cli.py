@@ -423,11 +423,19 @@ def _signals_handled(command: str) -> contextlib.AbstractContextManager:
 
 
 def main(argv: Sequence[str] | None = None, *, check_flags: bool = True) -> int:
-    """Run one command; returns its exit status (the table in the module docstring).
+    """Run one command, as the ``beam-tfrecords`` console script does.
 
     Everything it prints, through any path, is redacted and escaped (pipelines/safe_streams.py).
-    ``check_flags=False`` lets ``build`` hand flags it does not know to Beam unchecked (the
-    Flex Template entry's template parameters); otherwise such a flag is a usage error.
+
+    Args:
+        argv: the command and its arguments (``["build", "--config", ...]``); None:
+            ``sys.argv[1:]``.
+        check_flags: refuse a ``build`` flag that is neither ours nor a registered Beam
+            pipeline option; false lets such flags through to Beam (the Flex Template entry's
+            template parameters).
+
+    Returns:
+        The exit status (the table in the module docstring).
     """
     from beam_tfrecords.pipelines.safe_streams import discard_broken_pipes, safe_streams
 

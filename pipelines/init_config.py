@@ -625,8 +625,18 @@ def _jsonl_records(path: str) -> tuple[list[dict], bool]:
 
 def columns_of(path: str, fmt: str, delimiter: str | None = None
                ) -> tuple[list[Column], dict, str, Any]:
-    """(columns, the source's format options, a note on what was read, the sampled rows as
-    an Arrow table -- None for Parquet, whose schema was read, not its rows) for one file."""
+    """What one file holds, as init reads it.
+
+    Args:
+        path: the file (the first a glob matches).
+        fmt: its format (``csv``, ``jsonl``, ``parquet`` or ``avro``).
+        delimiter: the CSV cell separator; None: sniffed from the first lines.
+
+    Returns:
+        The columns, the source's format options (``csv: {...}``), a note on what was read, and
+        the sampled rows as an Arrow table (None for Parquet, whose schema was read, not its
+        rows).
+    """
     import pyarrow as pa
 
     if fmt == "parquet":
@@ -805,7 +815,18 @@ def _is_folder(path: str) -> bool:
 
 def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
                 name: str | None = None, delimiter: str | None = None) -> str:
-    """The config text for the input ``pattern`` (a file, a glob, or an image folder)."""
+    """The config text for the input ``pattern``: ``beam-tfrecords init``'s output.
+
+    Args:
+        pattern: a file, a glob (its first file is read) or an image folder.
+        fmt: the format; None: from the file name (a folder: images).
+        output: the data set's output path; None: ``output/<name>``.
+        name: the data set's name; None: from the input's name.
+        delimiter: the CSV cell separator; None: sniffed.
+
+    Returns:
+        The YAML text, comments included. InitError when the input cannot be described.
+    """
     if fmt == "images" or (fmt is None and _is_folder(pattern)):
         name = name or _name_of(pattern)
         return _images_config(pattern, name, output or f"output/{name}", fmt == "images")

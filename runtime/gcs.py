@@ -58,7 +58,14 @@ _clients_lock = threading.Lock()
 
 
 def split_path(path: str) -> tuple[str, str]:
-    """``gs://bucket/name`` -> ``(bucket, name)``; the name may be empty."""
+    """``gs://bucket/name`` -> ``(bucket, name)``; the name may be empty.
+
+    Args:
+        path: a ``gs://`` path.
+
+    Returns:
+        The bucket and the object name (or prefix) within it.
+    """
     bucket, _, name = path[len(SCHEME):].partition("/")
     if not bucket:
         raise ValueError(f"{path!r} names no bucket")
@@ -66,6 +73,15 @@ def split_path(path: str) -> tuple[str, str]:
 
 
 def path_of(bucket: str, name: str) -> str:
+    """The ``gs://`` path of an object.
+
+    Args:
+        bucket: the bucket's name.
+        name: the object's name within it.
+
+    Returns:
+        ``gs://<bucket>/<name>``.
+    """
     return f"{SCHEME}{bucket}/{name}"
 
 
@@ -88,7 +104,11 @@ def _env_seconds(name: str, default: float) -> float:
 
 
 def retry_timeout() -> float:
-    """How long one request of ours is retried before the build gives up (seconds)."""
+    """How long one request of ours is retried before the build gives up.
+
+    Returns:
+        Seconds: ``BEAM_TFRECORDS_GCS_RETRY_TIMEOUT``, else 120.
+    """
     return _env_seconds(RETRY_TIMEOUT_ENV, 120.0)
 
 
@@ -115,7 +135,15 @@ def retry_policy():
 
 @contextlib.contextmanager
 def errors_named(action: str, path: str) -> Iterator[None]:
-    """Turn retries that ran out into one clear line naming the request and the last error."""
+    """Turn retries that ran out into one clear line naming the request and the last error.
+
+    Args:
+        action: the request, as the message names it (``"upload of"``, ``"list"``).
+        path: the object or prefix it was about.
+
+    Returns:
+        A context manager raising :class:`StorageUnavailable` for a ``RetryError`` inside it.
+    """
     from google.api_core.exceptions import RetryError
 
     try:
@@ -180,14 +208,28 @@ def client():
 
 
 def blob_crc32c(blob) -> int:
-    """Cloud Storage reports crc32c as base64 of the big-endian 4 bytes."""
+    """An object's CRC-32C (Cloud Storage reports base64 of the big-endian 4 bytes).
+
+    Args:
+        blob: a ``google.cloud.storage.Blob`` with its metadata loaded.
+
+    Returns:
+        The CRC-32C of the whole object, as an integer.
+    """
     if not blob.crc32c:
         raise OSError(f"{path_of(blob.bucket.name, blob.name)} has no crc32c in its metadata")
     return int.from_bytes(base64.b64decode(blob.crc32c), "big")
 
 
 def list_below(prefix: str) -> list[str]:
-    """Names of every object below a directory-like prefix, sorted."""
+    """Every object below a directory-like prefix.
+
+    Args:
+        prefix: ``gs://bucket/folder`` (with a trailing ``/`` or not); ``gs://bucket``: all.
+
+    Returns:
+        Their ``gs://`` paths, sorted.
+    """
     bucket, name = split_path(prefix)
     below = name.rstrip("/") + "/" if name.rstrip("/") else ""
     with errors_named("list", prefix):
@@ -196,7 +238,11 @@ def list_below(prefix: str) -> list[str]:
 
 
 def delete_objects(paths: Sequence[str]) -> None:
-    """Delete objects in batches; a missing object counts as deleted; failures raise."""
+    """Delete objects in batches; a missing object counts as deleted; other failures raise.
+
+    Args:
+        paths: ``gs://`` paths of objects.
+    """
     if not paths:
         return
     from apache_beam.io.gcp.gcsio import GcsIO
@@ -212,7 +258,13 @@ def delete_objects(paths: Sequence[str]) -> None:
 
 
 def exists(path: str) -> bool:
-    """An object, or a directory-like prefix with objects below it (a bucket for ``gs://b``).
+    """Whether there is an object, or objects below a directory-like prefix.
+
+    Args:
+        path: ``gs://bucket/name``; ``gs://bucket`` asks for the bucket.
+
+    Returns:
+        True for an object of that name, objects below ``name/``, or an existing bucket.
     """
     bucket, name = split_path(path)
     service = client()
@@ -229,7 +281,14 @@ def exists(path: str) -> bool:
 
 def identities(paths: Sequence[str]) -> dict[str, FileIdentity]:
     """Size and generation of the objects ``paths`` name, from one listing per bucket (of
-    the names' common prefix), not one request per object."""
+    the names' common prefix), not one request per object.
+
+    Args:
+        paths: ``gs://`` paths of objects.
+
+    Returns:
+        ``{path: FileIdentity}`` for those that exist.
+    """
     by_bucket: dict[str, list[str]] = {}
     for path in paths:
         bucket, name = split_path(path)
@@ -248,7 +307,14 @@ def identities(paths: Sequence[str]) -> dict[str, FileIdentity]:
 
 
 def identity(path: str) -> FileIdentity:
-    """The object's size and generation now (``kind=MISSING`` when there is none)."""
+    """The object's size and generation now.
+
+    Args:
+        path: a ``gs://`` object path.
+
+    Returns:
+        Its identity (``kind=MISSING`` when there is no such object).
+    """
     bucket, name = split_path(path)
     with errors_named("metadata of", path):
         blob = client().bucket(bucket).get_blob(name, retry=retry_policy())
@@ -258,7 +324,12 @@ def identity(path: str) -> FileIdentity:
 
 
 def upload(path: str, data: bytes) -> None:
-    """Write the object in one request, retried whole: readers see it only once complete."""
+    """Write the object in one request, retried whole: readers see it only once complete.
+
+    Args:
+        path: a ``gs://`` object path.
+        data: its whole content.
+    """
     bucket, name = split_path(path)
     blob = client().bucket(bucket).blob(name)
     with errors_named("upload of", path):
@@ -276,6 +347,13 @@ def compose(sources: Sequence[str], destination: str) -> tuple[int, int]:
     object, the previous generation, or the whole new one -- never a part), so composing to
     a temporary name and copying it over would add a request without adding safety.
     Temporary objects are deleted whether or not the compose succeeds.
+
+    Args:
+        sources: ``gs://`` objects of one bucket, in order.
+        destination: the object to create in the same bucket.
+
+    Returns:
+        The composed object's size in bytes and its CRC-32C, as Cloud Storage reports them.
     """
     from google.api_core.exceptions import NotFound
 
@@ -326,7 +404,14 @@ def compose(sources: Sequence[str], destination: str) -> tuple[int, int]:
 
 
 def size_and_crc32c(path: str) -> tuple[int, int]:
-    """(bytes, crc32c) of an object, from its metadata."""
+    """(bytes, crc32c) of an object, from its metadata.
+
+    Args:
+        path: a ``gs://`` object path.
+
+    Returns:
+        Its size in bytes and its CRC-32C; FileNotFoundError when there is no such object.
+    """
     bucket, name = split_path(path)
     with errors_named("metadata of", path):
         blob = client().bucket(bucket).get_blob(name, retry=retry_policy())

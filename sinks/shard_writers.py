@@ -101,12 +101,21 @@ def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[A
     """The steps after the writers, shared by both sinks: ``plan(all parts)`` -> entries,
     ``finalize(entry)`` -> ShardInfo, grouped as ``{split: [ShardInfo]}`` (one element).
 
-    ``plan`` and ``finalize`` are picklable callables (module functions, partials). The parts
-    and the shards are small descriptors: they reach the planning and the grouping as side
-    inputs of an Impulse, which costs Beam far less to construct and translate than a ToList
-    (a CombineGlobally) each. On a single in-process worker the three are one step; elsewhere
-    the finalize is spread over the workers. With ``lease``, the steps that finalize keep
-    the job's lease alive while they run."""
+    The parts and the shards are small descriptors: they reach the planning and the grouping as
+    side inputs of an Impulse, which costs Beam far less to construct and translate than a
+    ToList (a CombineGlobally) each. On a single in-process worker the three are one step;
+    elsewhere the finalize is spread over the workers.
+
+    Args:
+        parts: the writers' output, ``(split, staged file)`` elements.
+        plan: a picklable callable (a module function, a partial): every part -> entries.
+        finalize: a picklable callable: one entry -> its final shard's ShardInfo.
+        splits: every split name, so an empty split still appears in the result.
+        lease: the job's lease, kept alive by the steps that finalize; None: none.
+
+    Returns:
+        A PCollection of one element, ``{split: [ShardInfo, ...]}``.
+    """
     pipeline = parts.pipeline
     if runs_in_one_process(pipeline.runner, pipeline.options):
         return (pipeline
