@@ -77,16 +77,41 @@ class NoMatch(UserError, FileNotFoundError):
 
 
 def join(base: str, *parts: str) -> str:
+    """A path below ``base`` on its filesystem (``/`` or the local separator).
+
+    Args:
+        base: a folder, local or ``scheme://...``.
+        *parts: names below it.
+
+    Returns:
+        The joined path; NoFilesystem when no Beam filesystem here serves ``base``'s scheme.
+    """
     if parts and not is_local(base) and not is_gcs(base):
         _served(base)
     return FileSystems.join(base, *parts) if parts else base
 
 
 def is_local(path: str) -> bool:
+    """Whether ``path`` is on local disk (it names no ``scheme://``).
+
+    Args:
+        path: any path.
+
+    Returns:
+        True for a local path.
+    """
     return "://" not in path
 
 
 def is_gcs(path: str) -> bool:
+    """Whether ``path`` is on Cloud Storage.
+
+    Args:
+        path: any path.
+
+    Returns:
+        True for a ``gs://`` path.
+    """
     return path.startswith(gcs.SCHEME)
 
 
@@ -137,7 +162,14 @@ def _other_filesystem(path: str) -> Iterator[None]:
 
 
 def open_write(path: str) -> BinaryIO:
-    """A new file for writing; local parent directories are created."""
+    """A new file for writing; local parent directories are created.
+
+    Args:
+        path: where, on any Beam filesystem.
+
+    Returns:
+        A binary file object; what is written appears whole when it is closed on object stores.
+    """
     if is_local(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     _touch(path)
@@ -147,7 +179,14 @@ def open_write(path: str) -> BinaryIO:
 def open_counted_write(path: str) -> Any:
     """A new file that counts its bytes and CRC-32C (``.bytes``, ``.crc32c``): a local file is
     written by a thread of its own (:class:`threaded_file.ThreadedFile`), so the writes
-    overlap with the caller's work; any other is a :class:`CrcCountingWriter`."""
+    overlap with the caller's work; any other is a :class:`CrcCountingWriter`.
+
+    Args:
+        path: where, on any Beam filesystem.
+
+    Returns:
+        A writer with ``write``, ``writelines``, ``close``, ``bytes`` and ``crc32c``.
+    """
     if is_local(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         return threaded_file.ThreadedFile(path)
@@ -155,18 +194,42 @@ def open_counted_write(path: str) -> Any:
 
 
 def open_read(path: str) -> BinaryIO:
+    """A file for reading, its bytes as stored (no decompression by suffix).
+
+    Args:
+        path: a file on any Beam filesystem.
+
+    Returns:
+        A binary file object.
+    """
     _touch(path)
     with _other_filesystem(path):
         return FileSystems.open(path, compression_type=_RAW)
 
 
 def read_text(path: str) -> str:
+    """A whole file as UTF-8 text.
+
+    Args:
+        path: a file on any Beam filesystem.
+
+    Returns:
+        Its text.
+    """
     with open_read(path) as handle:
         return handle.read().decode("utf-8")
 
 
 def exists(path: str) -> bool:
-    """A file, or a directory. On ``gs://`` a directory is a prefix with objects below it."""
+    """Whether there is a file or a directory. On ``gs://`` a directory is a prefix with
+    objects below it.
+
+    Args:
+        path: any path.
+
+    Returns:
+        True when something is there.
+    """
     _touch(path)
     if is_gcs(path):
         return gcs.exists(path)
@@ -178,7 +241,14 @@ def match(pattern: str) -> list:
     """FileMetadata (path, size_in_bytes, last_updated_in_seconds) of a glob, sorted by path.
 
     A local glob without a folder (``*.csv``) is matched as ``./*.csv``: Beam's local
-    filesystem matches nothing for it."""
+    filesystem matches nothing for it.
+
+    Args:
+        pattern: a glob on any Beam filesystem.
+
+    Returns:
+        The matches' metadata, sorted by path (empty when nothing matches).
+    """
     _touch(pattern)
     if "://" not in pattern and not os.path.dirname(pattern):
         pattern = os.path.join(".", pattern)
@@ -233,7 +303,14 @@ def identify(metadata: Sequence[Any]) -> list[FileIdentity]:
     """The identity of each listed file (Beam FileMetadata), in order, for the checks of
     sinks/format/file_identity.py: locally one ``os.stat`` (following a symlink to the file a
     reader would open, so a FIFO or a device is seen without opening it); on ``gs://`` each
-    object's generation, from one listing; elsewhere the size the listing reported."""
+    object's generation, from one listing; elsewhere the size the listing reported.
+
+    Args:
+        metadata: what :func:`match` listed.
+
+    Returns:
+        One FileIdentity per entry, in order.
+    """
     metadata = list(metadata)
     remote = gcs.identities([m.path for m in metadata if is_gcs(m.path)])
     out = []
@@ -249,8 +326,15 @@ def identify(metadata: Sequence[Any]) -> list[FileIdentity]:
 
 
 def identify_paths(paths: Sequence[str]) -> list[FileIdentity | str]:
-    """:func:`identify` for paths given as a list rather than matched: a path that cannot be
-    looked at stays a plain path (its read reports why)."""
+    """:func:`identify` for paths given as a list rather than matched.
+
+    Args:
+        paths: file paths.
+
+    Returns:
+        One FileIdentity per path, in order; a path that cannot be looked at stays a plain
+        path (its read reports why).
+    """
     local: dict[str, FileIdentity] = {}
     for path in paths:
         if is_local(path):
@@ -262,9 +346,15 @@ def identify_paths(paths: Sequence[str]) -> list[FileIdentity | str]:
 
 def not_a_regular_file(path: str) -> str | None:
     """Why a local ``path`` must not be opened as input (a FIFO, a device, a socket, a
-    directory: :func:`file_identity.not_a_file`), found with ``os.stat``, never by opening
-    it; None for a regular file, a path that does not exist (opening it says so) and any
-    object store (which holds no such things)."""
+    directory: :func:`file_identity.not_a_file`), found with ``os.stat``, never by opening it.
+
+    Args:
+        path: an input path.
+
+    Returns:
+        The reason, or None for a regular file, a path that does not exist (opening it says
+        so) and any object store (which holds no such things).
+    """
     if not is_local(path):
         return None
     try:
@@ -276,8 +366,15 @@ def not_a_regular_file(path: str) -> str | None:
 
 def observe(path: str, handle: Any = None) -> FileIdentity | None:
     """The identity of ``path`` now -- of the open ``handle`` where it has a file descriptor
-    (the file that was read, even if another has taken its name since) -- or None where the
-    filesystem tells nothing to compare."""
+    (the file that was read, even if another has taken its name since).
+
+    Args:
+        path: a file that was listed.
+        handle: the file object it was read through, if any.
+
+    Returns:
+        Its identity, or None where the filesystem tells nothing to compare.
+    """
     if is_local(path):
         fileno = getattr(handle, "fileno", None)
         try:
@@ -294,7 +391,14 @@ def observe(path: str, handle: Any = None) -> FileIdentity | None:
 
 
 def list_files(prefix: str) -> list[str]:
-    """Every file below a directory-like prefix."""
+    """Every file below a directory-like prefix.
+
+    Args:
+        prefix: a folder (or a file) on any Beam filesystem.
+
+    Returns:
+        The files' paths, sorted (the file itself for a file; empty when nothing is there).
+    """
     if is_gcs(prefix):
         return [p for p in gcs.list_below(prefix) if not p.endswith("/")]
     if is_local(prefix):  # walked, not globbed: a '?', '*' or '[' in a folder name is literal
@@ -306,7 +410,11 @@ def list_files(prefix: str) -> list[str]:
 
 
 def delete_tree(prefix: str) -> None:
-    """Remove a directory-like prefix and everything below it, if present."""
+    """Remove a directory-like prefix and everything below it, if present.
+
+    Args:
+        prefix: a folder (or a file) on any Beam filesystem.
+    """
     if is_gcs(prefix):
         # Everything below the prefix (folder placeholders too), and an object of that name.
         paths = gcs.list_below(prefix)
@@ -329,7 +437,12 @@ def delete_tree(prefix: str) -> None:
 
 
 def rename(source: str, destination: str) -> None:
-    """Move a file. On object stores this is a copy and a delete (FileSystems does both)."""
+    """Move a file. On object stores this is a copy and a delete (FileSystems does both).
+
+    Args:
+        source: the file.
+        destination: its new path (local parent folders are created).
+    """
     if is_local(destination):
         os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
     _touch(source)
@@ -343,6 +456,10 @@ def write_atomic(path: str, data: bytes) -> None:
     Locally: write a unique temporary beside it, then ``os.replace``. On Cloud Storage an
     object becomes visible only when its upload completes, so one upload (retried whole) is
     atomic; other object stores behave alike through FileSystems.
+
+    Args:
+        path: the file to write or replace.
+        data: its whole content.
     """
     if is_gcs(path):
         gcs.upload(path, data)
@@ -396,10 +513,17 @@ class CrcCountingWriter:
 
 
 def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
-    """Byte-concatenate files into ``destination`` (atomically); returns (bytes, crc32c).
+    """Byte-concatenate files into ``destination``, atomically.
 
     Sources are left in place. On ``gs://`` (sources and destination in one bucket) the
     objects are composed server-side and the crc32c is the one Cloud Storage reports.
+
+    Args:
+        sources: the files, in order.
+        destination: the file to create.
+
+    Returns:
+        The destination's size in bytes and its CRC-32C.
     """
     if sources and is_gcs(destination) and all(is_gcs(s) for s in sources):
         bucket = gcs.split_path(destination)[0]
@@ -422,7 +546,14 @@ def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
 
 
 def file_crc32c(path: str) -> tuple[int, int]:
-    """(bytes, crc32c) of a stored file: from its metadata on ``gs://``, else read in full."""
+    """(bytes, crc32c) of a stored file: from its metadata on ``gs://``, else read in full.
+
+    Args:
+        path: a file on any Beam filesystem.
+
+    Returns:
+        Its size in bytes and its CRC-32C.
+    """
     if is_gcs(path):
         return gcs.size_and_crc32c(path)
     size, crc = 0, 0
@@ -434,6 +565,11 @@ def file_crc32c(path: str) -> tuple[int, int]:
 
 
 def delete(paths: Iterable[str]) -> None:
+    """Delete the files that exist among ``paths``.
+
+    Args:
+        paths: files on any Beam filesystem.
+    """
     paths = [p for p in paths if exists(p)]
     if not paths:
         return
