@@ -55,6 +55,12 @@ def normalize_compression(name: str | None) -> str:
 
     Only the codecs TensorFlow can read are accepted, so a pipeline can never write shards its
     consumers cannot open.
+
+    Args:
+        name: ``none`` (or empty, ``uncompressed``), ``gzip``, ``zlib`` or ``deflate``, any case.
+
+    Returns:
+        One of COMPRESSIONS; ValueError naming the choices for anything else.
     """
     key = (name or "").strip().lower()
     if key in ("", NONE, "uncompressed"):
@@ -70,7 +76,14 @@ def normalize_compression(name: str | None) -> str:
 
 
 def file_suffix(compression: str | None) -> str:
-    """The conventional file suffix for shards written with ``compression``."""
+    """The conventional file suffix for shards written with ``compression``.
+
+    Args:
+        compression: a name :func:`normalize_compression` accepts.
+
+    Returns:
+        ``.tfrecord``, ``.tfrecord.gz`` or ``.tfrecord.deflate``.
+    """
     return _SUFFIXES[normalize_compression(compression)]
 
 
@@ -91,17 +104,38 @@ def compression_from_name(path: str) -> str | None:
 
 
 def mask_crc32c(crc: int) -> int:
-    """TensorFlow's masking step applied to a plain CRC-32C (one computed piece by piece)."""
+    """TensorFlow's masking step applied to a plain CRC-32C (one computed piece by piece).
+
+    Args:
+        crc: a plain CRC-32C.
+
+    Returns:
+        The masked value a TFRecord frame stores.
+    """
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
-    """TensorFlow's masked CRC-32C, which keeps CRCs of data containing CRCs well distributed."""
+    """TensorFlow's masked CRC-32C, which keeps CRCs of data containing CRCs well distributed.
+
+    Args:
+        data: the bytes to checksum.
+
+    Returns:
+        Their masked CRC-32C.
+    """
     return mask_crc32c(_crc32c.crc32c(data))
 
 
 def unmask_crc32c(masked: int) -> int:
-    """Invert :func:`mask_crc32c`, giving back the plain CRC-32C."""
+    """Invert :func:`mask_crc32c`, giving back the plain CRC-32C.
+
+    Args:
+        masked: a masked CRC-32C, as a frame stores it.
+
+    Returns:
+        The plain CRC-32C.
+    """
     rotated = (masked - _MASK_DELTA) & 0xFFFFFFFF
     return ((rotated >> 17) | (rotated << 15)) & 0xFFFFFFFF
 
@@ -112,7 +146,14 @@ def _length_header(length: int) -> bytes:
 
 
 def frame(record: bytes | bytearray | memoryview) -> bytes:
-    """Frame one record: header, data and data CRC, ready to be appended to a TFRecord stream."""
+    """Frame one record: header, data and data CRC, ready to be appended to a TFRecord stream.
+
+    Args:
+        record: one serialized record.
+
+    Returns:
+        Its framed bytes: length, masked CRC of the length, data, masked CRC of the data.
+    """
     return b"".join((_length_header(len(record)), record, _U32.pack(masked_crc32c(record))))
 
 
@@ -124,6 +165,14 @@ def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
 
     For large records (images): copying 200 MB of them into one framed buffer costs more than
     three writes per record, on top of the memory.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+        crcs: the records' plain CRC-32Cs, or None to compute them.
+
+    Returns:
+        3N buffers: header, data view and footer per record, in order.
     """
     view = memoryview(payload).cast("B")
     edges = np.asarray(offsets, dtype=np.int64).tolist()
@@ -143,7 +192,14 @@ _SMALL_PIECE_BYTES = 4096
 
 def record_piece_crcs(records: Sequence[Sequence[bytes | bytearray | memoryview]]
                       ) -> np.ndarray:
-    """The plain CRC-32C of each record given as pieces, chained over them (uint32)."""
+    """The plain CRC-32C of each record given as pieces, chained over them (uint32).
+
+    Args:
+        records: each record as a sequence of byte pieces.
+
+    Returns:
+        Their plain CRC-32Cs, one per record.
+    """
     crc32c = _crc32c.crc32c
     out = np.empty(len(records), np.uint32)
     for k, parts in enumerate(records):
@@ -165,6 +221,15 @@ def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryvie
     gathered into a few short buffers around the large pieces (an image), which are passed on
     uncopied -- the image a reader read is the buffer the file gets. ``crcs``: the records'
     plain CRC-32Cs when the caller has them (:func:`record_piece_crcs`).
+
+    Args:
+        records: each record as a sequence of byte pieces.
+        sizes: each record's total size in bytes.
+        crcs: the records' plain CRC-32Cs, or None to compute them.
+
+    Returns:
+        The buffers to write in order, and the index in that list where each record's buffers
+        begin (``n + 1`` entries).
     """
     crc32c, header, pack = _crc32c.crc32c, _length_header, _U32.pack
     known = None if crcs is None else np.asarray(crcs, np.uint64).tolist()
@@ -192,7 +257,15 @@ def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryvie
 
 def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
     """The plain CRC-32C of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): one
-    call per record, the one thing framing cannot do with whole arrays."""
+    call per record, the one thing framing cannot do with whole arrays.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+
+    Returns:
+        One plain CRC-32C per record.
+    """
     view = memoryview(payload).cast("B")
     edges = np.asarray(offsets, dtype=np.int64).tolist()
     crc = _crc32c.crc32c
@@ -216,6 +289,14 @@ def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
     masking those CRCs, the length headers (computed once per distinct length), and placing
     headers, data and footers into the output are whole-array operations. Framing was the
     largest cost of a columnar build when done record by record.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+        crcs: the records' plain CRC-32Cs, or None to compute them.
+
+    Returns:
+        The framed records, in order, as one bytearray.
     """
     view = memoryview(payload).cast("B")
     bounds = np.asarray(offsets, dtype=np.int64)
@@ -473,6 +554,13 @@ def detect_compression(head: bytes, path: str = "<stream>") -> str:
 
     A valid uncompressed header wins over the gzip magic (a first record's length may start with
     1f 8b); a head too short to judge is NONE, so the reader reports the truncation precisely.
+
+    Args:
+        head: the file's first bytes.
+        path: the file's name, for the error.
+
+    Returns:
+        ``none``, ``gzip`` or ``zlib``; CorruptRecordError when the bytes are none of them.
     """
     if len(head) >= HEADER_SIZE and _HEADER.unpack_from(head)[1] == masked_crc32c(head[:8]):
         return NONE
@@ -498,7 +586,14 @@ SNIFF_BYTES = 1 << 14
 
 
 def named_like_tfrecord(name: str) -> bool:
-    """Whether a file name (its last segment) says TFRecord, as readers' globs pick files."""
+    """Whether a file name (its last segment) says TFRecord, as readers' globs pick files.
+
+    Args:
+        name: a file name or path.
+
+    Returns:
+        True when the name says TFRecord (ours, TensorFlow's, TFDS's, any case).
+    """
     return _TFRECORD_NAME.fullmatch(name.rsplit("/", 1)[-1]) is not None
 
 
@@ -510,7 +605,14 @@ def starts_like_tfrecord(head: bytes) -> bool:
     """Whether a file whose first bytes are ``head`` (up to :data:`SNIFF_BYTES`) begins with a
     TFRecord frame: 12 bytes whose masked CRC matches the length before it, as they are or
     after inflating the start of a GZIP or ZLIB stream. A chance match is one in 2^32; an
-    empty file (a TFRecord file of no records) is told by its name alone."""
+    empty file (a TFRecord file of no records) is told by its name alone.
+
+    Args:
+        head: the file's first bytes.
+
+    Returns:
+        True when they begin with a valid TFRecord frame, compressed or not.
+    """
     if _framed(head):
         return True
     for kind in (GZIP, ZLIB):
@@ -721,6 +823,16 @@ def iter_record_spans(fileobj: BinaryIO, compression: str | None = "auto",
 
     For compressed files offsets count decompressed bytes. Works on non-seekable streams. Any
     malformation, including a damaged compressed stream, raises CorruptRecordError.
+
+    Args:
+        fileobj: a binary file object, read from its current position.
+        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
+        path: the file's name, for errors.
+        verify_crc: check each length's and each record's CRC.
+        max_bytes: the largest record whose data is returned; None: every record's.
+
+    Yields:
+        ``(offset, length, data)`` per record.
     """
     auto = (compression or "").lower() == "auto"
     kind = NONE if auto else normalize_compression(compression)
@@ -740,12 +852,32 @@ def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto
                               path: str = "<stream>",
                               verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
     """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`. Memory holds the
-    current record and a few chunks."""
+    current record and a few chunks.
+
+    Args:
+        fileobj: a binary file object, read from its current position.
+        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
+        path: the file's name, for errors.
+        verify_crc: check each length's and each record's CRC.
+
+    Yields:
+        ``(offset, record)`` per record.
+    """
     for offset, _, data in iter_record_spans(fileobj, compression, path, verify_crc):
         yield offset, data  # type: ignore[misc]  # max_bytes=None: never None
 
 
 def iter_records(fileobj: BinaryIO, compression: str | None = "auto", path: str = "<stream>",
                  verify_crc: bool = True) -> Iterator[bytes]:
-    """Stream the records of a TFRecord file; see :func:`iter_records_with_offsets`."""
+    """Stream the records of a TFRecord file; see :func:`iter_records_with_offsets`.
+
+    Args:
+        fileobj: a binary file object, read from its current position.
+        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
+        path: the file's name, for errors.
+        verify_crc: check each length's and each record's CRC.
+
+    Yields:
+        Each record's bytes.
+    """
     yield from (r for _, _, r in iter_record_spans(fileobj, compression, path, verify_crc))
