@@ -326,10 +326,10 @@ def _user_error_names() -> set[str]:
     import importlib
     import pkgutil
 
-    from beam_tfrecords import pipelines, sinks, transforms
+    from beam_tfrecords import pipelines, runtime, sinks, transforms
     from beam_tfrecords.errors import UserError
 
-    for package in (pipelines, sinks, transforms):
+    for package in (pipelines, runtime, sinks, transforms):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + ".",
                                             onerror=lambda name: None):
             try:
