@@ -21,7 +21,15 @@ _IN_PROCESS = frozenset({"SwitchingDirectRunner", "DirectRunner", "FnApiRunner"}
 
 
 def runs_in_one_process(runner: object, options: PipelineOptions | None) -> bool:
-    """True when ``runner`` (a pipeline's runner object) runs it on one in-process worker."""
+    """True when ``runner`` (a pipeline's runner object) runs it on one in-process worker.
+
+    Args:
+        runner: the pipeline's runner object.
+        options: its options (None: the defaults).
+
+    Returns:
+        True for Beam's direct runner (or the FnApiRunner) in memory with one worker.
+    """
     if type(runner).__name__ not in _IN_PROCESS:
         return False
     direct = (options or PipelineOptions([])).view_as(DirectOptions)
