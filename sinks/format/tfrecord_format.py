@@ -851,14 +851,8 @@ def iter_record_spans(fileobj: BinaryIO, compression: str | None = "auto",
 def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto",
                               path: str = "<stream>",
                               verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
-    """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`. Memory holds the
-    current record and a few chunks.
-
-    Args:
-        fileobj: a binary file object, read from its current position.
-        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
-        path: the file's name, for errors.
-        verify_crc: check each length's and each record's CRC.
+    """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`, whose arguments
+    these are (without ``max_bytes``). Memory holds the current record and a few chunks.
 
     Yields:
         ``(offset, record)`` per record.
@@ -869,7 +863,7 @@ def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto
 
 def iter_records(fileobj: BinaryIO, compression: str | None = "auto", path: str = "<stream>",
                  verify_crc: bool = True) -> Iterator[bytes]:
-    """Stream the records of a TFRecord file; see :func:`iter_records_with_offsets`.
+    """Stream the records of a TFRecord file.
 
     Args:
         fileobj: a binary file object, read from its current position.
