@@ -18,6 +18,7 @@ WORKDIR /opt/beam_tfrecords
 # modules are the root's *.py files; setup.py reads README.md.
 COPY *.py README.md ./
 COPY pipelines ./pipelines
+COPY runtime ./runtime
 COPY transforms ./transforms
 COPY sinks ./sinks
 COPY configs ./configs

@@ -94,6 +94,7 @@ setup(
     packages=[
         "beam_tfrecords",
         "beam_tfrecords.pipelines",
+        "beam_tfrecords.runtime",
         "beam_tfrecords.sinks",
         "beam_tfrecords.sinks.format",
         "beam_tfrecords.transforms",

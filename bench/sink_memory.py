@@ -19,7 +19,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.sinks.tfrecord_sink import WriteTFRecordShards

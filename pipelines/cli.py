@@ -32,15 +32,15 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
-from beam_tfrecords import crash_note
-from beam_tfrecords.pipelines.flags import CommandParser
+from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
+from beam_tfrecords.runtime import crash_note
 
-__all__ = ["entry", "main"]
+__all__ = ["build_parser", "entry", "init_parser", "main", "run_build"]
 
 
 def _schema(argv: Sequence[str]) -> int:
     from beam_tfrecords.pipelines.config import load_config
-    from beam_tfrecords.sinks import storage
+    from beam_tfrecords.runtime import storage
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
     parser = CommandParser(prog="beam-tfrecords schema",
@@ -73,16 +73,89 @@ def _schema(argv: Sequence[str]) -> int:
     return 0
 
 
+def build_parser(progress_interval: float = 0.0) -> CommandParser:
+    """The ``build`` command's own flags (Beam's pipeline options come on top).
+
+    Args:
+        progress_interval: the default of ``--progress-interval`` (the command line's 10 s;
+            0, no progress lines, for library callers).
+
+    Returns:
+        The parser; ``parse_known_args`` leaves Beam's options for the runner.
+    """
+    parser = CommandParser(
+        prog="beam-tfrecords build",
+        description="Build a TFRecord data set from a config. Any Beam pipeline option is "
+                    "accepted too (e.g. --runner DataflowRunner --project P --region R); "
+                    "another flag is a usage error. Flags after a lone -- go to the runner "
+                    "unchecked (a job service's own options).",
+    )
+    parser.add_argument("--config", required=True, help="data set config (YAML), local or gs://")
+    parser.add_argument("--input", help="override source.path (a glob, local or gs://)")
+    parser.add_argument("--output", help="override output.path (local or gs://)")
+    parser.add_argument("--version", help="version directory name (default: UTC timestamp)")
+    parser.add_argument("--keep-versions", type=int, default=5, metavar="N",
+                        help="committed versions to keep after a build (default 5); the one "
+                             "LATEST names is never deleted")
+    parser.add_argument("--allow-non-empty-output", action="store_true",
+                        help="write into an output location that holds files which are not "
+                             "beam-tfrecords versions (refused by default); those files are "
+                             "left alone")
+    parser.add_argument("--wait-for-lease", type=float, default=0.0, metavar="SECONDS",
+                        help="when another build holds the output's lease, wait up to this "
+                             "many seconds for it instead of refusing at once (default 0)")
+    shuffle = parser.add_mutually_exclusive_group()
+    shuffle.add_argument("--shuffle-seed", type=int, metavar="N",
+                         help="write every shard's records in this seed's pseudo-random order, "
+                              "the same bytes on every runner (overrides output.shuffle)")
+    shuffle.add_argument("--no-shuffle", action="store_true",
+                         help="write records in the order they arrive (overrides "
+                              "output.shuffle)")
+    parser.add_argument("--skip-if-unchanged", action="store_true",
+                        help="exit 0 without writing anything when the inputs fingerprint and "
+                             "the config hash equal those of the version LATEST names")
+    parser.add_argument("--progress-interval", type=float, default=progress_interval,
+                        metavar="SECONDS", help="seconds between progress lines on stderr "
+                        f"(default {progress_interval:g}; 0: none)")
+    return parser
+
+
+def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
+              check_flags: bool = True) -> dict | None:
+    """The ``build`` command's work without its printing: parse the flags, then build.
+
+    Args:
+        argv: the command's arguments (``--config ...`` and Beam's pipeline options).
+        progress_interval: the default of ``--progress-interval`` (0: no progress lines).
+        check_flags: refuse a flag that is neither ours nor a registered Beam pipeline
+            option (pipelines/flags.py); false for the Flex Template entry, whose launcher
+            passes template parameters of its own.
+
+    Returns:
+        The committed manifest, or None when the runner only submitted or staged the job.
+        Raises ``build.Skipped`` when ``--skip-if-unchanged`` finds nothing to do.
+    """
+    from beam_tfrecords.pipelines.build import run
+
+    parser = build_parser(progress_interval)
+    argv = list(argv)
+    end = argv.index("--") if "--" in argv else len(argv)
+    args, beam_args = parser.parse_known_args(argv[:end])
+    if check_flags:
+        check_pipeline_flags(parser, beam_args)
+    return run(args, beam_args + argv[end + 1:])  # after a lone --: the runner's, unchecked
+
+
 def _build(argv: Sequence[str], check_flags: bool = True) -> int:
     import time
 
-    from beam_tfrecords.pipelines.build import Skipped, run
+    from beam_tfrecords.pipelines.build import Skipped
     from beam_tfrecords.pipelines.progress import DEFAULT_INTERVAL
     from beam_tfrecords.pipelines.summary import format_summary
 
     started = time.monotonic()
     try:
-        manifest = run(argv, progress_interval=DEFAULT_INTERVAL, check_flags=check_flags)
+        manifest = run_build(argv, progress_interval=DEFAULT_INTERVAL, check_flags=check_flags)
     except Skipped as skipped:
         print(skipped)
         return 0
@@ -215,10 +288,38 @@ def _report(argv: Sequence[str]) -> int:
     return 0
 
 
-def _init(argv: list[str]) -> int:
-    from beam_tfrecords.pipelines.init_config import main as init_main
+def init_parser() -> CommandParser:
+    """The ``init`` command's flags.
 
-    return init_main(argv)
+    Returns:
+        The parser.
+    """
+    parser = CommandParser(
+        prog="beam-tfrecords init",
+        description="Print a complete, commented config inferred from the input data.")
+    parser.add_argument("--input", required=True,
+                        help="a file, a glob (the first file is read) or an image folder")
+    parser.add_argument("--format", choices=("csv", "jsonl", "parquet", "avro", "images"),
+                        help="default: from the file name (a folder: images)")
+    parser.add_argument("--output", help="the data set's output path (default output/<name>)")
+    parser.add_argument("--name", help="the data set's name (default: from the input)")
+    parser.add_argument("--delimiter", help="CSV cell separator (default: whichever of , tab "
+                                            "; | splits the first lines into the most "
+                                            "columns, evenly)")
+    return parser
+
+
+def _init(argv: list[str]) -> int:
+    from beam_tfrecords.pipelines.init_config import init_config
+    from beam_tfrecords.pipelines.init_inference import InitError
+
+    args = init_parser().parse_args(argv)
+    try:
+        text = init_config(args.input, args.format, args.output, args.name, args.delimiter)
+    except (OSError, ValueError) as err:
+        raise InitError(f"{args.input}: {err}") from None
+    print(text, end="")
+    return 0
 
 
 COMMANDS = {"init": _init, "build": _build, "verify": _verify, "inspect": _inspect,
@@ -280,10 +381,10 @@ def _user_error_names() -> set[str]:
     import importlib
     import pkgutil
 
-    from beam_tfrecords import pipelines, sinks, transforms
+    from beam_tfrecords import pipelines, runtime, sinks, transforms
     from beam_tfrecords.errors import UserError
 
-    for package in (pipelines, sinks, transforms):
+    for package in (pipelines, runtime, sinks, transforms):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + ".",
                                             onerror=lambda name: None):
             try:
@@ -377,11 +478,19 @@ def _signals_handled(command: str) -> contextlib.AbstractContextManager:
 
 
 def main(argv: Sequence[str] | None = None, *, check_flags: bool = True) -> int:
-    """Run one command; returns its exit status (the table in the module docstring).
+    """Run one command, as the ``beam-tfrecords`` console script does.
 
     Everything it prints, through any path, is redacted and escaped (pipelines/safe_streams.py).
-    ``check_flags=False`` lets ``build`` hand flags it does not know to Beam unchecked (the
-    Flex Template entry's template parameters); otherwise such a flag is a usage error.
+
+    Args:
+        argv: the command and its arguments (``["build", "--config", ...]``); None:
+            ``sys.argv[1:]``.
+        check_flags: refuse a ``build`` flag that is neither ours nor a registered Beam
+            pipeline option; false lets such flags through to Beam (the Flex Template entry's
+            template parameters).
+
+    Returns:
+        The exit status (the table in the module docstring).
     """
     from beam_tfrecords.pipelines.safe_streams import discard_broken_pipes, safe_streams
 
@@ -437,8 +546,8 @@ def import_command(argv: Sequence[str]) -> None:
     freeze the result.
 
     Importing Beam creates about a million objects that live as long as the process. Each
-    collection during the import walks all of them and frees nothing (~0.15 s here), and
-    every later full collection walks them again; frozen, they are left out of both. A
+    collection during the import walks all of them and frees nothing, and every later full
+    collection walks them again; frozen, they are left out of both. A
     failing import is left for ``main`` to report, as it would without this step."""
     words, _ = _split_debug(list(argv))
     module = COMMAND_MODULES.get(words[0]) if words else None
@@ -463,14 +572,14 @@ def entry() -> None:
     Two things only a process that exits right after ``main`` may do: import the command's
     modules with the collector paused (:func:`import_command`), and freeze every object
     before exiting, so that the interpreter's final collections do not walk the heap Beam
-    left (~0.26 s here on every run, measured in bench/README.md). Everything ``main`` wrote
+    left (a measurable share of a small build: bench/README.md). Everything ``main`` wrote
     is closed and committed when it returns; the ``atexit`` handlers (logging's flush among
     them) still run.
 
     Before anything else it claims SIGINT and SIGTERM (pipelines/signals.py): blocked before
     the first import that starts a thread, so that none of those threads can swallow them.
     Only ``build`` handles them; the other commands get Python's default actions back. Then
-    a native crash is set to print the stage and the file (crash_note.py)."""
+    a native crash is set to print the stage and the file (runtime/crash_note.py)."""
     from beam_tfrecords.pipelines import signals
 
     signals.claim_signals()

@@ -127,7 +127,7 @@ class Config:
         for feature in resolved["features"]:  # a date format only where text is a date, so
             if feature.get("format") is None:  # configs without one keep their hash
                 feature.pop("format", None)
-            if not feature.get("scale"):  # likewise a scale (issue #18): only when set
+            if not feature.get("scale"):  # likewise a scale: only when set
                 feature.pop("scale", None)
         for section in SOURCE_FORMATS:
             if section != self.source.format:
@@ -351,7 +351,7 @@ def load_config(path: str) -> Config:
         YamlLimitError,
         safe_load_limited,
     )
-    from beam_tfrecords.sinks import storage
+    from beam_tfrecords.runtime import storage
 
     try:
         with storage.open_read(path) as handle:

@@ -24,7 +24,15 @@ _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
 
 
 def template_argv(argv: Sequence[str]) -> list[str]:
-    """The build command's arguments for a Flex Template launcher's ``argv``."""
+    """The build command's arguments for a Flex Template launcher's ``argv``.
+
+    Args:
+        argv: the launcher's arguments (``--name=value`` per template parameter, and Beam's).
+
+    Returns:
+        The same arguments with template names mapped onto the build's flags; ValueError for a
+        boolean parameter that is neither true nor false.
+    """
     out: list[str] = []
     for arg in argv:
         name, eq, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
@@ -44,7 +52,14 @@ def template_argv(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """The build command for a launcher's arguments. Run as the launcher's script, the
     process is the command's: SIGINT and SIGTERM are claimed before Beam is imported, as the
-    console script does (pipelines/signals.py)."""
+    console script does (pipelines/signals.py).
+
+    Args:
+        argv: the launcher's arguments; None: ``sys.argv[1:]`` (and the signals are claimed).
+
+    Returns:
+        The build command's exit status (2 for a bad template parameter).
+    """
     from beam_tfrecords.pipelines import signals
 
     if argv is None:

@@ -19,15 +19,14 @@ folder's layout -- and prints a config that builds that input with no rejects:
 * an id-like column (``id``, ``*_id``: unique and never missing in the sample) becomes the
   split key of an 80/20 train/eval split.
 
-The inference itself (:func:`features_from_arrow`) is pure over Arrow types and sample
-statistics; reading the sample is the format's business.
+This module reads the sample (per format) and holds the inferred columns to it; the
+inference itself is pure over Arrow types and sample statistics (``init_inference.py``), and
+the text is written by ``init_render.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
 import decimal
 import json
 import math
@@ -37,11 +36,11 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from beam_tfrecords.errors import UserError
-from beam_tfrecords.pipelines.flags import CommandParser
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.pipelines.init_inference import Column, InitError, features_from_arrow
+from beam_tfrecords.pipelines.init_render import feature_entry, render, scalar
+from beam_tfrecords.runtime import storage
 
-__all__ = ["Column", "InitError", "columns_of", "features_from_arrow", "main", "render"]
+__all__ = ["columns_of", "init_config"]
 
 SAMPLE_RECORDS = 10_000
 SAMPLE_BYTES = 16 << 20
@@ -51,120 +50,7 @@ LIST_ROWS = 5_000_000
 _CSV_NULLS = ("", "NA", "N/A", "NULL", "null", "#N/A", "n/a", "None", "none", "-")
 _FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".json": "jsonl",
             ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet", ".avro": "avro"}
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SURROGATE = re.compile("[\uD800-\uDFFF]")
-_UNITS = {"s": "s", "ms": "ms", "us": "us", "ns": "ns"}
-
-
-class InitError(UserError):
-    """An input ``init`` cannot describe; one line."""
-
-
-@dataclasses.dataclass
-class Column:
-    """One feature to write: its name, source path, type, shape, missing policy, unit and a
-    comment; ``skip`` holds why a column became a comment instead."""
-
-    name: str
-    source: tuple[str, ...]
-    dtype: str = ""
-    shape: tuple[int, ...] = ()
-    missing: str = "error"
-    unit: str = ""
-    note: str = ""
-    skip: str = ""
-
-
-# -- Arrow types -> features (pure) ---------------------------------------------------------------
-
-def _leaf(pa: Any, t: Any, text_times: bool) -> tuple[str, str, str] | str:
-    """(dtype, unit, note) of a scalar Arrow type, or the reason it has no feature type."""
-    types = pa.types
-    if types.is_dictionary(t):
-        return _leaf(pa, t.value_type, text_times)
-    if getattr(t, "extension_name", None) == "arrow.uuid":  # Parquet's UUID
-        return "string", "", "uuid -> its canonical text"
-    if types.is_boolean(t):
-        return "int64", "", "true/false -> 1/0"
-    if types.is_integer(t):
-        note = "values above 2**63-1 are rejected" if t == pa.uint64() else ""
-        return "int64", "", note
-    if types.is_floating(t):
-        return "float", "", ""
-    if types.is_decimal(t):
-        if 0 < t.scale <= 18 and t.precision <= 18:  # every value fits an int64 once scaled
-            return "float", "", (f"decimal -> float32; {{type: int64, scale: {t.scale}}} "
-                                 "would store it exactly")
-        return "float", "", "decimal -> float32"
-    if types.is_string(t) or types.is_large_string(t):
-        return "string", "", ""
-    if types.is_binary(t) or types.is_large_binary(t) or types.is_fixed_size_binary(t):
-        return "bytes", "", ""
-    if types.is_timestamp(t):
-        if text_times:  # the cells decide (_date_text)
-            return "string", "", "date-time text, kept as text"
-        zone = f", time zone {t.tz}" if t.tz else ""
-        return "int64", _UNITS[t.unit], f"timestamp{zone} -> {t.unit} since 1970-01-01 UTC"
-    if types.is_date(t):
-        if text_times:
-            return "string", "", "date text, kept as text"
-        return "int64", "days", "date -> days since 1970-01-01"
-    if types.is_time(t):
-        if text_times:  # our readers keep it as text, which no unit parses
-            return "a time of day has no feature type"
-        unit = "us" if t.unit == "ns" else _UNITS[t.unit]  # datetime.time holds no ns
-        return "int64", unit, f"time of day -> {unit} since midnight"
-    if types.is_null(t):
-        return "always missing in the sample"
-    if types.is_map(t):
-        return "a map has no feature type (flatten it to columns first)"
-    return f"{t} has no feature type"
-
-
-def _list_shape(pa: Any, t: Any) -> tuple[tuple[int, ...], Any]:
-    """The shape of a (nested) list type and its element type."""
-    shape: list[int] = []
-    while pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        shape.append(-1)
-        t = t.value_type
-    return tuple(shape), t
-
-
-def features_from_arrow(pa: Any, schema: Any, nulls: Mapping[str, int], *,
-                        text_times: bool = False) -> list[Column]:
-    """Columns of an Arrow ``schema``: ``nulls`` maps a dotted field path to how many of its
-    values are missing (absent keys: none seen). ``text_times``: timestamps and dates came
-    from text (CSV), which our readers keep as text."""
-    out: list[Column] = []
-
-    def visit(field: Any, path: tuple[str, ...], parent_missing: bool) -> None:
-        dotted = ".".join(path)
-        missing = parent_missing or nulls.get(dotted, 0) > 0
-        t = field.type
-        if pa.types.is_struct(t):
-            for child in t:
-                visit(child, path + (child.name,), missing)
-            return
-        shape, element = _list_shape(pa, t)
-        name = "_".join(path)
-        if "" in path:  # pandas' to_csv writes its index under an empty header
-            out.append(Column(name, path, skip="no name in the header (as pandas writes "
-                                               "its index): a source cannot name it"))
-            return
-        if pa.types.is_struct(element):
-            out.append(Column(name, path, skip="a list of records has no feature type"))
-            return
-        leaf = _leaf(pa, element, text_times)
-        if isinstance(leaf, str):
-            out.append(Column(name, path, skip=leaf))
-            return
-        dtype, unit, note = leaf
-        out.append(Column(name, path, dtype, shape, "omit" if missing else "error", unit,
-                          note))
-
-    for field in schema:
-        visit(field, (field.name,), False)
-    return out
 
 
 # -- reading the sample -------------------------------------------------------------------------
@@ -399,13 +285,14 @@ def _fixed_places(column: Column, cells: Any) -> None:
     """A float column whose every sampled cell is written with the same k decimal places (a
     price, 12.34) gets a note: as an int64 with ``scale: k`` its values are stored exactly,
     where a float feature keeps a float32 (9999.99 becomes 9999.990234375)."""
-    from beam_tfrecords.transforms.readers import csv_columnar as cc
+    from beam_tfrecords.transforms.readers import csv_typing
+    from beam_tfrecords.transforms.readers.csv_columnar import NeedsRows
 
     if not len(cells):
         return
     try:
-        places = cc.decimal_cells(cells, None, column.name).type.scale
-    except cc.NeedsRows:  # mixed places, exponents, nan ...
+        places = csv_typing.decimal_cells(cells, None, column.name).type.scale
+    except NeedsRows:  # mixed places, exponents, nan ...
         return
     if places:
         column.note = (f"every sampled value has {places} decimal place"
@@ -419,14 +306,15 @@ def _reader_parses_all(spec: Any, cells: Any) -> bool:
     reader would read the block per row."""
     import pyarrow as pa
 
-    from beam_tfrecords.transforms.readers import csv_columnar as cc
+    from beam_tfrecords.transforms.readers import csv_typing
+    from beam_tfrecords.transforms.readers.csv_columnar import NeedsRows
     from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
 
     batch = pa.RecordBatch.from_arrays([cells], names=["c"])
     try:
-        _, bad = cc.type_batch(batch, ["c"], {"c": spec}, (), parse_cell, CellError)
+        _, bad = csv_typing.type_batch(batch, ["c"], {"c": spec}, (), parse_cell, CellError)
         return not bad
-    except cc.NeedsRows:  # e.g. an integer past int64, which the per-row reader keeps
+    except NeedsRows:  # e.g. an integer past int64, which the per-row reader keeps
         try:
             for cell in cells.to_pylist():
                 parse_cell(spec, cell)
@@ -598,7 +486,7 @@ def _spec(column: Column) -> Any:
     from beam_tfrecords.transforms.codec.specs import parse_features
 
     try:
-        return parse_features({column.name: _raw_feature(column)})[0]
+        return parse_features({column.name: feature_entry(column)})[0]
     except UserError:
         return None
 
@@ -737,8 +625,18 @@ def _jsonl_records(path: str) -> tuple[list[dict], bool]:
 
 def columns_of(path: str, fmt: str, delimiter: str | None = None
                ) -> tuple[list[Column], dict, str, Any]:
-    """(columns, the source's format options, a note on what was read, the sampled rows as
-    an Arrow table -- None for Parquet, whose schema was read, not its rows) for one file."""
+    """What one file holds, as init reads it.
+
+    Args:
+        path: the file (the first a glob matches).
+        fmt: its format (``csv``, ``jsonl``, ``parquet`` or ``avro``).
+        delimiter: the CSV cell separator; None: sniffed from the first lines.
+
+    Returns:
+        The columns, the source's format options (``csv: {...}``), a note on what was read, and
+        the sampled rows as an Arrow table (None for Parquet, whose schema was read, not its
+        rows).
+    """
     import pyarrow as pa
 
     if fmt == "parquet":
@@ -847,7 +745,7 @@ def _images_config(root: str, name: str, output: str, asked: bool = True) -> str
         f"name: {name}",
         "source:",
         "  format: images",
-        f"  path: {_scalar(root)}",
+        f"  path: {scalar(root)}",
         "  images: {layout: folders}",
         "features:",
         "  image_raw: {type: bytes, source: image}   # the file's bytes, unchanged",
@@ -863,126 +761,9 @@ def _images_config(root: str, name: str, output: str, asked: bool = True) -> str
     else:
         lines += ["splits:", "  key: path   # hash of the file path", "  train: 80",
                   "  eval: 20"]
-    lines += ["output:", f"  path: {_scalar(output)}",
+    lines += ["output:", f"  path: {scalar(output)}",
               "  # The folders are read class by class; shuffled, no shard holds one class.",
               "  shuffle: {seed: 1}"]
-    return "\n".join(lines) + "\n"
-
-
-# -- rendering -------------------------------------------------------------------------------------
-
-def _scalar(value: str) -> str:
-    """A YAML scalar: plain when safe (YAML reads it back as this very text: not ``on``,
-    ``null`` or ``12``), else double-quoted (:func:`_quoted`)."""
-    if re.fullmatch(r"[A-Za-z0-9_./:*-]+", value) and value[0] not in "-*:" and _reads_back(
-            value):
-        return value
-    return _quoted(value)
-
-
-# What YAML accepts unescaped in a document (PyYAML's reader), less the line breaks, which a
-# double-quoted scalar folds and a comment ends at.
-_YAML_RAW = re.compile("[\x20-\x7E\xA0-\u2027\u202A-\uD7FF\uE000-\uFEFE\uFF00-\uFFFD"
-                       "\U00010000-\U0010FFFF]")
-
-
-def _quoted(text: str) -> str:
-    """``text`` as a YAML double-quoted scalar, every character YAML would refuse or fold
-    written as an escape (JSON's escapes are not enough: YAML refuses a surrogate pair)."""
-    out = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif _YAML_RAW.fullmatch(char):
-            out.append(char)
-        else:
-            code = ord(char)
-            out.append(f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}")
-    return '"' + "".join(out) + '"'
-
-
-def _comment(text: str) -> str:
-    """``text`` fit for a YAML comment: one line, only characters YAML accepts."""
-    return "".join(char if _YAML_RAW.fullmatch(char) else repr(char)[1:-1] for char in text)
-
-
-def _reads_back(text: str) -> bool:
-    import yaml
-
-    try:
-        return yaml.safe_load(text) == text
-    except yaml.YAMLError:
-        return False
-
-
-def _key(name: str) -> str:
-    return name if _PLAIN_KEY.fullmatch(name) and _reads_back(name) else _quoted(name)
-
-
-def _raw_feature(column: Column) -> dict[str, Any]:
-    """``column``'s entry under ``features:`` as the config states it (what the printed line
-    says, and what :func:`_fit_records` parses to hold the sample to)."""
-    raw: dict[str, Any] = {"type": column.dtype}
-    if column.shape:
-        raw["shape"] = list(column.shape)
-    if column.source != tuple(column.name.split("/")):  # a name's default source
-        raw["source"] = ".".join(column.source)
-    if column.missing != "error":
-        raw["missing"] = column.missing
-    if column.unit:
-        raw["unit"] = column.unit
-    return raw
-
-
-def _feature_line(column: Column) -> str:
-    parts = []
-    for key, value in _raw_feature(column).items():
-        shown = _scalar(value) if key == "source" else (
-            str(list(value)) if key == "shape" else value)
-        parts.append(f"{key}: {shown}")
-    body = f"  {_key(column.name)}: {{{', '.join(parts)}}}"
-    notes = [column.note] if column.note else []
-    if column.missing == "omit":
-        notes.append("missing in some records: left out (or missing: empty / default)")
-    return f"{body:<60}# {_comment('; '.join(notes))}" if notes else body
-
-
-def _split_key(columns: Sequence[Column], unique: Mapping[str, bool]) -> Column | None:
-    for column in columns:
-        lowered = column.name.lower()
-        if (lowered == "id" or lowered.endswith("_id")) and column.missing == "error" and (
-                column.dtype in ("int64", "string", "bytes") and not column.shape
-                and unique.get(column.name, False)):
-            return column
-    return None
-
-
-def render(*, name: str, fmt: str, path: str, output: str, columns: Sequence[Column],
-           options: Mapping[str, Any], read: str, unique: Mapping[str, bool]) -> str:
-    """The config text."""
-    today = datetime.date.today().isoformat()
-    lines = [f"# beam-tfrecords init, {today}: inferred from {path} ({read}).",
-             "# Check the types, shapes and missing policies, then build it.",
-             f"name: {_scalar(name)}", "source:", f"  format: {fmt}", f"  path: {_scalar(path)}"]
-    if options:
-        inner = ", ".join(f"{k}: {json.dumps(v)}" for k, v in options.items())
-        lines.append(f"  {fmt}: {{{inner}}}")
-    lines.append("features:")
-    kept = [c for c in columns if not c.skip]
-    if not kept:
-        raise InitError(f"{path}: no column has a feature type")
-    lines += [_feature_line(c) for c in kept]
-    for column in columns:
-        if column.skip:
-            where = ".".join(column.source) or repr("")
-            lines.append(_comment(f"  # {where}: not a feature: {column.skip}"))
-    key = _split_key(kept, unique)
-    if key is not None:
-        lines += ["splits:", f"  key: {_scalar(key.name)}   # id-like: unique in the sample",
-                  "  train: 80", "  eval: 20"]
-    else:
-        lines.append("# splits: none found (no id-like column); every record goes to 'train'")
-    lines += ["output:", f"  path: {_scalar(output)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -1034,7 +815,18 @@ def _is_folder(path: str) -> bool:
 
 def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
                 name: str | None = None, delimiter: str | None = None) -> str:
-    """The config text for the input ``pattern`` (a file, a glob, or an image folder)."""
+    """The config text for the input ``pattern``: ``beam-tfrecords init``'s output.
+
+    Args:
+        pattern: a file, a glob (its first file is read) or an image folder.
+        fmt: the format; None: from the file name (a folder: images).
+        output: the data set's output path; None: ``output/<name>``.
+        name: the data set's name; None: from the input's name.
+        delimiter: the CSV cell separator; None: sniffed.
+
+    Returns:
+        The YAML text, comments included. InitError when the input cannot be described.
+    """
     if fmt == "images" or (fmt is None and _is_folder(pattern)):
         name = name or _name_of(pattern)
         return _images_config(pattern, name, output or f"output/{name}", fmt == "images")
@@ -1058,29 +850,3 @@ def init_config(pattern: str, fmt: str | None = None, output: str | None = None,
     unique = _unique_ids(first, columns, sample)
     return render(name=name, fmt=fmt, path=pattern, output=output or f"output/{name}",
                   columns=columns, options=options, read=read, unique=unique)
-
-
-def make_parser() -> argparse.ArgumentParser:
-    parser = CommandParser(
-        prog="beam-tfrecords init",
-        description="Print a complete, commented config inferred from the input data.")
-    parser.add_argument("--input", required=True,
-                        help="a file, a glob (the first file is read) or an image folder")
-    parser.add_argument("--format", choices=("csv", "jsonl", "parquet", "avro", "images"),
-                        help="default: from the file name (a folder: images)")
-    parser.add_argument("--output", help="the data set's output path (default output/<name>)")
-    parser.add_argument("--name", help="the data set's name (default: from the input)")
-    parser.add_argument("--delimiter", help="CSV cell separator (default: whichever of , tab "
-                                            "; | splits the first lines into the most "
-                                            "columns, evenly)")
-    return parser
-
-
-def main(argv: Sequence[str]) -> int:
-    args = make_parser().parse_args(argv)
-    try:
-        text = init_config(args.input, args.format, args.output, args.name, args.delimiter)
-    except (OSError, ValueError) as err:
-        raise InitError(f"{args.input}: {err}") from None
-    print(text, end="")
-    return 0

@@ -8,7 +8,7 @@ show as text when they are valid UTF-8, otherwise as base64 with their length.
 A record larger than ``max_record_bytes``, or one that is not a serialized Example, is shown as
 an :class:`Undecoded` -- its file, offset, size and why -- instead of its features: the large
 one is passed through its CRC check piece by piece and never held, so memory stays bounded
-whatever the records hold (issue #15: a 2 GiB record used to be read whole, twice).
+whatever the records hold (a 2 GiB record is never read whole).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from beam_tfrecords.pipelines.verify import (
     manifest_path_at,
     matched_files,
 )
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 

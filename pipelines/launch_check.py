@@ -1,15 +1,15 @@
 """Type mistakes found at launch: a sample of the first input, read and encoded for real.
 
 A feature declared ``int64`` over a column of text, a fixed shape that no row has, a list
-feature over a scalar column: each rejects every record, and a full pass over a large input
-(minutes) used to be the first sign. Before the pipeline starts, :func:`check_sample` reads the
-first records of the first input with the format's own reader (the same DoFn the pipeline
-runs, called directly, so CSV cells are typed, Parquet and Avro columns read, JSON lines
-parsed exactly as they will be) and encodes each feature of each sampled record alone with the
-real encoder. A feature whose every sampled value is refused -- by the reader (a CSV cell its
-type cannot parse) or by the encoder -- is a one-line error naming the feature, its source
-column, what was declared and what the data holds, unless ``errors.max_bad_fraction`` lets
-every record be rejected.
+feature over a scalar column: each rejects every record, and without this check a full pass over
+a large input would be the first sign. Before the pipeline starts, :func:`check_sample` reads
+the first records of the first input with the format's own reader (the same DoFn the pipeline
+runs, called directly, so CSV cells are typed, Parquet and Avro columns read, JSON lines parsed
+exactly as they will be) and encodes each feature of each sampled record alone with the real
+encoder. A feature whose every sampled value is refused -- by the reader (a CSV cell its type
+cannot parse) or by the encoder -- is a one-line error naming the feature, its source column,
+what was declared and what the data holds, unless ``errors.max_bad_fraction`` lets every record
+be rejected.
 
 Bounded: at most ``SAMPLE_RECORDS`` records; each reader already holds at most
 ``source.max_record_bytes`` of one record, and a columnar chunk is cut to the sample before it
@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.coercion import FeatureValueError, is_missing, type_name
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
@@ -90,9 +90,9 @@ def tally(specs: Sequence[FeatureSpec], events: Iterator[tuple[int | None, Any]]
 
     A feature is a mistake only if *every* sampled value is refused, so one accepted value
     clears it: it is not encoded again, and once every feature is cleared the sample stops
-    (a correct config costs about one record's encoding, not 1,000 records of 30 features
-    each encoded alone -- 0.6 s of a 2 s build of 200,000 wide rows). The tallies of cleared
-    features therefore count up to their first acceptance."""
+    (a correct config costs about one record's encoding, not the whole sample's features
+    each encoded alone, which is a sizable share of a small build of wide rows). The tallies
+    of cleared features therefore count up to their first acceptance."""
     encoders = {spec.name: ExampleEncoder([spec]) for spec in specs if not spec.sequence}
     tallies = {name: FeatureTally() for name in encoders}
     pending = [spec for spec in specs if spec.name in encoders]

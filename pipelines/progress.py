@@ -33,7 +33,14 @@ DEFAULT_INTERVAL = 10.0  # seconds between lines
 
 
 def format_duration(seconds: float) -> str:
-    """``8.2 s`` under a minute, ``1:02:03`` (h:mm:ss) from then on."""
+    """``8.2 s`` under a minute, ``1:02:03`` (h:mm:ss) from then on.
+
+    Args:
+        seconds: a duration.
+
+    Returns:
+        It as text.
+    """
     if seconds < 60:
         return f"{seconds:.1f} s"
     whole = int(seconds)
@@ -43,7 +50,20 @@ def format_duration(seconds: float) -> str:
 def format_progress(records: int, nbytes: int, records_per_s: float, bytes_per_s: float,
                     elapsed: float, rejected: int = 0,
                     top_reason: tuple[str, int] | None = None) -> str:
-    """The line; ``top_reason``: the most frequent reason of the rejects and its count."""
+    """The line; ``top_reason``: the most frequent reason of the rejects and its count.
+
+    Args:
+        records: records written so far.
+        nbytes: bytes stored so far.
+        records_per_s: the recent record rate.
+        bytes_per_s: the recent byte rate.
+        elapsed: seconds since the build started.
+        rejected: records rejected so far.
+        top_reason: the most frequent reject reason and its count, or None.
+
+    Returns:
+        One ``progress:`` line.
+    """
     line = (f"progress: {records:,} records, {format_bytes(nbytes)} written, {rejected:,} "
             f"rejected, {records_per_s:,.0f} records/s, {format_bytes(bytes_per_s)}/s, "
             f"{format_duration(elapsed)} elapsed")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.commit import move_latest, read_latest
 from beam_tfrecords.sinks.format import layout as lay
 

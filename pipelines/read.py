@@ -39,7 +39,7 @@ import numpy as np
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines.verify import ManifestError, check_manifest, version_at
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
@@ -251,6 +251,13 @@ class ExampleParser:
         records | beam.Map(btf.ExampleParser(spec))
 
     It holds only the spec, so it pickles small for Beam workers.
+
+    Args:
+      spec: a version's ``feature_spec.json`` document (the manifest's ``feature_spec``).
+
+    Calling it with one serialized record returns that record as a dict: feature name ->
+    numpy array (or, for a ragged or sequence feature, a list), as :func:`read_examples`
+    yields them.
     """
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
@@ -283,6 +290,10 @@ def read_examples(path: str, split: str | None = None, *, shuffle_files: bool = 
         default: ``torch.utils.data.get_worker_info()`` where torch is importable, else 0 of 1.
       rank, world_size: this process's index among distributed processes; default: the
         ``RANK`` / ``WORLD_SIZE`` environment variables, else 0 of 1.
+
+    Yields:
+      One dict per record: feature name -> numpy array (a list for ragged and sequence
+      features), as :class:`ExampleParser` decodes it.
 
     Records within a shard keep their order; each reader reads whole shards, so with more
     readers than shards some read nothing. See the module's documentation for the arrays.

@@ -4,7 +4,7 @@ Reads the version's ``manifest.json``, its statistics (``statistics/Split-<split
 FeatureStats.pb``, decoded by transforms/stats/statistics_wire.py; a version built without
 them gets a report that says so), its dead-letter files (rejected records and unread input,
 counted by reason, with the first few rows of each as examples) and its ``anomalies.json``
-when a comparison left one, local or on ``gs://`` through sinks/storage.py; the page itself
+when a comparison left one, local or on ``gs://`` through runtime/storage.py; the page itself
 is made by sinks/format/report_html.py, which does no I/O.
 
 The command only reads versions: it writes the page where ``--out`` says, never into a
@@ -20,7 +20,7 @@ from typing import Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines.verify import ManifestError, version_at
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.dead_letters import reason_key
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import resolve_in_version

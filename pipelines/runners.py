@@ -5,7 +5,7 @@ the Prism runner: on first use that downloads a Go binary from GitHub and runs t
 where there is no internet (CI, locked-down laptops, this project's machine) it translates the
 pipeline, fails to download, and only then falls back to the in-process ``FnApiRunner``. So
 the same ``--runner=DirectRunner`` build runs on two different engines depending on the
-network, and pays ~0.3-0.4 s for the failed attempt on every build (bench/README.md).
+network, and pays for the failed attempt on every build (measured in bench/README.md).
 
 Our builds are batch pipelines of our own transforms, which the FnApiRunner always supports
 (no streaming sources, no real-time timers), so a DirectRunner build goes to it straight

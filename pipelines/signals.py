@@ -336,7 +336,7 @@ class _Watcher:
         return ""
 
     def _state(self) -> str:
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import storage
 
         layout = self.layout
         if layout is None:

@@ -20,7 +20,14 @@ _NONE = "-"
 
 
 def summary_rows(manifest: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """One row per split (in the manifest's order), then the total; cells are text."""
+    """One row per split (in the manifest's order), then the total; cells are text.
+
+    Args:
+        manifest: a committed version's manifest.
+
+    Returns:
+        The rows' cells.
+    """
     rows = []
     all_sizes: list[int] = []
     for split, info in manifest["splits"].items():
@@ -42,7 +49,15 @@ def _row(name: str, read: str, written: int, rejected: str, sizes: list[int],
 
 
 def format_summary(manifest: Mapping[str, Any], wall_seconds: float) -> str:
-    """The table, a footnote, and a line with wall time and rates."""
+    """The table, a footnote, and a line with wall time and rates.
+
+    Args:
+        manifest: the committed version's manifest.
+        wall_seconds: how long the command took.
+
+    Returns:
+        The text, several lines.
+    """
     rows = [_COLUMNS, *summary_rows(manifest)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)

@@ -30,7 +30,7 @@ from typing import BinaryIO
 import crc32c
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -39,9 +39,8 @@ from beam_tfrecords.transforms.stats.statistics_wire import decode_statistics_li
 __all__ = ["ShardCheck", "verify_path"]
 
 # Lists of further files a manifest may hold -> what each file is, for messages: the files
-# other readers need at the version root (schema.pbtxt, ...), and a list of index sidecars
-# some manifests carry (`index_files`; index paths are in the shard entries now).
-_PATH_LISTS = {"metadata_files": "metadata file", "index_files": "index file"}
+# other readers need at the version root (schema.pbtxt, ...).
+_PATH_LISTS = {"metadata_files": "metadata file"}
 # What a version folder holds without its manifest listing it (sinks/format/layout.py).
 _UNLISTED_OURS = frozenset((lay.MANIFEST, lay.FEATURE_SPEC, lay.MARKER))
 
@@ -254,7 +253,7 @@ def _relative_files(version_dir: str) -> set[str]:
 
 def _other_listed(manifest: dict) -> Iterator[tuple[str, str]]:
     """(relative path, what it is) of the files a manifest lists besides shards and their
-    index sidecars: dead letters, metadata files, legacy index lists."""
+    index sidecars: dead letters and metadata files."""
     for entry in manifest.get("dead_letter", []):
         yield entry["path"], "dead-letter file"
     for key, what in _PATH_LISTS.items():

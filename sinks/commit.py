@@ -50,7 +50,8 @@ import crc32c
 
 import beam_tfrecords
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import conditional, early_stop, ownership, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.sinks import conditional, early_stop, ownership
 from beam_tfrecords.sinks.dead_letters import DeadLetterFile, staged_dead_letters, top_reasons
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf

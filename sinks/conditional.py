@@ -24,7 +24,7 @@ Backends, one per filesystem:
 - **Cloud Storage.** The service's own generation numbers and preconditions:
   ``create`` uploads with ``ifGenerationMatch=0``, ``replace`` and ``delete`` with
   ``ifGenerationMatch=<generation>``; HTTP 412 means another writer got there first. Each
-  request is retried on transient errors with storage.py's policy; with a precondition a
+  request is retried on transient errors with runtime/gcs.py's policy; with a precondition a
   repeat cannot overwrite anyone else's write. One ambiguity is inherent: an upload that
   succeeded but whose answer was lost is retried and then fails its precondition. It is
   reported as ours when the object now holds exactly our bytes at another generation, so
@@ -269,34 +269,34 @@ def _unlink_quietly(path: str) -> None:
 
 
 class _GcsBackend:
-    """google-cloud-storage through ``storage.gcs_client()`` (looked up on every call, so a
-    test can substitute a client), with storage.py's retry policy and error messages."""
+    """google-cloud-storage through ``gcs.client()`` (looked up on every call, so a
+    test can substitute a client), with runtime/gcs.py's retry policy and error messages."""
 
     @staticmethod
     def _bucket(path: str):
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import gcs
 
-        bucket, name = storage._split_gcs(path)
+        bucket, name = gcs.split_path(path)
         if not name or name.endswith("/"):
             raise ValueError(f"{path!r} names no object")
-        return storage.gcs_client().bucket(bucket), name
+        return gcs.client().bucket(bucket), name
 
     def read(self, path: str) -> tuple[bytes, Generation] | None:
         from google.api_core.exceptions import NotFound
 
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import gcs
 
         bucket, name = self._bucket(path)
         for _ in range(_READ_ATTEMPTS):
-            with storage._gcs_errors("metadata of", path):
-                meta = bucket.get_blob(name, retry=storage._retry())
+            with gcs.errors_named("metadata of", path):
+                meta = bucket.get_blob(name, retry=gcs.retry_policy())
             if meta is None:
                 return None
             generation = meta.generation
             try:
-                with storage._gcs_errors("download of", path):
+                with gcs.errors_named("download of", path):
                     data = bucket.blob(name, generation=generation).download_as_bytes(
-                        retry=storage._retry())
+                        retry=gcs.retry_policy())
             except NotFound:  # replaced or deleted between the two requests: look again
                 continue
             return data, str(generation)
@@ -305,15 +305,15 @@ class _GcsBackend:
     def _upload(self, path: str, data: bytes, if_generation_match: int) -> Generation | None:
         from google.api_core.exceptions import PreconditionFailed
 
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import gcs
 
         bucket, name = self._bucket(path)
         blob = bucket.blob(name)
         try:
-            with storage._gcs_errors("conditional upload of", path):
+            with gcs.errors_named("conditional upload of", path):
                 blob.upload_from_string(data, content_type="application/octet-stream",
                                         if_generation_match=if_generation_match,
-                                        retry=storage._retry())
+                                        retry=gcs.retry_policy())
         except PreconditionFailed:
             # Someone else's write -- or our own, when a retry repeated a request that had
             # succeeded but lost its answer. Ours if the object holds exactly our bytes.
@@ -339,15 +339,15 @@ class _GcsBackend:
     def delete(self, path: str, generation: Generation) -> bool:
         from google.api_core.exceptions import NotFound, PreconditionFailed
 
-        from beam_tfrecords.sinks import storage
+        from beam_tfrecords.runtime import gcs
 
         number = _gcs_generation(generation)
         if number is None:
             return False
         bucket, name = self._bucket(path)
         try:
-            with storage._gcs_errors("conditional delete of", path):
-                bucket.blob(name).delete(if_generation_match=number, retry=storage._retry())
+            with gcs.errors_named("conditional delete of", path):
+                bucket.blob(name).delete(if_generation_match=number, retry=gcs.retry_policy())
         except PreconditionFailed:
             return False
         except NotFound:

@@ -39,7 +39,8 @@ from typing import Any
 import apache_beam as beam
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import early_stop, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.sinks import early_stop
 from beam_tfrecords.sinks.commit import CommitSpec, commit_version, initialize_write
 from beam_tfrecords.sinks.dead_letters import WatchCounts, WriteDeadLetters
 from beam_tfrecords.sinks.format.shard_plan import ShardSize

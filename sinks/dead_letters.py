@@ -22,7 +22,9 @@ from collections.abc import Iterable, Mapping
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks import early_stop, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
+from beam_tfrecords.sinks import early_stop
 from beam_tfrecords.sinks.format.layout import DEAD_LETTER, resolve_in_version
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import JobLease
@@ -144,9 +146,8 @@ class WriteDeadLetters(beam.DoFn):
             self._handle.close()
             if self._watch is not None:
                 self._watch.holding(self, None)
-            yield beam.utils.windowed_value.WindowedValue(
-                DeadLetterFile(self._path, self._rows, tuple(sorted(self._reasons.items()))),
-                -1, [beam.transforms.window.GlobalWindow()])
+            yield from finish_bundle_outputs([
+                DeadLetterFile(self._path, self._rows, tuple(sorted(self._reasons.items())))])
             self._handle = None
         if self._lease is not None:
             self._lease.end(self)

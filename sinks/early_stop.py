@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format.layout import EARLY_STOP
 
 __all__ = ["DEFAULT_WINDOW", "FOLDER", "LOOK_SECONDS", "STOP_SHARE", "RejectWindow",

@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 
 __all__ = ["Entry", "Marker", "OutputState", "classify", "listed_by_failure",
@@ -38,14 +38,13 @@ __all__ = ["Entry", "Marker", "OutputState", "classify", "listed_by_failure",
 TOOL = "beam-tfrecords"
 # Files a build writes inside its version folder, outside .staging/ (relative paths): the
 # only ones cleanup removes from leftovers, together with the marker and .staging/.
-# Shards end .tfrecord[.gz|.deflate] (.zlib: versions written before); index sidecars are
-# index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
-_SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
+# Shards end .tfrecord[.gz|.deflate]; index sidecars are index/<split>/<shard>.index.
+_SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.deflate)?"
 _ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, lay.ANOMALIES,
                                        *lay.METADATA_FILES)))
 _BUILD_FILES = re.compile(
     rf"({_ROOT_FILES}"
-    rf"|[^/]+/{_SHARD}(\.index)?"
+    rf"|[^/]+/{_SHARD}"
     rf"|{re.escape(lay.INDEX)}/[^/]+/{_SHARD}\.index"
     rf"|{re.escape(lay.DEAD_LETTER)}/rejected-\d{{5}}-of-\d{{5}}\.jsonl"
     rf"|{re.escape(lay.STATISTICS)}/Split-[^/]+/{re.escape(lay.STATISTICS_FILE)})"
@@ -260,10 +259,10 @@ def listed_by_manifest(entry: Entry) -> list[str]:
     for dead in doc.get("dead_letter", []):
         if isinstance(dead, dict) and isinstance(dead.get("path"), str):
             listed.add(dead["path"])
-    for key in ("index_files", "metadata_files"):
-        for extra in doc.get(key, []) if isinstance(doc.get(key), list) else []:
-            if isinstance(extra, str):
-                listed.add(extra)
+    extras = doc.get("metadata_files")
+    for extra in extras if isinstance(extras, list) else []:
+        if isinstance(extra, str):
+            listed.add(extra)
     gate = doc.get("gate")
     if isinstance(gate, dict) and isinstance(gate.get("path"), str):
         listed.add(gate["path"])

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 
 __all__ = ["PERIOD", "ProgressFile", "ProgressOptions", "Totals", "read_totals"]
 

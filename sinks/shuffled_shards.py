@@ -37,22 +37,25 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import SHUFFLE, index_path, resolve_in_version
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.sinks.lease import JobLease
-from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
-from beam_tfrecords.sinks.tfrecord_sink import ShardInfo, commit_shards, shard_file_name
+from beam_tfrecords.sinks.shard_writers import (
+    ShardInfo,
+    ShardWriterFn,
+    WriteShards,
+    shard_file_name,
+)
 
 __all__ = ["RunPart", "WriteShuffledShards"]
 
@@ -166,38 +169,22 @@ class _SplitBuffer:
         return keys[order], sizes[order]
 
 
-class _WriteRuns(beam.DoFn):
+class _WriteRuns(ShardWriterFn):
     """(split, bytes | SerializedBatch) -> (split, RunPart): sorted runs in staging."""
 
     def __init__(self, staging: str, seed: int, progress_dir: str | None = None,
                  lease: JobLease | None = None) -> None:
-        self._lease = lease  # kept alive while its bundles write
-        self._staging = staging
+        super().__init__(staging, progress_dir, lease)
         self._seed = seed
-        self._progress_dir = progress_dir
-        self._progress: ProgressFile | None = None
-        self._total_records = 0
         self._spilled_bytes = 0
-        self._reported = 0
-        self._records = Metrics.counter("tfrecord_sink", "records_written")
         self._runs = Metrics.counter("tfrecord_sink", "shuffle_runs_written")
         self._bytes = Metrics.counter("tfrecord_sink", "shuffle_run_bytes")
 
-    def start_bundle(self) -> None:
-        if self._lease is not None:
-            self._lease.begin(self)
+    def _start_bundle(self) -> None:
         self._buffers: dict[str, _SplitBuffer] = {}
-        self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
-        self._count = 0
-        self._done: list[tuple[str, RunPart]] = []
         self._writing: list = []  # run files still being written
 
-    def process(self, element: tuple[str, Any]) -> None:
-        split, records = element
-        if isinstance(records, (bytes, bytearray, memoryview)):
-            records = SerializedBatch.from_records([bytes(records)])
-        if not len(records):
-            return
+    def _write(self, split: str, records: SerializedBatch) -> None:
         if records.pieces is not None:  # large records: never joined (an image, 2 GB of them)
             crcs = tff.record_piece_crcs(records.pieces)
             keys = sp.record_keys(None, records.offsets, crcs, self._seed,
@@ -206,12 +193,10 @@ class _WriteRuns(beam.DoFn):
             crcs = tff.record_crcs(records.payload, records.offsets)
             keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
         self._buffers.setdefault(split, _SplitBuffer()).add(records, crcs, keys)
-        self._records.inc(len(records))
-        self._total_records += len(records)
+
+    def _after_write(self) -> None:
         if sum(b.nbytes for b in self._buffers.values()) >= sp.RUN_BYTES:
             self._spill_all()
-        if self._progress_dir:
-            self._report_progress()
 
     def _wait_for_runs(self) -> None:
         writing, self._writing = self._writing, []
@@ -223,9 +208,7 @@ class _WriteRuns(beam.DoFn):
             self._done.append((split, self._spill(split, self._buffers.pop(split))))
 
     def _spill(self, split: str, buffer: _SplitBuffer) -> RunPart:
-        self._count += 1
-        path = resolve_in_version(self._staging, f"{self._attempt}-{self._count:05d}.run",
-                                  within=(SHUFFLE,), split=split)
+        path = self._staged_path(split, ".run", within=(SHUFFLE,))
         # Locally a thread writes the run while the next one fills: one run at a time (the
         # previous is waited for here, so memory holds at most one run being written), and
         # every run is whole before the bundle hands its runs on.
@@ -242,25 +225,12 @@ class _WriteRuns(beam.DoFn):
         self._spilled_bytes += total
         return RunPart(path, len(keys), total, sp.run_cells(keys, sizes))
 
-    def _report_progress(self, force: bool = False) -> None:
-        if self._progress is None:
-            self._progress = ProgressFile(self._progress_dir)  # type: ignore[arg-type]
-        if self._total_records != self._reported and (force or self._progress.due()):
-            buffered = sum(b.nbytes for b in self._buffers.values())
-            self._progress.write(self._total_records, self._spilled_bytes + buffered)
-            self._reported = self._total_records
+    def _stored_bytes(self) -> int:
+        return self._spilled_bytes + sum(b.nbytes for b in self._buffers.values())
 
-    def finish_bundle(self) -> Iterable[beam.utils.windowed_value.WindowedValue]:
+    def _flush(self) -> None:
         self._spill_all()
         self._wait_for_runs()  # every run whole on disk before any RunPart leaves
-        if self._progress_dir:
-            self._report_progress(force=True)
-        for split, part in self._done:
-            yield beam.utils.windowed_value.WindowedValue(
-                (split, part), -1, [beam.transforms.window.GlobalWindow()])
-        self._done = []
-        if self._lease is not None:
-            self._lease.end(self)
 
 
 # -- reading runs back -----------------------------------------------------------------------
@@ -433,40 +403,30 @@ def _finalize(entry: _ShardEntry, compression: str, index: bool) -> ShardInfo:
                      index_path(entry.path) if index else "")
 
 
-class WriteShuffledShards(beam.PTransform):
+class WriteShuffledShards(WriteShards):
     """Writes ``(split, bytes | SerializedBatch)`` elements as shards in a seeded order.
 
-    Takes :class:`sinks.tfrecord_sink.WriteTFRecordShards`' arguments plus ``seed`` (any
-    integer) and returns the same: one element, ``{split: [ShardInfo, ...]}``.
+    Takes :class:`sinks.shard_writers.WriteShards`' arguments plus ``seed`` (any integer)
+    and returns the same: one element, ``{split: [ShardInfo, ...]}``.
     """
+
+    WRITE_STEP = "WriteRuns"  # (split, RunPart)
 
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  seed: int, compression: str = tff.NONE, size: ShardSize = ShardSize(),
                  index: bool = False, progress_dir: str | None = None,
                  lease: JobLease | None = None) -> None:
-        super().__init__()
-        self._lease = lease
-        compression = tff.normalize_compression(compression)
-        if index and compression != tff.NONE:
-            raise ValueError("index sidecars need uncompressed shards: offsets into a "
-                             f"{compression} stream do not address the file")
+        super().__init__(version_dir, staging_dir, name, splits, compression, size, index,
+                         progress_dir, lease)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"a shuffle seed is an integer, not {seed!r}")
-        self._args = (tuple(splits), version_dir, name, compression, size)
-        self._staging = staging_dir
         self._seed = seed
-        self._index = index
-        self._compression = compression
-        self._progress_dir = progress_dir
 
-    def expand(self, records):
-        progress_dir = self._progress_dir
-        if progress_dir is None and records.pipeline.options is not None:
-            progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
-        runs = records | "WriteRuns" >> beam.ParDo(
-            _WriteRuns(self._staging, self._seed, progress_dir, self._lease))  # (split, RunPart)
-        splits, version_dir, name, compression, size = self._args
-        plan = functools.partial(_plan, splits=splits, version_dir=version_dir, name=name,
-                                 compression=compression, size=size)
-        finalize = functools.partial(_finalize, compression=compression, index=self._index)
-        return commit_shards(runs, plan, finalize, splits, self._lease)  # {split: [ShardInfo]}
+    def _writer(self, progress_dir: str | None) -> _WriteRuns:
+        return _WriteRuns(self._staging, self._seed, progress_dir, self._lease)
+
+    def _planner(self) -> Callable[..., Iterable]:
+        return _plan
+
+    def _finalize(self) -> Callable[[Any], ShardInfo]:
+        return functools.partial(_finalize, compression=self._compression, index=self._index)

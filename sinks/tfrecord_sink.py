@@ -13,8 +13,8 @@ How it works (no global shuffle, no shard held in memory):
    idempotent. Where there are several workers, plan, finalize and group are three steps:
    the plan entries are reshuffled so that the finalize work spreads over the workers, and a
    last step gathers the shards. On a single in-process worker (Beam's direct runner in its
-   default mode, ``sinks/spread.py``) there is nobody to spread to, and every stage has
-   a fixed cost (~20 ms: a bundle and its state sampler thread, bench/README.md), so there
+   default mode, ``runtime/spread.py``) there is nobody to spread to, and every stage has
+   a fixed cost (a bundle and its state sampler thread, bench/README.md), so there
    the three are one step that plans, finalizes the shards one after another and groups
    them. Both shapes call the same functions and write the same shards.
 
@@ -24,50 +24,34 @@ Nothing here writes the manifest: the caller does, last, as the commit point.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import INDEX_SUFFIX, index_path, resolve_in_version
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import Part, ShardSize, plan_shards, should_roll_before
-from beam_tfrecords.sinks.lease import JobLease, run_held
-from beam_tfrecords.sinks.progress_files import ProgressFile, ProgressOptions
-from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
+from beam_tfrecords.sinks.lease import JobLease
+from beam_tfrecords.sinks.shard_writers import (
+    ShardInfo,
+    ShardWriterFn,
+    WriteShards,
+    shard_file_name,
+)
 
-__all__ = ["ShardInfo", "WriteTFRecordShards", "commit_shards", "group_shards",
-           "shard_file_name"]
+__all__ = ["WriteTFRecordShards"]
 
 _LOG = logging.getLogger(__name__)
 # Mean record size from which records are written piece by piece (header, data, footer)
 # instead of being copied into one framed buffer first: images, audio, large tensors.
 _PIECEWISE_RECORD_BYTES = 32 * 1024
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardInfo:
-    """A final shard: its path, record count, stored bytes and crc32c of the whole file."""
-
-    split: str
-    path: str
-    records: int
-    bytes: int
-    crc32c: int
-    index: str = ""  # path of the index sidecar, when one was written
-
-
-def shard_file_name(name: str, index: int, total: int, compression: str) -> str:
-    suffix = tff.file_suffix(compression)
-    return f"{name}-{index:05d}-of-{total:05d}{suffix}"
 
 
 class _PartWriter:
@@ -105,7 +89,7 @@ class _PartWriter:
         return Part(self.path, self.writer.records, self.out.bytes, self.out.crc32c)
 
 
-class _WriteParts(beam.DoFn):
+class _WriteParts(ShardWriterFn):
     """Streams (split, records) into staged, size-rolled files; emits (split, Part).
 
     With ``progress_dir`` it also leaves its running totals there for a launcher's progress
@@ -116,34 +100,21 @@ class _WriteParts(beam.DoFn):
     def __init__(self, staging: str, compression: str, size: ShardSize,
                  index: bool = False, progress_dir: str | None = None,
                  lease: JobLease | None = None) -> None:
-        self._lease = lease
-        self._staging = staging
-        self._progress_dir = progress_dir
-        self._progress: ProgressFile | None = None  # made per instance, in the worker
-        self._total_records = 0  # this instance's, across bundles, for the progress file
+        super().__init__(staging, progress_dir, lease)
         self._closed_bytes = 0
-        self._reported = 0
         self._index = index
         self._compression = compression
         self._size = size
-        self._records = Metrics.counter("tfrecord_sink", "records_written")
         self._parts = Metrics.counter("tfrecord_sink", "parts_written")
         self._oversized = Metrics.counter("tfrecord_sink", "records_over_max_shard_size")
         self._bytes = Metrics.counter("tfrecord_sink", "bytes_written")
         self._bundles = Metrics.counter("tfrecord_sink", "bundles_written")
 
-    def start_bundle(self) -> None:
-        if self._lease is not None:
-            self._lease.begin(self)
+    def _start_bundle(self) -> None:
         self._open: dict[str, _PartWriter] = {}
-        self._done: list[tuple[str, Part]] = []
-        self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
-        self._count = 0
 
     def _new_writer(self, split: str) -> _PartWriter:
-        self._count += 1
-        path = resolve_in_version(self._staging, f"{self._attempt}-{self._count:05d}"
-                                  f"{tff.file_suffix(self._compression)}", split=split)
+        path = self._staged_path(split, tff.file_suffix(self._compression))
         writer = _PartWriter(path, self._compression, self._index)
         self._open[split] = writer
         return writer
@@ -155,20 +126,10 @@ class _WriteParts(beam.DoFn):
         self._closed_bytes += part.bytes
         self._done.append((split, part))
 
-    def _report_progress(self, force: bool = False) -> None:
-        if self._progress is None:
-            self._progress = ProgressFile(self._progress_dir)  # type: ignore[arg-type]
-        if self._total_records != self._reported and (force or self._progress.due()):
-            stored = self._closed_bytes + sum(w.stored_estimate() for w in self._open.values())
-            self._progress.write(self._total_records, stored)
-            self._reported = self._total_records
+    def _stored_bytes(self) -> int:
+        return self._closed_bytes + sum(w.stored_estimate() for w in self._open.values())
 
-    def process(self, element: tuple[str, Any]) -> None:
-        split, records = element  # (split, bytes | SerializedBatch)
-        if isinstance(records, (bytes, bytearray, memoryview)):
-            records = SerializedBatch.from_records([bytes(records)])
-        if not len(records):
-            return
+    def _write(self, split: str, records: SerializedBatch) -> None:
         bounds = records.offsets + tff.FRAME_OVERHEAD * np.arange(len(records) + 1)
         if records.pieces is not None:  # large records still in the encoder's pieces
             sizes = np.diff(records.offsets).tolist()
@@ -185,10 +146,6 @@ class _WriteParts(beam.DoFn):
                 framed[bounds[i]:bounds[j]], j - i,
                 sizes=(np.diff(bounds[i:j + 1]) - tff.FRAME_OVERHEAD).tolist() if self._index
                 else None))
-        self._records.inc(len(records))
-        self._total_records += len(records)
-        if self._progress_dir:
-            self._report_progress()
 
     def _write_framed(self, split: str, bounds: np.ndarray,
                       write: Callable[[tff.TFRecordWriter, int, int], None]) -> None:
@@ -220,20 +177,11 @@ class _WriteParts(beam.DoFn):
             if writer.stored_estimate() >= size.target and writer.exact_size() >= size.target:
                 self._roll(split)
 
-    def finish_bundle(self) -> Iterable[beam.utils.windowed_value.WindowedValue]:
+    def _flush(self) -> None:
         if self._open:
             self._bundles.inc()
         for split in list(self._open):
             self._roll(split)
-        if self._progress_dir:
-            self._report_progress(force=True)
-        for split, part in self._done:
-            yield beam.utils.windowed_value.WindowedValue(
-                (split, part), -1, [beam.transforms.window.GlobalWindow()]
-            )
-        self._done = []
-        if self._lease is not None:
-            self._lease.end(self)
 
 
 def _plan(parts: list[tuple[str, Part]], splits: tuple[str, ...], version_dir: str,
@@ -308,109 +256,22 @@ def _reencode_zlib(sources: list[str], destination: str) -> tuple[int, int]:
     return out.bytes, out.crc32c
 
 
-def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, list[ShardInfo]]:
-    out: dict[str, list[ShardInfo]] = {s: [] for s in splits}
-    for shard in sorted(shards, key=lambda s: s.path):
-        out.setdefault(shard.split, []).append(shard)
-    return out
+class WriteTFRecordShards(WriteShards):
+    """Writes ``(split, bytes | SerializedBatch)`` elements as sharded TFRecord files, in the
+    order they arrive: staged parts rolled at the target size, then planned and joined.
 
-
-def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
-               ) -> dict[str, list[ShardInfo]]:
-    return group_shards(shards, splits)
-
-
-def _plan_finalize_group(_impulse: bytes, parts: list, plan: Callable[[list], Iterable],
-                         finalize: Callable[[Any], ShardInfo], splits: tuple[str, ...]
-                         ) -> dict[str, list[ShardInfo]]:
-    """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
-    """
-    return group_shards([finalize(entry) for entry in plan(parts)], splits)
-
-
-def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -> Iterable:
-    return plan(parts)
-
-
-def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[Any], ShardInfo],
-                  splits: tuple[str, ...], lease: JobLease | None = None):
-    """The steps after the writers, shared by both sinks: ``plan(all parts)`` -> entries,
-    ``finalize(entry)`` -> ShardInfo, grouped as ``{split: [ShardInfo]}`` (one element).
-
-    ``plan`` and ``finalize`` are picklable callables (module functions, partials). The parts
-    and the shards are small descriptors: they reach the planning and the grouping as side
-    inputs of an Impulse, which costs Beam far less to construct and translate than a ToList
-    (a CombineGlobally) each. On a single in-process worker the three are one step; elsewhere
-    the finalize is spread over the workers. With ``lease``, the steps that finalize keep
-    the job's lease alive while they run."""
-    pipeline = parts.pipeline
-    if runs_in_one_process(pipeline.runner, pipeline.options):
-        return (pipeline
-                | "CommitTrigger" >> beam.Impulse()
-                | "PlanFinalizeGroup" >> beam.Map(
-                    functools.partial(run_held, lease, _plan_finalize_group),
-                    beam.pvalue.AsList(parts), plan, finalize, splits))
-    planned = (pipeline
-               | "PlanTrigger" >> beam.Impulse()
-               | "PlanShards" >> beam.FlatMap(_plan_each, beam.pvalue.AsList(parts), plan))
-    shards = (planned
-              | "SpreadFinalize" >> Spread()
-              | "FinalizeShards" >> beam.Map(functools.partial(run_held, lease, finalize)))
-    return (pipeline
-            | "GatherTrigger" >> beam.Impulse()
-            | "GroupBySplit" >> beam.Map(_group_all, beam.pvalue.AsList(shards), splits))
-
-
-class WriteTFRecordShards(beam.PTransform):
-    """Writes ``(split, bytes | SerializedBatch)`` elements as sharded TFRecord files.
-
-    Args:
-      version_dir: the directory the final shards go to (``<version_dir>/<split>/...``).
-      staging_dir: where parts are written first; deleted by the caller after the commit.
-      name: the shards' file name prefix.
-      splits: every split name, so an empty split still appears in the result.
-      compression: ``none``, ``gzip`` or ``zlib``.
-      size: the shard-size band on stored bytes.
-      index: also write index sidecars ``<version_dir>/index/<split>/<shard>.index``
-        (``offset length`` per record, as DALI's tfrecord2idx; only for uncompressed shards,
-        where offsets address the file directly).
-      progress_dir: where writers leave running totals for a progress line; default: the
-        pipeline option ``--tfrecords_progress_dir``, else none.
-      lease: the job's lease on the output, kept alive by the writing and finalizing
-        bundles (``sinks/lease.JobLease``); None: none.
-
-    Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
+    Takes :class:`sinks.shard_writers.WriteShards`' arguments and returns one element,
+    ``{split: [ShardInfo, ...]}``.
     """
 
-    def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
-                 compression: str = tff.NONE, size: ShardSize = ShardSize(),
-                 index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
-        super().__init__()
-        self._lease = lease
-        self._progress_dir = progress_dir
-        compression = tff.normalize_compression(compression)
-        if index and compression != tff.NONE:
-            raise ValueError("index sidecars need uncompressed shards: offsets into a "
-                             f"{compression} stream do not address the file")
-        self._index = index
-        self._version_dir = version_dir
-        self._staging = staging_dir
-        self._name = name
-        self._splits = tuple(splits)
-        self._compression = compression
-        self._size = size
+    WRITE_STEP = "WriteParts"  # (split, Part)
 
-    def expand(self, records):
-        progress_dir = self._progress_dir
-        if progress_dir is None and records.pipeline.options is not None:
-            progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
-        parts = records | "WriteParts" >> beam.ParDo(
-            _WriteParts(self._staging, self._compression, self._size, self._index, progress_dir,
-                        self._lease)
-        )  # (split, Part)
-        plan = functools.partial(_plan, splits=self._splits, version_dir=self._version_dir,
-                                 name=self._name, compression=self._compression,
-                                 size=self._size)
-        return commit_shards(parts, plan, functools.partial(_finalize_shard, index=self._index),
-                             self._splits, self._lease)  # {split: [ShardInfo]}
+    def _writer(self, progress_dir: str | None) -> _WriteParts:
+        return _WriteParts(self._staging, self._compression, self._size, self._index,
+                           progress_dir, self._lease)
+
+    def _planner(self) -> Callable[..., Iterable]:
+        return _plan
+
+    def _finalize(self) -> Callable[[Any], ShardInfo]:
+        return functools.partial(_finalize_shard, index=self._index)

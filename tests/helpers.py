@@ -14,7 +14,7 @@ from typing import Any
 
 import crc32c
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.manifest import crc32c_b64
 from beam_tfrecords.transforms.codec import wire

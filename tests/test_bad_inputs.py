@@ -17,7 +17,7 @@ import zlib
 
 import pytest
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 
@@ -42,7 +42,7 @@ def _config(tmp_path: pathlib.Path, source: dict, features: dict) -> pathlib.Pat
 
 
 def _build(config: pathlib.Path):
-    manifest = build.run(["--config", str(config), "--version", "v1"])
+    manifest = cli.run_build(["--config", str(config), "--version", "v1"])
     version_dir = config.parent / "out" / "v1"
     written = []
     for info in manifest["splits"].values():
@@ -191,12 +191,12 @@ def test_threshold_names_the_counts_and_the_dead_letter_path(tmp_path, fraction,
         "errors": {"max_bad_fraction": fraction},
     }))
     if not fails:
-        manifest = build.run(["--config", str(config), "--version", "v1"])
+        manifest = cli.run_build(["--config", str(config), "--version", "v1"])
         assert manifest["counts"] == {"read": 4, "written": 3, "rejected": 1,
                                       "unread": NOTHING_UNREAD}
         return
     with pytest.raises(Exception, match=r"1 of 4 records were rejected.*dead_letter"):
-        build.run(["--config", str(config), "--version", "v1"])
+        cli.run_build(["--config", str(config), "--version", "v1"])
     assert not (tmp_path / "out" / "v1" / "manifest.json").exists()
     assert not (tmp_path / "out" / "LATEST").exists()
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from beam_tfrecords.pipelines.config import CsvOptions
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
-from beam_tfrecords.transforms.batch_coders import SerializedBatchCoder, rows_nbytes
+from beam_tfrecords.runtime.batch_coders import SerializedBatchCoder, rows_nbytes
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.readers.framework import RecordChunk, RecordChunkCoder

@@ -26,7 +26,7 @@ from collections import Counter
 
 import pytest
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
@@ -219,10 +219,10 @@ def test_example_pipeline_writes_what_the_command_line_writes(runs, tmp_path):
     version_dir, manifest = committed(out)
     assert manifest["counts"]["read"] == manifest["counts"]["written"] == 10_000
     assert set(manifest["splits"]) == {"train", "eval"}
-    cli = build.run(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
-                     str(tmp_path / "cli"), "--version", "v1"])
-    assert manifest["feature_spec"] == cli["feature_spec"]
-    assert records(version_dir, manifest) == records(tmp_path / "cli" / "v1", cli)
+    built = cli.run_build(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
+                            str(tmp_path / "cli"), "--version", "v1"])
+    assert manifest["feature_spec"] == built["feature_spec"]
+    assert records(version_dir, manifest) == records(tmp_path / "cli" / "v1", built)
 
 
 @pytest.mark.parametrize("value", ["bad", {"output": 3}, {"output": "x", "main_tag": "y"},

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from beam_tfrecords_tests_helpers import checked_records, read_records, shard_paths
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.sinks import commit
 from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
@@ -44,7 +44,7 @@ def source_rows_by_split():
 @pytest.fixture(scope="module")
 def demo_build(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "out"
-    manifest = build.run(["--config", str(DEMO), "--output", str(out), "--version", "v1"])
+    manifest = cli.run_build(["--config", str(DEMO), "--output", str(out), "--version", "v1"])
     return out, manifest
 
 
@@ -109,7 +109,7 @@ def test_tensorflow_parses_every_value_with_our_spec(demo_build, read_with_tf):
 
 def test_split_assignment_is_stable_across_builds(demo_build, tmp_path):
     _, first = demo_build
-    second = build.run(["--config", str(DEMO), "--output", str(tmp_path), "--version", "v2"])
+    second = cli.run_build(["--config", str(DEMO), "--output", str(tmp_path), "--version", "v2"])
     for split in first["splits"]:
         assert first["splits"][split]["records"] == second["splits"][split]["records"]
         assert [s["crc32c"] for s in first["splits"][split]["shards"]] == [
@@ -119,7 +119,7 @@ def test_split_assignment_is_stable_across_builds(demo_build, tmp_path):
 def test_committed_version_is_not_overwritten(demo_build):
     out, _ = demo_build
     with pytest.raises(commit.CommitError, match="already committed"):
-        build.run(["--config", str(DEMO), "--output", str(out), "--version", "v1"])
+        cli.run_build(["--config", str(DEMO), "--output", str(out), "--version", "v1"])
 
 
 def test_rejected_records_go_to_dead_letters_and_are_counted(tmp_path):
@@ -132,8 +132,8 @@ def test_rejected_records_go_to_dead_letters_and_are_counted(tmp_path):
                     "5,true,4,goat,-1.25\n")
     config = tmp_path / "c.yaml"
     config.write_text(DEMO.read_text().replace("max_bad_fraction: 0.0", "max_bad_fraction: 0.9"))
-    manifest = build.run(["--config", str(config), "--input", str(data),
-                          "--output", str(tmp_path / "out"), "--version", "v"])
+    manifest = cli.run_build(["--config", str(config), "--input", str(data),
+                              "--output", str(tmp_path / "out"), "--version", "v"])
     assert manifest["counts"] == {"read": 5, "written": 2, "rejected": 3,
                                   "unread": {"files": 0, "bytes": 0, "rows": 0}}
     dead_dir = tmp_path / "out" / "v" / "dead_letter"
@@ -152,16 +152,16 @@ def test_bad_fraction_over_threshold_fails_without_commit(tmp_path):
     data.write_text("id,feature0,feature1,feature2,feature3\n1,true,1,dog,0.5\n2,x,1,dog,0.5\n")
     out = tmp_path / "out"
     with pytest.raises(Exception, match="max_bad_fraction"):
-        build.run(["--config", str(DEMO), "--input", str(data), "--output", str(out),
-                   "--version", "v"])
+        cli.run_build(["--config", str(DEMO), "--input", str(data), "--output", str(out),
+                       "--version", "v"])
     assert not (out / "v" / "manifest.json").exists()
     assert not (out / "LATEST").exists()
     assert not (out / "v").exists()  # rolled back; its dead letters are kept apart
     (kept,) = (out / ".failed").iterdir()
     # The next build succeeds and keeps the failed build's dead letters.
     data.write_text("id,feature0,feature1,feature2,feature3\n1,true,1,dog,0.5\n")
-    manifest = build.run(["--config", str(DEMO), "--input", str(data), "--output", str(out),
-                          "--version", "w"])
+    manifest = cli.run_build(["--config", str(DEMO), "--input", str(data), "--output", str(out),
+                              "--version", "w"])
     assert manifest["counts"]["written"] == 1
     assert Counter(p.name for p in out.iterdir()) == Counter(["LATEST", "w", ".failed"])
     assert [p.name for p in (out / ".failed").iterdir()] == [kept.name]
@@ -220,7 +220,8 @@ def test_missing_source_column_is_a_config_error_before_the_pipeline(tmp_path):
     data = tmp_path / "in.csv"
     data.write_text("id,feature0,feature1,feature2\n1,true,1,dog\n")  # no feature3
     with pytest.raises(ConfigError, match=r"features\.feature3\.source.*no field 'feature3'"):
-        build.run(["--config", str(DEMO), "--input", str(data), "--output", str(tmp_path / "o")])
+        cli.run_build(["--config", str(DEMO), "--input", str(data), "--output",
+                       str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()
 
 
@@ -238,7 +239,7 @@ def test_csv_split_key_column_not_a_feature_is_still_read(tmp_path):
               "splits": {"key": "meta.label", "train": 50, "eval": 50},
               "output": {"path": str(tmp_path / "out")}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    manifest = build.run(["--config", str(tmp_path / "c.yaml")])
+    manifest = cli.run_build(["--config", str(tmp_path / "c.yaml")])
     records = {split: entry["records"] for split, entry in manifest["splits"].items()}
     assert sum(records.values()) == 400
     assert min(records.values()) > 120, records  # ~200 each: the key was read
@@ -283,7 +284,7 @@ def test_dates_and_whole_numbers_from_text_equal_a_parquet_build(tmp_path):
                                "count": {"type": "int64"}},
                   "output": {"path": str(tmp_path / f"out_{fmt}")}}
         (tmp_path / f"{fmt}.yaml").write_text(yaml.safe_dump(config))
-        manifest = build.run(["--config", str(tmp_path / f"{fmt}.yaml"), "--version", "v"])
+        manifest = cli.run_build(["--config", str(tmp_path / f"{fmt}.yaml"), "--version", "v"])
         assert manifest["counts"]["rejected"] == 0, fmt
         built[fmt] = sorted((int(ex["id"]), int(ex["when"]), int(ex["count"]))
                             for ex in read_examples(str(tmp_path / f"out_{fmt}" / "v"),

@@ -23,7 +23,8 @@ import uuid
 import pytest
 from google.api_core.exceptions import NotFound, PreconditionFailed, ServiceUnavailable
 
-from beam_tfrecords.sinks import conditional, storage
+from beam_tfrecords.runtime import gcs
+from beam_tfrecords.sinks import conditional
 
 EMULATOR_IGNORES = ("gcp-storage-emulator ignores ifGenerationMatch preconditions "
                     "(NOTES.md); the fake backend shows this")
@@ -144,12 +145,12 @@ class FakeBlob:
 
 @pytest.fixture
 def fake_gcs(monkeypatch) -> FakeGcs:
-    """``storage.gcs_client()`` answers with a FakeGcs; retries are fast."""
+    """``gcs.client()`` answers with a FakeGcs; retries are fast."""
     fake = FakeGcs()
-    monkeypatch.setattr(storage, "gcs_client", lambda: fake)
-    monkeypatch.setenv(storage.RETRY_INITIAL_ENV, "0.01")
-    monkeypatch.setenv(storage.RETRY_MAXIMUM_ENV, "0.05")
-    monkeypatch.setenv(storage.RETRY_TIMEOUT_ENV, "5")
+    monkeypatch.setattr(gcs, "client", lambda: fake)
+    monkeypatch.setenv(gcs.RETRY_INITIAL_ENV, "0.01")
+    monkeypatch.setenv(gcs.RETRY_MAXIMUM_ENV, "0.05")
+    monkeypatch.setenv(gcs.RETRY_TIMEOUT_ENV, "5")
     return fake
 
 

@@ -31,7 +31,7 @@ from collections import Counter
 
 import pytest
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
@@ -63,9 +63,9 @@ def versions(tmp_path_factory) -> dict[str, pathlib.Path]:
     for name in LOCAL:
         config = ROOT / "configs" / f"{name}.yaml"
         out = root / name
-        build.run(["--config", str(config), "--input",
-                   str(ROOT / load_config(str(config)).source.path), "--output", str(out),
-                   "--version", "v1"])
+        cli.run_build(["--config", str(config), "--input",
+                       str(ROOT / load_config(str(config)).source.path), "--output", str(out),
+                       "--version", "v1"])
         built[name] = out / "v1"
     return built
 
@@ -185,7 +185,7 @@ def _build_compressed(config: pathlib.Path, out: pathlib.Path, compression: str)
     raw["output"] = {**raw["output"], "path": str(out), "compression": compression}
     path = out.parent / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return build.run(["--config", str(path), "--version", "v1"])
+    return cli.run_build(["--config", str(path), "--version", "v1"])
 
 
 # -- README's snippets --------------------------------------------------------------------------

@@ -19,9 +19,9 @@ from PIL import Image
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.read import read_examples
 from beam_tfrecords.pipelines.verify import verify_path
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks import tfrecord_sink
 from beam_tfrecords.sinks.format.layout import RESERVED, UnsafePath
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 SENTINEL = b"not ours: must stay as it is\n"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from beam_tfrecords.pipelines.build import make_parser
+from beam_tfrecords.pipelines.cli import build_parser
 from beam_tfrecords.pipelines.flex_template import template_argv
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
@@ -57,7 +57,7 @@ def test_metadata_declares_named_documented_parameters(metadata):
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_every_parameter_as_a_launcher_passes_it_is_a_build_option(name):
     value, dest, expected = SAMPLES[name]
-    args, beam_args = make_parser().parse_known_args(
+    args, beam_args = build_parser().parse_known_args(
         ["--config=c.yaml", *template_argv([f"--{name}={value}"])])
     assert beam_args == []  # nothing fell through to Beam, where it would be ignored
     assert getattr(args, dest) == expected

@@ -22,7 +22,7 @@ import sys
 import pytest
 from beam_tfrecords_tests_helpers import read_examples, shard_paths
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.transforms.codec.splits import key_bytes
 
@@ -207,9 +207,9 @@ def built(request, tmp_path_factory):
     config_path = ROOT / "configs" / f"{name}.yaml"
     config = load_config(str(config_path))
     out = tmp_path_factory.mktemp(name) / "out"
-    manifest = build.run(["--config", str(config_path), "--input",
-                          str(ROOT / config.source.path), "--output", str(out),
-                          "--version", "v1"])
+    manifest = cli.run_build(["--config", str(config_path), "--input",
+                              str(ROOT / config.source.path), "--output", str(out),
+                              "--version", "v1"])
     return name, config, out / "v1", manifest
 
 
@@ -289,5 +289,5 @@ def test_a_source_field_missing_from_the_data_fails_before_the_pipeline(name, tm
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=r"features\.nope\.source.*no field 'no_such'"):
-        build.run(["--config", str(config)])
+        cli.run_build(["--config", str(config)])
     assert not (tmp_path / "out").exists()

@@ -19,9 +19,9 @@ import yaml
 from apache_beam.metrics.metric import MetricsFilter
 from beam_tfrecords_tests_helpers import read_records, shard_paths
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.splits import key_bytes
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
@@ -131,8 +131,8 @@ def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
 
 def test_build_from_and_to_gcs(gcs_emulator, gcs_input):
     out = gcs_emulator.unique_prefix("build")
-    manifest = build.run(["--config", str(DEMO), "--input", gcs_input, "--output", out,
-                          "--version", "v1"])
+    manifest = cli.run_build(["--config", str(DEMO), "--input", gcs_input, "--output", out,
+                              "--version", "v1"])
     sizes = check_build_on_gcs(gcs_emulator, out, manifest, DEMO)
     assert {split: len(s) for split, s in sizes.items()} == {"train": 1, "eval": 1}
     assert manifest["inputs"]["pattern"] == gcs_input
@@ -148,9 +148,9 @@ def test_tiny_band_many_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_fi
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(raw, sort_keys=False))  # split order matters
     out = gcs_emulator.unique_prefix("tiny")
-    manifest = build.run(["--config", str(config), "--input", gcs_input_files, "--output", out,
-                          "--version", "v1", "--direct_running_mode=multi_processing",
-                          "--direct_num_workers=6"])
+    manifest = cli.run_build(["--config", str(config), "--input", gcs_input_files, "--output", out,
+                              "--version", "v1", "--direct_running_mode=multi_processing",
+                              "--direct_num_workers=6"])
     sizes = check_build_on_gcs(gcs_emulator, out, manifest, config)
     assert manifest["inputs"]["files"] == 40
 
@@ -197,10 +197,10 @@ def test_other_sources_on_gcs(gcs_emulator, tmp_path, config_name):
     config_path = ROOT / "configs" / f"{config_name}.yaml"
     local_input = str(ROOT / load_config(str(config_path)).source.path)
     remote_input = prefix + "/" + pathlib.Path(local_input).relative_to(data).as_posix()
-    remote = build.run(["--config", str(config_path), "--input", remote_input,
-                        "--output", f"{prefix}/out", "--version", "v1"])
-    local = build.run(["--config", str(config_path), "--input", local_input,
-                       "--output", str(tmp_path / "out"), "--version", "v1"])
+    remote = cli.run_build(["--config", str(config_path), "--input", remote_input,
+                            "--output", f"{prefix}/out", "--version", "v1"])
+    local = cli.run_build(["--config", str(config_path), "--input", local_input,
+                           "--output", str(tmp_path / "out"), "--version", "v1"])
 
     def records(root: str, manifest: dict) -> dict:
         version_dir = storage.join(root, "v1")
@@ -228,13 +228,13 @@ def test_a_shuffled_build_on_gcs_writes_the_bytes_of_a_local_one(gcs_emulator, g
     config = tmp_path / "shuffled.yaml"
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     out = gcs_emulator.unique_prefix("shuffled")
-    remote = build.run(["--config", str(config), "--input", gcs_input_files, "--output", out,
-                        "--version", "v1", "--direct_running_mode=multi_processing",
-                        "--direct_num_workers=2"])
+    remote = cli.run_build(["--config", str(config), "--input", gcs_input_files, "--output", out,
+                            "--version", "v1", "--direct_running_mode=multi_processing",
+                            "--direct_num_workers=2"])
     sizes = check_build_on_gcs(gcs_emulator, out, remote, config)
     assert len(sizes["train"]) > 1, sizes
-    local = build.run(["--config", str(config), "--input", str(DEMO_CSV), "--output",
-                       str(tmp_path / "out"), "--version", "v1"])
+    local = cli.run_build(["--config", str(config), "--input", str(DEMO_CSV), "--output",
+                           str(tmp_path / "out"), "--version", "v1"])
     assert remote["shuffle"] == local["shuffle"] == {"seed": 7}
     assert remote["shards_digest"] == local["shards_digest"]
     assert remote["splits"] == local["splits"]

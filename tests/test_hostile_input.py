@@ -98,8 +98,8 @@ def test_names_that_become_path_segments_cannot_escape(tmp_path, old, new, key):
 @pytest.mark.parametrize("version", ["..", "../x", "a/b", ".staging", ""])
 def test_version_names_cannot_escape(tmp_path, version):
     with pytest.raises(build.BuildError, match="--version"):
-        build.run(["--config", str(DEMO), "--output", str(tmp_path / "o"),
-                   "--version", version])
+        cli.run_build(["--config", str(DEMO), "--output", str(tmp_path / "o"),
+                       "--version", version])
     assert not (tmp_path / "o").exists()
 
 
@@ -153,11 +153,11 @@ def test_build_refuses_overlap_before_writing_anything(tmp_path):
     (data / "demo.csv").write_bytes(DEMO_CSV.read_bytes())
     for output in (data, data / "out"):
         with pytest.raises(build.BuildError, match="input"):
-            build.run(["--config", str(DEMO), "--input", f"{data}/**", "--output", str(output)])
+            cli.run_build(["--config", str(DEMO), "--input", f"{data}/**", "--output", str(output)])
     assert [p.name for p in data.rglob("*")] == ["demo.csv"]
     with pytest.raises(build.BuildError, match="lie inside the output"):
-        build.run(["--config", str(DEMO), "--input", str(data / "demo.csv"),
-                   "--output", str(tmp_path)])
+        cli.run_build(["--config", str(DEMO), "--input", str(data / "demo.csv"),
+                       "--output", str(tmp_path)])
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["data", "demo.csv"]
 
 
@@ -205,8 +205,8 @@ def jsonl_build(tmp_path, lines: list[str]) -> tuple[dict, list[dict]]:
     config = write(tmp_path, "jsonl.yaml", JSONL.read_text().replace(
         "output:\n  path: output/events",
         "output:\n  path: output/events\nerrors:\n  max_bad_fraction: 0.5"))
-    manifest = build.run(["--config", config, "--input", str(data),
-                          "--output", str(tmp_path / "out"), "--version", "v"])
+    manifest = cli.run_build(["--config", config, "--input", str(data),
+                              "--output", str(tmp_path / "out"), "--version", "v"])
     rows = [json.loads(line) for path in (tmp_path / "out" / "v" / "dead_letter").iterdir()
             for line in path.read_text().splitlines()]
     return manifest, rows

@@ -25,7 +25,7 @@ import time
 import pytest
 from beam_tfrecords_tests_helpers import read_examples, shard_paths
 
-from beam_tfrecords import crash_note
+from beam_tfrecords.runtime import crash_note
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
@@ -131,7 +131,7 @@ def _crash(tmp_path: pathlib.Path, body: str) -> subprocess.CompletedProcess:
     """Run ``body`` (which crashes in native code) in a Python process that enabled crash
     notes as the command line does."""
     script = tmp_path / "crash.py"
-    script.write_text("import ctypes, sys\nfrom beam_tfrecords import crash_note\n"
+    script.write_text("import ctypes, sys\nfrom beam_tfrecords.runtime import crash_note\n"
                       "crash_note.enable()\n" + textwrap.dedent(body))
     env = dict(os.environ)
     env.pop("PYTHONFAULTHANDLER", None)

@@ -23,9 +23,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import build, cli
 from beam_tfrecords.pipelines.config import load_config
-from beam_tfrecords.pipelines.init_config import InitError, features_from_arrow, init_config
+from beam_tfrecords.pipelines.init_config import init_config
+from beam_tfrecords.pipelines.init_inference import InitError, features_from_arrow
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {"csv": "configs/data/people.csv", "jsonl": "configs/data/events.jsonl",
@@ -38,7 +39,7 @@ def init_and_build(tmp: Path, source: str, **kwargs) -> tuple[dict, dict]:
     path = tmp / "config.yaml"
     path.write_text(text)
     load_config(str(path))  # the build's own loader accepts it
-    manifest = build.run(["--config", str(path)])
+    manifest = cli.run_build(["--config", str(path)])
     return yaml.safe_load(text), manifest
 
 
@@ -225,7 +226,7 @@ _CELLS = st.one_of(
 @given(st.lists(_CELLS, min_size=1, max_size=25), st.sampled_from(["int64", "float"]))
 def test_the_sampled_cells_check_is_the_readers_cell_by_cell_answer(cells, dtype):
     """init keeps a number type only where our CSV reader parses every sampled cell; checked
-    column-wise (csv_columnar.type_batch) it must answer as parse_cell cell by cell does."""
+    column-wise (csv_typing.type_batch) it must answer as parse_cell cell by cell does."""
     from beam_tfrecords.pipelines.init_config import _reader_parses_all
     from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
     from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
@@ -256,7 +257,7 @@ def test_a_float_column_written_with_fixed_decimal_places_is_pointed_at_scale(tm
     config["features"]["price"] = {"type": "int64", "scale": 2}
     config["output"]["path"] = str(tmp_path / "out")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    manifest = build.run(["--config", str(tmp_path / "c.yaml"), "--version", "v"])
+    manifest = cli.run_build(["--config", str(tmp_path / "c.yaml"), "--version", "v"])
     assert manifest["counts"]["written"] == 300 and manifest["counts"]["rejected"] == 0
 
 
@@ -432,11 +433,11 @@ def test_utf16_and_gzip_input_is_named_at_init_and_at_launch(tmp_path):
     config.write_text(f"name: u\nsource: {{format: csv, path: {tmp_path / 'u.csv'}}}\n"
                       f"features: {{id: {{type: int64}}}}\noutput: {{path: {tmp_path / 'o'}}}\n")
     with pytest.raises(build.BuildError, match="the file is UTF-16 text"):
-        build.run(["--config", str(config)])
+        cli.run_build(["--config", str(config)])
     import gzip
 
     (tmp_path / "u.csv").write_bytes(gzip.compress(b"id,name\n1,a\n"))
     with pytest.raises(InitError, match="the file is gzip-compressed; .* e.g. gunzip"):
         init_config(str(tmp_path / "u.csv"))
     with pytest.raises(build.BuildError, match="the file is gzip-compressed"):
-        build.run(["--config", str(config)])
+        cli.run_build(["--config", str(config)])

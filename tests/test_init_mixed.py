@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import beam_tfrecords as btf
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.pipelines.init_config import init_config
 from beam_tfrecords.pipelines.read import resolve_version
@@ -158,7 +158,7 @@ def test_init_on_mixed_json_lines_builds_its_sample_with_no_rejects(records, cop
         _write_jsonl(tmp / "in.jsonl", records, copies)
         text = init_config(str(tmp / "in.jsonl"), output=str(tmp / "out"))
         (tmp / "config.yaml").write_text(text)
-        manifest = build.run(["--config", str(tmp / "config.yaml")])
+        manifest = cli.run_build(["--config", str(tmp / "config.yaml")])
         assert_builds_clean(tmp / "config.yaml", records, manifest)
 
 
@@ -177,7 +177,7 @@ def test_a_key_of_322_322_5_and_true_is_a_comment_and_int_with_bool_is_int64(tmp
     assert features["m_n"] == {"type": "int64", "source": "m.n"}
     assert features["m_t"] == {"type": "string", "source": "m.t"}
     (tmp_path / "config.yaml").write_text(text)
-    manifest = build.run(["--config", str(tmp_path / "config.yaml")])
+    manifest = cli.run_build(["--config", str(tmp_path / "config.yaml")])
     assert_builds_clean(tmp_path / "config.yaml", records, manifest)
 
 
@@ -205,7 +205,7 @@ def test_mixed_csv_cells_build_with_no_rejects(tmp_path):
         "rid,tnf,tn,bn,tb\n1,true,true,1,true\n2,1,1,0,x\n3,2.5,0,true,\n4,,false,false,2\n")
     text = init_config(str(tmp_path / "in.csv"), output=str(tmp_path / "out"))
     (tmp_path / "config.yaml").write_text(text)
-    manifest = build.run(["--config", str(tmp_path / "config.yaml")])
+    manifest = cli.run_build(["--config", str(tmp_path / "config.yaml")])
     assert manifest["counts"]["rejected"] == 0 and manifest["counts"]["written"] == 4
     stored = {int(e["rid"]): e for e in btf.read_examples(str(tmp_path / "out"))}
     features = yaml.safe_load(text)["features"]
@@ -232,7 +232,7 @@ def test_avro_unions_build_with_no_rejects(tmp_path):
     assert features["bs"] == {"type": "bytes"}
     assert "fb" not in features and "is" not in features
     (tmp_path / "config.yaml").write_text(text)
-    manifest = build.run(["--config", str(tmp_path / "config.yaml")])
+    manifest = cli.run_build(["--config", str(tmp_path / "config.yaml")])
     assert_builds_clean(tmp_path / "config.yaml", records, manifest)
 
 
@@ -294,7 +294,7 @@ def test_parquet_values_no_type_holds_are_comments(tmp_path):
     assert "# wide: not a feature: values as large as 2e+39, past float32's range" in text
     assert "# dec: not a feature: values as large as 1e+39" in text
     (tmp_path / "config.yaml").write_text(text)
-    manifest = build.run(["--config", str(tmp_path / "config.yaml")])
+    manifest = cli.run_build(["--config", str(tmp_path / "config.yaml")])
     assert manifest["counts"]["rejected"] == 0 and manifest["counts"]["written"] == 3
 
 
@@ -316,6 +316,6 @@ def test_init_on_mixed_csv_cells_builds_its_sample_with_no_rejects(columns, rows
         (tmp / "in.csv").write_text("\n".join(lines) + "\n")
         text = init_config(str(tmp / "in.csv"), output=str(tmp / "out"))
         (tmp / "config.yaml").write_text(text)
-        manifest = build.run(["--config", str(tmp / "config.yaml")])
+        manifest = cli.run_build(["--config", str(tmp / "config.yaml")])
         assert manifest["counts"]["rejected"] == 0, (text, manifest.get("dead_letter"))
         assert manifest["counts"]["written"] == rows

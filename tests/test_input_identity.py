@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from beam_tfrecords.pipelines.config import CsvOptions
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format.file_identity import (
     MISSING,
     FileIdentity,
@@ -332,16 +332,17 @@ def test_a_reuploaded_object_is_a_new_generation(gcs_emulator):
 
 
 def test_a_cloud_storage_folder_as_the_input_is_named_a_directory(gcs_emulator):
-    from beam_tfrecords.pipelines import build
+    from beam_tfrecords.pipelines import build_inputs
 
     folder = gcs_emulator.unique_prefix("folder")
     with storage.open_write(folder + "/a.csv") as handle:
         handle.write(b"i\n1\n")
-    with pytest.raises(build.BuildError, match=rf"input {folder} is a directory, not a file or a "
-                                               rf"glob of files; use a glob of its files, e.g. "
-                                               rf"{folder}/\*\.jsonl"):
-        build.list_inputs(folder, "jsonl")
-    assert [f.path for f in build.list_inputs(folder + "/*", "csv")[0]] == [folder + "/a.csv"]
+    with pytest.raises(build_inputs.BuildError,
+                       match=rf"input {folder} is a directory, not a file or a glob of files; "
+                             rf"use a glob of its files, e.g. {folder}/\*\.jsonl"):
+        build_inputs.list_inputs(folder, "jsonl")
+    listed = build_inputs.list_inputs(folder + "/*", "csv")[0]
+    assert [f.path for f in listed] == [folder + "/a.csv"]
 
 
 # -- at launch: the public sources and an image folder ------------------------------------------
@@ -362,7 +363,7 @@ def test_a_public_source_refuses_a_fifo_in_its_glob(tmp_path):
 def test_a_fifo_among_images_is_refused_at_launch(tmp_path):
     import shutil
 
-    from beam_tfrecords.pipelines import build
+    from beam_tfrecords.pipelines import build_inputs
     from beam_tfrecords.pipelines.config import load_config
 
     root = tmp_path / "images"
@@ -373,5 +374,5 @@ def test_a_fifo_among_images_is_refused_at_launch(tmp_path):
                              "images.yaml"))
     config = dataclasses.replace(config, source=dataclasses.replace(config.source,
                                                                     path=str(root)))
-    with pytest.raises(build.BuildError, match=r"zz\.jpg is a FIFO"):
-        build.plan_inputs(config)
+    with pytest.raises(build_inputs.BuildError, match=r"zz\.jpg is a FIFO"):
+        build_inputs.plan_inputs(config)

@@ -129,7 +129,7 @@ HOOK = '''
 import os
 target = os.environ.get("SWAP_ON_OPEN")
 if target:
-    from beam_tfrecords.sinks import storage
+    from beam_tfrecords.runtime import storage
     _open = storage.open_read
     def open_read(path):
         if os.path.abspath(path) == target and os.path.exists(target + ".new"):

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from beam_tfrecords.pipelines import build
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.pipelines import cli
+from beam_tfrecords.runtime import storage
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
@@ -65,7 +65,7 @@ def _patch(storage):
 
 class _PatchStorage(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "beam_tfrecords.sinks.storage":
+        if name != "beam_tfrecords.runtime.storage":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -148,8 +148,8 @@ def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_c
             "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
         assert "shuffle: {seed: 7}" in small_shards_config.read_text()
     out = tmp_path / "out"
-    first = build.run(["--config", str(small_shards_config), "--output", str(out),
-                       "--version", "good"])
+    first = cli.run_build(["--config", str(small_shards_config), "--output", str(out),
+                           "--version", "good"])
     before = {p: p.read_bytes() for p in (out / "good").rglob("*") if p.is_file()}
 
     kill_during(operation, nth, subtree, out, small_shards_config, tmp_path)
@@ -161,8 +161,8 @@ def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_c
     if operation == "rename":
         assert list((out / "killed" / "train").glob("*-of-*"))  # finalize had started
 
-    after = build.run(["--config", str(small_shards_config), "--output", str(out),
-                       "--version", "next"])
+    after = cli.run_build(["--config", str(small_shards_config), "--output", str(out),
+                           "--version", "next"])
     assert (out / "LATEST").read_text().strip() == "next"
     assert not (out / "killed").exists()  # the next build removed the leftovers
     assert after["counts"] == first["counts"]
@@ -199,8 +199,8 @@ def test_kill_on_gcs_leaves_previous_version_and_latest_intact(gcs_emulator, tmp
                                                                small_gcs_config, operation,
                                                                nth, subtree):
     out = gcs_emulator.unique_prefix("kill")
-    first = build.run(["--config", str(small_gcs_config), "--output", out,
-                       "--version", "good"])
+    first = cli.run_build(["--config", str(small_gcs_config), "--output", out,
+                           "--version", "good"])
     before = snapshot(gcs_emulator, f"{out}/good")
     assert before and first is not None
 
@@ -214,8 +214,8 @@ def test_kill_on_gcs_leaves_previous_version_and_latest_intact(gcs_emulator, tmp
     if operation == "rename":
         assert [n for n in killed if "/train/" in n and "-of-" in n]  # finalize had started
 
-    after = build.run(["--config", str(small_gcs_config), "--output", out,
-                       "--version", "next"])
+    after = cli.run_build(["--config", str(small_gcs_config), "--output", out,
+                           "--version", "next"])
     assert storage.read_text(f"{out}/LATEST").strip() == "next"
     assert gcs_emulator.names(f"{out}/killed") == []  # the next build removed the leftovers
     assert after["counts"] == first["counts"]
@@ -362,9 +362,9 @@ def assert_stopped_and_left(proc, signum, stderr: str, children: dict[int, str],
 
 def assert_next_build_cleans_up(config: pathlib.Path, out: pathlib.Path, left: str) -> None:
     """The next build (no --wait-for-lease) commits and removes the version ``left``."""
-    after = build.run(["--config", str(config), "--output", str(out),
-                       "--input", str(ROOT / "configs" / "data" / "demo.csv"),
-                       "--version", "next"])
+    after = cli.run_build(["--config", str(config), "--output", str(out),
+                           "--input", str(ROOT / "configs" / "data" / "demo.csv"),
+                           "--version", "next"])
     assert after["counts"]["read"] == 10_000
     assert (out / "LATEST").read_text().strip() == "next"
     assert not (out / left).exists()  # the next build removed the leftovers

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.launch_check import (
     MIN_EVIDENCE,
     FeatureTally,
@@ -55,7 +55,7 @@ def csv_input(tmp: Path, bad_every: int = 0) -> str:
 
 def refused(path: Path) -> str:
     with pytest.raises(TypeMistake) as err:
-        build.run(["--config", str(path)])
+        cli.run_build(["--config", str(path)])
     assert not (path.parent / "out").exists()  # refused before anything was claimed
     return str(err.value)
 
@@ -118,7 +118,7 @@ def test_sparse_mistakes_and_missing_values_do_not_stop_the_build(tmp_path):
     path = config(tmp_path, {"format": "csv", "path": csv_input(tmp_path, bad_every=10)},
                   {"id": {"type": "int64"}, "name": {"type": "int64"},
                    "score": {"type": "float"}}, max_bad_fraction=0.2)
-    manifest = build.run(["--config", str(path)])
+    manifest = cli.run_build(["--config", str(path)])
     assert manifest["counts"]["rejected"] == ROWS // 10
 
 
@@ -127,14 +127,14 @@ def test_values_all_missing_prove_nothing(tmp_path):
     rows = [{"id": i, "note": None} for i in range(ROWS)]
     path = config(tmp_path, {"format": "jsonl", "path": _jsonl(tmp_path, rows)},
                   {"id": {"type": "int64"}, "note": {"type": "int64", "missing": "omit"}})
-    assert build.run(["--config", str(path)])["counts"]["written"] == ROWS
+    assert cli.run_build(["--config", str(path)])["counts"]["written"] == ROWS
 
 
 @pytest.mark.slow
 def test_max_bad_fraction_one_lets_every_record_be_rejected(tmp_path):
     path = config(tmp_path, {"format": "csv", "path": csv_input(tmp_path)},
                   {"id": {"type": "int64"}, "name": {"type": "int64"}}, max_bad_fraction=1.0)
-    assert build.run(["--config", str(path)])["counts"]["rejected"] == ROWS
+    assert cli.run_build(["--config", str(path)])["counts"]["rejected"] == ROWS
 
 
 def test_few_refusals_are_not_evidence():

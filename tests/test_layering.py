@@ -7,7 +7,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The folders that install as beam_tfrecords (setup.py maps the package onto the repository root).
-PACKAGE_DIRS = ("pipelines", "sinks", "transforms")
+PACKAGE_DIRS = ("pipelines", "runtime", "sinks", "transforms")
 
 
 def _package_modules() -> list[pathlib.Path]:
@@ -45,11 +45,11 @@ def test_the_check_sees_the_package():
 
 # Beam-free, I/O-free cores: tested directly, importable anywhere (sinks/format holds the
 # version report's renderer too, so the commit can write report.html).
-PURE = ("transforms/codec", "transforms/stats", "sinks/format")
+PURE = ("transforms/codec", "transforms/stats", "sinks/format", "runtime/serialized_batch")
 # What a pure module may import from this package: other pure modules, the error base, and
 # the generated protobuf classes.
 PURE_MAY_IMPORT = ("beam_tfrecords.transforms.codec", "beam_tfrecords.transforms.stats",
-                   "beam_tfrecords.sinks.format",
+                   "beam_tfrecords.sinks.format", "beam_tfrecords.runtime.serialized_batch",
                    "beam_tfrecords.errors", "beam_tfrecords.transforms.proto")
 # Outside modules no pure module may import: Beam, storage clients, filesystems.
 FORBIDDEN_IN_PURE = ("apache_beam", "google", "fsspec", "gcsfs", "s3fs", "pyarrow.fs",
@@ -114,35 +114,96 @@ def test_transforms_and_sinks_never_import_pipelines():
     assert bad == []
 
 
+def test_the_runtime_layer_sits_below_readers_and_sinks():
+    """runtime/ (storage, spread, the batch type and its coders) is what readers and sinks
+    both use: it imports neither, nor pipelines/ -- only itself, the pure cores and errors."""
+    allowed = ("beam_tfrecords.runtime", *PURE_MAY_IMPORT)
+    bad = [f"{module} imports {name}" for module, imports in _sources().items()
+           if _under(module, "beam_tfrecords.runtime")
+           for name in sorted(imports)
+           if _under(name, "beam_tfrecords") and name != "beam_tfrecords"
+           and not _under(name, allowed)]
+    assert bad == []
+
+
 def test_folders_depend_one_way_transforms_then_sinks():
     """Records flow from transforms/ (readers, encoders) into sinks/ (shards, the commit):
-    transforms/ may use sinks/ (storage, the batch type, the layout's names), never the
-    other way round, so the two folders never form a circle."""
+    transforms/ may use sinks/ (the commit, the layout's names), never the other way round,
+    so the two folders never form a circle."""
     bad = [f"{module} imports {name}" for module, imports in _sources().items()
            if _under(module, "beam_tfrecords.sinks")
            for name in sorted(imports) if _under(name, "beam_tfrecords.transforms")]
     assert bad == []
 
 
-def test_no_import_cycle_between_modules():
-    """Module-level imports only (a function-level import breaks a cycle at import time but is
-    still a cycle of ideas -- those are listed by the folder rules above)."""
-    import ast
-
+def _module_graph(sources: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, at any depth (a function-level import
+    breaks a cycle at import time, not in the design). ``from pkg import name`` counts as an
+    import of ``pkg.name`` when that is a module, else of ``pkg``."""
     graph: dict[str, set[str]] = {}
-    modules = {_module_name(p): p for p in _package_modules() if p.suffix == ".py"}
-    for module, path in modules.items():
+    for module, imports in sources.items():
         edges = set()
-        for node in ast.parse(path.read_text()).body:
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            edges.update(n for n in names if n in modules and n != module)
+        for name in imports:
+            while name not in sources and "." in name:
+                name = name.rsplit(".", 1)[0]
+            if name in sources and name != module:
+                edges.add(name)
         graph[module] = edges
-    cycles = _cycles(graph)
+    return graph
+
+
+def _folder_graph(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+    """Folder -> the folders its modules import (a package's ``__init__`` is in its own
+    folder; ``transforms`` and ``transforms.readers`` are two folders)."""
+
+    def folder(module: str) -> str:
+        return module if module in packages else module.rsplit(".", 1)[0]
+
+    out: dict[str, set[str]] = {folder(m): set() for m in graph}
+    for module, edges in graph.items():
+        out[folder(module)].update(folder(e) for e in edges if folder(e) != folder(module))
+    return out
+
+
+def _packages() -> set[str]:
+    return {_module_name(p) for p in _package_modules() if p.is_dir()} | {"beam_tfrecords"}
+
+
+def test_no_import_cycle_between_modules():
+    cycles = _cycles(_module_graph(_sources()))
     assert cycles == [], cycles
+
+
+def test_no_circle_between_folders():
+    """Folders form layers: when modules of one folder import another, no module of the other
+    imports back (readers/ used transforms/' coders while transforms/ used the readers' chunk
+    type: the coders moved below both)."""
+    circles = _cycles(_folder_graph(_module_graph(_sources()), _packages()))
+    assert circles == [], circles
+
+
+def test_the_cycle_checks_fail_on_a_cycle():
+    """The checks above on made-up sources: a function-level import closing a cycle, and two
+    folders importing each other through different modules."""
+    sources = {
+        "beam_tfrecords.a": {"beam_tfrecords.b.thing"},      # from beam_tfrecords.b import thing
+        "beam_tfrecords.b": {"beam_tfrecords.c"},
+        "beam_tfrecords.c": {"beam_tfrecords.a", "os"},      # inside a function
+        "beam_tfrecords.x": set(),
+        "beam_tfrecords.up.one": {"beam_tfrecords.up.low.two"},
+        "beam_tfrecords.up.low.two": set(),
+        "beam_tfrecords.up.low.three": {"beam_tfrecords.up.four"},
+        "beam_tfrecords.up.four": set(),
+    }
+    graph = _module_graph(sources)
+    assert _cycles(graph) == [["beam_tfrecords.a", "beam_tfrecords.b", "beam_tfrecords.c"]]
+    folders = _folder_graph(graph, {"beam_tfrecords", "beam_tfrecords.up",
+                                    "beam_tfrecords.up.low"})
+    assert ["beam_tfrecords.up", "beam_tfrecords.up.low"] in _cycles(folders)
+    del sources["beam_tfrecords.up.low.three"]
+    acyclic = _folder_graph(_module_graph(sources), {"beam_tfrecords", "beam_tfrecords.up",
+                                                     "beam_tfrecords.up.low"})
+    assert ["beam_tfrecords.up", "beam_tfrecords.up.low"] not in _cycles(acyclic)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -25,7 +25,8 @@ import uuid
 
 import pytest
 
-from beam_tfrecords.sinks import conditional, storage
+from beam_tfrecords.runtime import gcs
+from beam_tfrecords.sinks import conditional
 from beam_tfrecords.sinks.lease import (
     DEFAULT_TTL,
     TTL_ENV,
@@ -77,10 +78,10 @@ class Clock:
 @pytest.fixture
 def fake_gcs(monkeypatch):
     fake = _conditional_tests().FakeGcs()
-    monkeypatch.setattr(storage, "gcs_client", lambda: fake)
-    monkeypatch.setenv(storage.RETRY_INITIAL_ENV, "0.01")
-    monkeypatch.setenv(storage.RETRY_MAXIMUM_ENV, "0.05")
-    monkeypatch.setenv(storage.RETRY_TIMEOUT_ENV, "5")
+    monkeypatch.setattr(gcs, "client", lambda: fake)
+    monkeypatch.setenv(gcs.RETRY_INITIAL_ENV, "0.01")
+    monkeypatch.setenv(gcs.RETRY_MAXIMUM_ENV, "0.05")
+    monkeypatch.setenv(gcs.RETRY_TIMEOUT_ENV, "5")
     return fake
 
 

@@ -31,7 +31,8 @@ import time
 import pytest
 
 from beam_tfrecords.pipelines import cli
-from beam_tfrecords.sinks import commit, conditional, storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.sinks import commit, conditional
 from beam_tfrecords.sinks import lease as lease_mod
 from beam_tfrecords.sinks.format.layout import Layout
 from beam_tfrecords.sinks.lease import (

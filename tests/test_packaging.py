@@ -88,7 +88,7 @@ def test_dockerfile_copies_every_file_the_package_build_reads():
     copied = {source.relative_to(ROOT).as_posix()
               for source, _ in dockerfile.copies(dockerfile.final_stage())}
     needed = {p.name for p in ROOT.glob("*.py")} | {"README.md"}
-    for folder in ("pipelines", "transforms", "sinks", "configs"):
+    for folder in ("pipelines", "runtime", "transforms", "sinks", "configs"):
         needed |= {p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*")
                    if p.is_file() and p.suffix in (".py", ".yaml", ".proto", ".json")
                    and "__pycache__" not in p.parts}

@@ -18,9 +18,9 @@ from beam_tfrecords.pipelines.progress import (
     format_bytes,
     format_duration,
 )
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks import progress_files as pf
 from beam_tfrecords.sinks import tfrecord_sink as sink
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -184,11 +184,11 @@ def test_build_command_prints_progress_lines_on_stderr(tmp_path, capsys):
 
 
 def test_negative_progress_interval_is_refused(tmp_path):
-    from beam_tfrecords.pipelines import build
+    from beam_tfrecords.pipelines import build, cli
 
     with pytest.raises(build.BuildError, match="progress-interval"):
-        build.run(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
-                   str(tmp_path), "--progress-interval", "-1"])
+        cli.run_build(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
+                           str(tmp_path), "--progress-interval", "-1"])
 
 
 def test_the_last_line_shows_the_final_totals_when_the_build_ends_between_polls():

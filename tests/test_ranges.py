@@ -216,6 +216,6 @@ def test_range_modules_are_pure(name):
                 for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom)}
-    banned = ("apache_beam", "beam_tfrecords.sinks.storage", "beam_tfrecords.transforms.readers."
+    banned = ("apache_beam", "beam_tfrecords.runtime.storage", "beam_tfrecords.transforms.readers."
               "framework", "beam_tfrecords.transforms.readers.read_")
     assert not [m for m in imported if m.startswith(banned)]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import beam_tfrecords as btf
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines import read as rd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,8 +67,8 @@ def sample(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(name)
     config = folder / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
-    build.run(["--config", str(config), "--input", str(ROOT / raw["source"]["path"]),
-               "--output", str(folder / "out"), "--version", "v1"])
+    cli.run_build(["--config", str(config), "--input", str(ROOT / raw["source"]["path"]),
+                   "--output", str(folder / "out"), "--version", "v1"])
     return name, folder / "out" / "v1"
 
 

@@ -4,8 +4,6 @@ split folders that hold shards only (index sidecars in a tree of their own).
 - ``<split>/*`` read by Beam's own ``ReadFromTFRecord`` with ``CompressionTypes.AUTO`` gives
   back every record, for none, gzip and zlib (``.deflate``) shards, with and without index
   sidecars;
-- versions written before (ZLIB shards named ``.zlib``, sidecars beside their shards) stay
-  readable by verify, inspect and schema, and their files stay ours;
 - index sidecars are listed in the manifest, checked by verify, and removed by retention.
 """
 
@@ -13,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import apache_beam as beam
@@ -21,8 +18,6 @@ import pytest
 from apache_beam.io.filesystem import CompressionTypes
 
 import beam_tfrecords as btf
-from beam_tfrecords.pipelines import cli
-from beam_tfrecords.pipelines.inspect_examples import iter_examples
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks import ownership
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -139,51 +134,16 @@ def test_retention_and_cleanup_know_the_index_tree(tmp_path):
     listed = ownership.listed_by_manifest(entry)
     assert [f for f in entry.files if f.startswith("index/")] and all(
         f in listed for f in entry.files if f.startswith("index/"))
-    # A build's leftovers: its sidecars are files it writes, someone else's are not.
+    # A build's leftovers: its sidecars are files it writes, someone else's are not, and no
+    # build writes a .zlib shard or a sidecar in a split folder.
     leftover = ownership.Entry("v3", ("index/train/ds-00000-of-00002.tfrecord.index",
                                       "index/train/notes.txt",
                                       "train/ds-00000-of-00002.tfrecord.deflate",
+                                      "train/ds-00000-of-00002.tfrecord.deflate.index",
                                       "train/ds-00001-of-00002.tfrecord.zlib"))
     assert ownership.written_by_build(leftover) == [
         "index/train/ds-00000-of-00002.tfrecord.index",
-        "train/ds-00000-of-00002.tfrecord.deflate", "train/ds-00001-of-00002.tfrecord.zlib"]
-
-
-def make_legacy(version: Path, into: Path) -> Path:
-    """``version`` as versions written before looked: ZLIB shards named ``.zlib``, index
-    sidecars beside their shards."""
-    legacy = into / version.name
-    shutil.copytree(version, legacy)
-    manifest = json.loads((legacy / "manifest.json").read_text())
-    for info in manifest["splits"].values():
-        for shard in info["shards"]:
-            if shard["path"].endswith(".deflate"):
-                old = shard["path"].removesuffix(".deflate") + ".zlib"
-                (legacy / shard["path"]).rename(legacy / old)
-                shard["path"] = old
-            if "index" in shard:
-                old = shard["path"] + ".index"
-                (legacy / shard["index"]).rename(legacy / old)
-                shard["index"] = old
-    if (legacy / "index").exists():
-        shutil.rmtree(legacy / "index")
-    (legacy / "manifest.json").write_text(json.dumps(manifest))
-    return legacy
-
-
-@pytest.mark.parametrize("kind", ["zlib", "index"])
-def test_versions_written_before_stay_readable(versions, tmp_path, kind, capsys):
-    legacy = make_legacy(versions[kind], tmp_path)
-    checks = verify_path(str(legacy))
-    assert checks and all(c.ok for c in checks), [c.problems for c in checks]
-    assert sorted(ex["id"][1][0] for ex in iter_examples(str(legacy))) == list(range(N))
-    assert cli.main(["schema", str(legacy)]) == 0
-    assert json.loads(capsys.readouterr().out) == json.loads(
-        (legacy / "manifest.json").read_text())["feature_spec"]
-    state = ownership.scan(str(tmp_path))
-    (entry,) = state.committed
-    assert set(ownership.listed_by_manifest(entry)) >= {
-        f for f in entry.files if "-of-" in f}  # retention still deletes all of it
+        "train/ds-00000-of-00002.tfrecord.deflate"]
 
 
 def test_zlib_shards_are_named_for_beam_and_read_as_zlib(versions):
@@ -191,7 +151,7 @@ def test_zlib_shards_are_named_for_beam_and_read_as_zlib(versions):
     (shard, *_) = sorted((version / "train").iterdir())
     assert shard.name.endswith(".tfrecord.deflate")
     assert tff.compression_from_name(shard.name) == tff.ZLIB
-    assert tff.compression_from_name("x.tfrecord.zlib") == tff.ZLIB
+    assert tff.compression_from_name("x.tfrecord.zlib") is None  # not a name we write
     with shard.open("rb") as handle:
         assert len(list(tff.iter_records(handle, tff.ZLIB))) > 0
     # Beam's own name-based choice: .deflate means DEFLATE, which reads ZLIB streams.

@@ -20,7 +20,7 @@ import pytest
 from beam_tfrecords_tests_helpers import read_examples
 from PIL import Image
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
     check_complete,
@@ -138,7 +138,7 @@ output:
   path: {tmp_path / "out"}
   compression: none
 """)
-    manifest = build.run(["--config", str(config), "--version", "v1"])
+    manifest = cli.run_build(["--config", str(config), "--version", "v1"])
     assert manifest["counts"]["read"] == len(files) + 1
     assert manifest["counts"]["written"] == len(files)
     assert manifest["counts"]["rejected"] == 1

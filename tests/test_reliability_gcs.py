@@ -4,7 +4,7 @@ Transient errors (503, 429, dropped connections, slow answers) spread over every
 request a build makes -- listing and reading inputs, staging parts, renames, the manifest and
 LATEST uploads -- are retried: the build commits and ``verify`` passes. A persistent error is
 reported as one clear line after bounded retries, and nothing is committed: no manifest, LATEST
-unchanged. Retry deadlines come from the environment (sinks/storage.py) so this stays fast.
+unchanged. Retry deadlines come from the environment (runtime/gcs.py) so this stays fast.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import gcs, storage
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
@@ -31,9 +31,9 @@ ROWS = 2000
 def fast_retries(monkeypatch):
     """Our retry policy with short backoff and a 2 s deadline (the production defaults are
     1 s, 60 s and 120 s)."""
-    monkeypatch.setenv(storage.RETRY_INITIAL_ENV, "0.05")
-    monkeypatch.setenv(storage.RETRY_MAXIMUM_ENV, "0.2")
-    monkeypatch.setenv(storage.RETRY_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(gcs.RETRY_INITIAL_ENV, "0.05")
+    monkeypatch.setenv(gcs.RETRY_MAXIMUM_ENV, "0.2")
+    monkeypatch.setenv(gcs.RETRY_TIMEOUT_ENV, "2")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.sinks import ownership
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
@@ -24,7 +24,7 @@ def test_retention_cut_short_is_cleaned_by_the_next_build(tmp_path):
     data.write_text("".join(rows[:301]))
     out = tmp_path / "out"
     args = ["--config", str(DEMO), "--input", str(data), "--output", str(out)]
-    build.run([*args, "--version", "a"])
+    cli.run_build([*args, "--version", "a"])
     # Retention deletes a version's manifest first; pretend it stopped right after that.
     shutil.copytree(out / "a", out / "half-deleted")
     (out / "half-deleted" / "manifest.json").unlink()
@@ -35,7 +35,7 @@ def test_retention_cut_short_is_cleaned_by_the_next_build(tmp_path):
     (out / "killed" / ".beam-tfrecords-build").write_bytes(
         ownership.Marker("k" * 32, "killed", "2026-01-01T00:00:00Z", "0.1.0").dumps())
 
-    manifest = build.run([*args, "--version", "b"])
+    manifest = cli.run_build([*args, "--version", "b"])
     assert manifest["counts"]["written"] == 300
     assert sorted(p.name for p in out.iterdir()) == ["LATEST", "a", "b"]
     assert (out / "LATEST").read_text().strip() == "b"

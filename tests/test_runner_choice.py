@@ -16,7 +16,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.runners import runner_for, runs_in_process
 from beam_tfrecords.sinks import progress_files
 
@@ -57,8 +57,8 @@ def no_prism(monkeypatch):
 
 
 def test_a_direct_runner_build_never_tries_prism(tmp_path, no_prism):
-    manifest = build.run(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
-                          "--runner=DirectRunner"])
+    manifest = cli.run_build(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+                              "--runner=DirectRunner"])
     assert manifest is not None and manifest["counts"]["written"] == 10_000
     assert manifest["runner"] == "DirectRunner"
 
@@ -70,9 +70,9 @@ def test_two_worker_processes_see_the_progress_option(tmp_path, no_prism, monkey
     real = progress_files.read_totals
     monkeypatch.setattr(progress_files, "read_totals",
                         lambda path: seen.append(real(path)) or seen[-1])
-    manifest = build.run(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
-                          "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
-                         progress_interval=0.05)
+    manifest = cli.run_build(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+                              "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+                             progress_interval=0.05)
     assert manifest is not None
     assert json.loads((tmp_path / "v" / "manifest.json").read_text())["counts"]["read"] == 10_000
     # Without the option the workers write no progress files and every poll reads 0.

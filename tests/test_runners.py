@@ -19,7 +19,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from beam_tfrecords_tests_helpers import checked_records, demo_csv_parts
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import build, build_inputs
 from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -63,7 +63,7 @@ def tiny_config(compression: str, output: str):
 
 def run_build(args, compression, inputs, out):
     config = tiny_config(compression, str(out))
-    files, fingerprint = build.input_fingerprint(inputs)
+    files, fingerprint = build_inputs.input_fingerprint(inputs)
     layout = Layout(str(out), "v")
     claim_version(layout, "r" * 32, "test")
     spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)

@@ -19,15 +19,15 @@ from beam_tfrecords_tests_helpers import read_examples, read_records, shard_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import parse_config
+from beam_tfrecords.runtime import serialized_batch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks import shuffled_shards as ss
-from beam_tfrecords.sinks.format import serialized_batch
 from beam_tfrecords.sinks.format import shuffle_plan as sp
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
-from beam_tfrecords.sinks.tfrecord_sink import group_shards
+from beam_tfrecords.sinks.shard_writers import group_shards
 from beam_tfrecords.transforms.codec.label_order import (
     adjacent_changes,
     expected_changes,
@@ -416,7 +416,7 @@ def labels_in_order(out, manifest):
 def test_a_shuffled_image_folder_build_loses_the_class_order(tmp_path, caplog):
     config = image_config(tmp_path)
     with caplog.at_level(logging.WARNING, logger="beam_tfrecords.pipelines.build"):
-        plain = build.run(["--config", str(config), "--version", "plain"])
+        plain = cli.run_build(["--config", str(config), "--version", "plain"])
     warnings = [r.getMessage() for r in caplog.records if "class by class" in r.getMessage()]
     assert len(warnings) == 1 and "output.shuffle" in warnings[0]
     assert plain["shuffle"] is None
@@ -424,7 +424,8 @@ def test_a_shuffled_image_folder_build_loses_the_class_order(tmp_path, caplog):
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="beam_tfrecords.pipelines.build"):
-        mixed = build.run(["--config", str(config), "--version", "mixed", "--shuffle-seed", "1"])
+        mixed = cli.run_build(["--config", str(config), "--version", "mixed",
+                               "--shuffle-seed", "1"])
     assert not [r for r in caplog.records if "class by class" in r.getMessage()]
     labels = labels_in_order(tmp_path / "out", mixed)
     assert sorted(labels) == sorted(labels_in_order(tmp_path / "out", plain))
@@ -435,9 +436,9 @@ def test_a_shuffled_image_folder_build_loses_the_class_order(tmp_path, caplog):
     assert mixed["shuffle"] == {"seed": 1}
     assert mixed["config"]["output"]["shuffle"] == {"seed": 1}
 
-    again = build.run(["--config", str(config), "--version", "again", "--shuffle-seed", "1"])
+    again = cli.run_build(["--config", str(config), "--version", "again", "--shuffle-seed", "1"])
     assert again["shards_digest"] == mixed["shards_digest"] != plain["shards_digest"]
-    other = build.run(["--config", str(config), "--version", "other", "--shuffle-seed", "2"])
+    other = cli.run_build(["--config", str(config), "--version", "other", "--shuffle-seed", "2"])
     assert other["shards_digest"] != mixed["shards_digest"]
     assert labels_in_order(tmp_path / "out", other) != labels
 
@@ -445,11 +446,11 @@ def test_a_shuffled_image_folder_build_loses_the_class_order(tmp_path, caplog):
 def test_the_flag_turns_a_configured_shuffle_off(tmp_path, caplog):
     config = image_config(tmp_path, shuffle=5)
     with caplog.at_level(logging.WARNING, logger="beam_tfrecords.pipelines.build"):
-        manifest = build.run(["--config", str(config), "--version", "v", "--no-shuffle"])
+        manifest = cli.run_build(["--config", str(config), "--version", "v", "--no-shuffle"])
     assert manifest["shuffle"] is None and "shuffle" not in manifest["config"]["output"]
     assert any("class by class" in r.getMessage() for r in caplog.records)
     with pytest.raises(SystemExit):
-        build.run(["--config", str(config), "--shuffle-seed", "1", "--no-shuffle"])
+        cli.run_build(["--config", str(config), "--shuffle-seed", "1", "--no-shuffle"])
 
 
 def test_run_index_slices_are_the_runs_records_in_the_range():

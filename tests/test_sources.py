@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from beam_tfrecords.pipelines.config import CsvOptions
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers import csv_typing
 from beam_tfrecords.transforms.readers import read_csv as rc
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, UNREAD_COUNTS, RecordChunk
 from beam_tfrecords.transforms.readers.read_csv import (
@@ -591,7 +592,7 @@ def test_type_batch_agrees_with_parse_cell(cells, kind, unit):
         except CellError as err:
             expected.append(("bad", f"column 'c': {err.reason}"))
     try:
-        typed, bad = cc.type_batch(batch, ["c"], {"c": spec}, [""], parse_cell, CellError)
+        typed, bad = csv_typing.type_batch(batch, ["c"], {"c": spec}, [""], parse_cell, CellError)
     except cc.NeedsRows:  # only for integers an int64 column cannot hold
         assert any(kind == "ok" and isinstance(v, int) and abs(v) >= 2**63
                    for kind, v in expected)
@@ -627,7 +628,7 @@ def test_decimal_cells_of_a_scaled_feature_are_parse_cells_decimals(places, draw
     spec = F("c", "int64", scale=scale)
     batch = pa.RecordBatch.from_arrays([pa.array(cells, pa.string())], names=["c"])
     try:
-        typed, bad = cc.type_batch(batch, ["c"], {"c": spec}, [""], parse_cell, CellError)
+        typed, bad = csv_typing.type_batch(batch, ["c"], {"c": spec}, [""], parse_cell, CellError)
     except cc.NeedsRows:
         present = [c for c in cells if c]
         digits = max(len(c.lstrip("+-0").replace(".", "")) for c in present) if present else 0
@@ -643,7 +644,7 @@ def test_decimal_cells_of_a_scaled_feature_are_parse_cells_decimals(places, draw
 def test_a_block_of_prices_with_scale_is_typed_column_wise():
     spec = F("cents", "int64", scale=2)
     batch = pa.RecordBatch.from_arrays([pa.array(["12.34", "0.50", "", "-7.00"])], names=["p"])
-    typed, bad = cc.type_batch(batch, ["p"], {"p": spec}, [""], parse_cell, CellError)
+    typed, bad = csv_typing.type_batch(batch, ["p"], {"p": spec}, [""], parse_cell, CellError)
     assert typed.column(0).type == pa.decimal128(38, 2) and bad == {}
     assert typed.column(0).to_pylist() == [decimal.Decimal("12.34"), decimal.Decimal("0.50"),
                                            None, decimal.Decimal("-7.00")]

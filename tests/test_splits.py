@@ -221,7 +221,7 @@ def _null_key_build(tmp, fmt: str, splits: dict, rows: int = 300) -> dict:
     import pyarrow.parquet as pq
     import yaml
 
-    from beam_tfrecords.pipelines import build
+    from beam_tfrecords.pipelines import cli
 
     keys = [None if i % 3 == 0 else i for i in range(rows)]
     if fmt == "jsonl":
@@ -240,7 +240,7 @@ def _null_key_build(tmp, fmt: str, splits: dict, rows: int = 300) -> dict:
               "features": {"x": {"type": "int64"}}, "splits": {"key": "k", **splits},
               "errors": {"max_bad_fraction": 0.5}, "output": {"path": str(tmp / "out")}}
     (tmp / "c.yaml").write_text(yaml.safe_dump(config))
-    return build.run(["--config", str(tmp / "c.yaml")])
+    return cli.run_build(["--config", str(tmp / "c.yaml")])
 
 
 def _missing(rows: int, fmt: str) -> int:

@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_tfrecords.sinks.spread import Spread, runs_in_one_process
+from beam_tfrecords.runtime.spread import Spread, runs_in_one_process
 
 
 def leaf_labels(p: beam.Pipeline) -> list[str]:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from beam_tfrecords_tests_helpers import read_records, shard_paths
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator, kinds_for_specs
 from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
@@ -88,8 +88,8 @@ def _umath_parquet(path: pathlib.Path) -> None:
 
 
 def _build(config: pathlib.Path, source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-    build.run(["--config", str(config), "--input", str(source), "--output", str(out),
-               "--version", "v1"])
+    cli.run_build(["--config", str(config), "--input", str(source), "--output", str(out),
+                   "--version", "v1"])
     return out / "v1"
 
 

@@ -1,4 +1,5 @@
-"""sinks/storage.py on local disk and on gs:// (a real GCS emulator on 127.0.0.1).
+"""runtime/storage.py (and runtime/gcs.py under it) on local disk and on gs:// (a real GCS
+emulator on 127.0.0.1).
 
 Every function runs against both; gs:// also gets the compose-specific checks (the 32-source
 limit, temporary objects, the crc32c Cloud Storage reports) and retries through a proxy that
@@ -8,12 +9,13 @@ injects 503/429 and dropped connections.
 from __future__ import annotations
 
 import os
+import pathlib
 import pickle
 
 import crc32c
 import pytest
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import gcs, storage
 
 
 @pytest.fixture(params=["local", "gcs"])
@@ -188,7 +190,7 @@ def test_compose_respects_the_source_limit_at_every_level(gcs_emulator, monkeypa
         return original(self, sources, *args, **kwargs)
 
     monkeypatch.setattr(Blob, "compose", recording)
-    monkeypatch.setattr(storage, "COMPOSE_LIMIT", 4)
+    monkeypatch.setattr(gcs, "COMPOSE_LIMIT", 4)
     root = gcs_emulator.unique_prefix("limit")
     sources = [storage.join(root, f"{i:03d}") for i in range(40)]
     for i, source in enumerate(sources):
@@ -235,8 +237,8 @@ def test_gcs_crc32c_is_what_cloud_storage_reports(gcs_emulator):
 @pytest.fixture
 def fast_retry(monkeypatch):
     """The same retry predicate as production, with short sleeps."""
-    policy = storage._retry().with_delay(initial=0.05, maximum=0.2)
-    monkeypatch.setattr(storage, "_retry", lambda: policy)
+    policy = gcs.retry_policy().with_delay(initial=0.05, maximum=0.2)
+    monkeypatch.setattr(gcs, "retry_policy", lambda: policy)
 
 
 def test_compose_and_upload_retry_503_429_and_dropped_connections(gcs_emulator, monkeypatch,
@@ -284,12 +286,12 @@ def test_file_crc32c_missing_object(gcs_emulator):
 
 
 def test_client_is_lazy_per_process_and_endpoint(gcs_emulator, monkeypatch):
-    client = storage.gcs_client()
-    assert storage.gcs_client() is client
+    client = gcs.client()
+    assert gcs.client() is client
     assert client._connection.API_BASE_URL == gcs_emulator.url
-    assert all(pid == os.getpid() for pid, _ in storage._clients)
+    assert all(pid == os.getpid() for pid, _ in gcs._clients)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
-    assert storage.gcs_client() is not client
+    assert gcs.client() is not client
     # Functions are pickled by reference, so no client travels to workers.
     assert b"Client" not in pickle.dumps(storage.concatenate)
 
@@ -319,3 +321,15 @@ def test_a_local_folder_listing_equals_beams_match(tmp_path):
         assert [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in ours] == [
             (m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in beams]
     assert len(storage.match(f"{root}/**")) == 7
+
+
+def test_the_retry_variables_are_the_names_the_docs_give():
+    """The environment variables bounding our Cloud Storage retries are read under the names
+    docs/cli.md and RELIABILITY.md tell operators to set."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "cli.md").read_text() + (root / "RELIABILITY.md").read_text()
+    assert gcs.RETRY_TIMEOUT_ENV == "BEAM_TFRECORDS_GCS_RETRY_TIMEOUT"
+    assert gcs.RETRY_TIMEOUT_ENV in docs
+    prefix = gcs.RETRY_TIMEOUT_ENV.removesuffix("TIMEOUT")
+    assert (gcs.RETRY_INITIAL_ENV, gcs.RETRY_MAXIMUM_ENV) == (prefix + "INITIAL",
+                                                               prefix + "MAXIMUM")

@@ -19,11 +19,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords_tests_helpers import read_records
 
+from beam_tfrecords.runtime import serialized_batch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks import shard_writers
 from beam_tfrecords.sinks import tfrecord_sink as sink
-from beam_tfrecords.sinks.format import serialized_batch
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
+from beam_tfrecords.sinks.shard_writers import group_shards
 
 BAND = ShardSize(target=30_000, min=20_000, max=40_000)
 
@@ -55,7 +57,7 @@ def graph(request, monkeypatch):
     (plan, finalize, group; what a single in-process worker gets) or as three (plan, spread
     finalize, group; what every other runner gets), forced whatever the runner."""
     folded = request.param == "folded"
-    monkeypatch.setattr(sink, "runs_in_one_process", lambda runner, options: folded)
+    monkeypatch.setattr(shard_writers, "runs_in_one_process", lambda runner, options: folded)
     return request.param
 
 
@@ -97,7 +99,7 @@ def run_sink(out, elements, splits=("train", "eval"), compression=tff.NONE, inde
 def finalize(parts, version_dir, compression, size=BAND, splits=("train", "eval")):
     planned = list(sink._plan(parts, splits, str(version_dir), "ds", compression, size))
     infos = [sink._finalize_shard(entry) for entry in planned]
-    return sink.group_shards(infos, splits), planned
+    return group_shards(infos, splits), planned
 
 
 @pytest.mark.parametrize("compression", [tff.NONE, tff.GZIP, tff.ZLIB])
@@ -284,7 +286,8 @@ def test_both_graph_shapes_write_the_same_shards(tmp_path, monkeypatch):
                 for split in ("train", "eval", "train", "train", "eval")]
     results = {}
     for folded in (True, False):
-        monkeypatch.setattr(sink, "runs_in_one_process", lambda runner, options, f=folded: f)
+        monkeypatch.setattr(shard_writers, "runs_in_one_process",
+                            lambda runner, options, f=folded: f)
         out = tmp_path / str(folded)
         shards, counters = run_sink(out, elements, ("train", "eval", "test"), index=True)
         results[folded] = (

@@ -11,8 +11,8 @@ import time
 import crc32c
 import pytest
 
-from beam_tfrecords.sinks import threaded_file
-from beam_tfrecords.sinks.threaded_file import StorageWriteError, ThreadedFile
+from beam_tfrecords.runtime import threaded_file
+from beam_tfrecords.runtime.threaded_file import StorageWriteError, ThreadedFile
 
 
 def test_everything_handed_over_is_written_in_order_with_its_crc(tmp_path):

@@ -20,7 +20,8 @@ import pytest
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import commit, conditional, ownership, storage, threaded_file
+from beam_tfrecords.runtime import storage, threaded_file
+from beam_tfrecords.sinks import commit, conditional, ownership
 from beam_tfrecords.sinks.lease import Lease
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -219,7 +220,7 @@ def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv
 @pytest.mark.slow
 def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, tmp_path,
                                                                           monkeypatch, capsys):
-    """Staged parts are written by a thread of their own (sinks/threaded_file.py): its error
+    """Staged parts are written by a thread of their own (runtime/threaded_file.py): its error
     still fails the build, with the file named, and nothing is committed."""
     root = str(tmp_path / "out")
     assert cli.main(args(DEMO, small_csv, root, "--version", "v1")) == 0

@@ -24,7 +24,7 @@ import pytest
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import build, build_inputs
 from beam_tfrecords.pipelines.config import ConfigError, CsvOptions, parse_config
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.readers import top_level_fields
@@ -499,7 +499,7 @@ def test_jsonl_probe_reads_at_most_the_limit_of_a_huge_line(tmp_path, counted):
                                 "max_record_bytes": "64KiB"},
         "features": {"a": {"type": "int64"}}, "output": {"path": str(tmp_path / "out")}})
     started = time.perf_counter()
-    assert build.first_columns(config, str(path)) == ["a", "b"]
+    assert build_inputs.first_columns(config, str(path)) == ["a", "b"]
     assert time.perf_counter() - started < 5
     assert counted[0].read_bytes <= 64 * KIB + 2 * 8192
 
@@ -510,11 +510,11 @@ def test_csv_probe_reads_at_most_the_limit_of_a_huge_header(tmp_path, counted):
     config = parse_config({
         "name": "t", "source": {"format": "csv", "path": str(path), "max_record_bytes": 4096},
         "features": {"a": {"type": "int64"}}, "output": {"path": str(tmp_path / "out")}})
-    assert build.first_columns(config, str(path)) == []
+    assert build_inputs.first_columns(config, str(path)) == []
     assert counted[0].read_bytes <= 4096 + 2 * 8192 + 64 * KIB
     small = tmp_path / "small.csv"
     small.write_bytes(b'\xef\xbb\xbfa,"b\nc"\n1,2\n')
-    assert build.first_columns(config, str(small)) == ["a", "b\nc"]
+    assert build_inputs.first_columns(config, str(small)) == ["a", "b\nc"]
 
 
 def test_avro_probe_refuses_a_header_over_the_limit(tmp_path):

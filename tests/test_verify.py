@@ -15,9 +15,9 @@ import crc32c
 import pytest
 from beam_tfrecords_tests_helpers import shard_paths
 
-from beam_tfrecords.pipelines import build, cli
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def built(tmp_path_factory) -> pathlib.Path:
     config.write_text(DEMO.read_text().replace(
         "shard_size: {target: 150MB, min: 100MB, max: 200MB}",
         "shard_size: {target: 200KB, min: 100KB, max: 400KB}"))
-    build.run(["--config", str(config), "--output", str(out), "--version", "v"])
+    cli.run_build(["--config", str(config), "--output", str(out), "--version", "v"])
     return out / "v"
 
 

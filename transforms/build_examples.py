@@ -24,10 +24,12 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords import crash_note
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime import (
+    batch_coders,  # noqa: F401  (SerializedBatch's coder)
+    crash_note,
+)
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
-from beam_tfrecords.transforms import batch_coders  # noqa: F401  (SerializedBatch's coder)
 from beam_tfrecords.transforms.codec.coercion import FeatureValueError
 from beam_tfrecords.transforms.codec.columnar_encoder import ColumnarEncoder
 from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder, lookup

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.transforms.stats import drift
 from beam_tfrecords.transforms.stats.statistics_wire import decode_statistics_list

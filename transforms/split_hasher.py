@@ -1,12 +1,12 @@
-"""Split keys hashed in a child process while the encoder runs (issue #18, keyed splits).
+"""Split keys hashed in a child process while the encoder runs (keyed splits).
 
-A split keyed on unique ids costs one BLAKE2b per record, ~0.45 us in Python however it is
-called, and Python has no batch BLAKE2b: in the build's own process that added ~40% to a
-real table's build. The hash cannot change -- every existing data set keeps its splits -- so
-it moves beside the build instead: :class:`KeyHashProcess` sends a batch's key column (its raw
-int64 values, or offsets and bytes; :func:`codec.split_keys.hash_request`) to a small
-standard-library process (``split_hash_child.py``) before the batch is encoded, and collects
-the digests after, by which time the other core has computed them.
+A split keyed on unique ids costs one BLAKE2b per record, a fixed cost in Python however it is
+called, and Python has no batch BLAKE2b: in the build's own process that added a large share to
+a real table's build (bench/README.md). The hash cannot change -- every existing data set keeps
+its splits -- so it moves beside the build instead: :class:`KeyHashProcess` sends a batch's key
+column (its raw int64 values, or offsets and bytes; :func:`codec.split_keys.hash_request`) to a
+small standard-library process (``split_hash_child.py``) before the batch is encoded, and
+collects the digests after, by which time the other core has computed them.
 
 The digests are the same either way: the child hashes exactly ``splits.key_bytes`` of each
 key. When no other core is free to use (one CPU), when the child cannot start, or when it

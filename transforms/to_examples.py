@@ -27,7 +27,8 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import (
@@ -168,15 +169,7 @@ class _ToExamplesFn(_BuildExamplesFn):
         yield from self._chunk(chunk)
 
     def finish_bundle(self) -> Iterator[Any]:
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.windowed_value import WindowedValue
-
-        for element in self._flush():
-            if isinstance(element, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(
-                    element.tag, WindowedValue(element.value, -1, [GlobalWindow()]))
-            else:
-                yield WindowedValue(element, -1, [GlobalWindow()])
+        yield from finish_bundle_outputs(self._flush())
 
 
 class ToExamples(beam.PTransform):
@@ -202,12 +195,13 @@ class ToExamples(beam.PTransform):
     whole result (``p | btf.ReadCsv(...) | btf.ToExamples(features)``), it encodes the records
     and carries the source's rejected rows and counts on with its own.
 
-    Returns an :class:`Examples` dict of PCollections, also readable as attributes:
-    ``examples`` (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the
-    whole result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
-    (dead-letter dicts: source, row, feature, reason, value, record), ``counts``
-    (``(name, n)`` pairs) and, with ``statistics``, ``statistics`` (``(split, bytes)``: a
-    serialized ``DatasetFeatureStatisticsList`` per split that holds an Example).
+    Returns:
+      An :class:`Examples` dict of PCollections, also readable as attributes: ``examples``
+      (``(split, SerializedBatch)`` -- apply ``btf.WriteTFRecordDataset`` to the whole
+      result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
+      (dead-letter dicts: source, row, feature, reason, value, record), ``counts``
+      (``(name, n)`` pairs) and, with ``statistics``, ``statistics`` (``(split, bytes)``: a
+      serialized ``DatasetFeatureStatisticsList`` per split that holds an Example).
     """
 
     def __init__(self, features: FeaturesLike, splits: SplitsLike | None = None,

@@ -21,10 +21,11 @@ import apache_beam as beam
 from apache_beam.transforms.display import DisplayDataItem
 
 from beam_tfrecords.errors import UserError
+from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.commit import CommitError, check_output, default_version, make_commit_spec
 from beam_tfrecords.sinks.dataset import WriteDataset, refuse_unsupported
 from beam_tfrecords.sinks.format.layout import Layout, check_name
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
 from beam_tfrecords.sinks.format.tfrecord_format import normalize_compression
@@ -125,16 +126,8 @@ class _SerializedToBatches(beam.DoFn):
             yield split, SerializedBatch.from_records(records)
 
     def finish_bundle(self) -> Iterator[Any]:
-        from apache_beam.transforms.window import GlobalWindow
-        from apache_beam.utils.windowed_value import WindowedValue
-
         for split in list(self._pending):
-            for element in self._emit(split):
-                if isinstance(element, beam.pvalue.TaggedOutput):
-                    yield beam.pvalue.TaggedOutput(
-                        element.tag, WindowedValue(element.value, -1, [GlobalWindow()]))
-                else:
-                    yield WindowedValue(element, -1, [GlobalWindow()])
+            yield from finish_bundle_outputs(self._emit(split))
 
 
 def _is_serialized(pcoll: Any) -> bool:

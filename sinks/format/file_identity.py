@@ -18,7 +18,7 @@ that keeps the size, the inode and both timestamps -- on a filesystem whose time
 coarse (a whole second, or two on FAT) and that keeps no status-change time, a same-size
 rewrite within one tick of the clock looks like the file listed.
 
-Pure: no Beam, no I/O (the stat results come from sinks/storage.py).
+Pure: no Beam, no I/O (the stat results come from runtime/storage.py).
 """
 
 from __future__ import annotations

@@ -132,6 +132,13 @@ def check_name(kind: str, name: object) -> str:
     """``name`` unchanged when it can be a path segment of the layout, else InvalidName.
 
     ``kind`` is what the name is for ("version", "data set", "split"), used in the message.
+
+    Args:
+        kind: what the name is for, for the message.
+        name: the candidate.
+
+    Returns:
+        ``name``; InvalidName saying why it cannot be a path segment.
     """
     if not isinstance(name, str):
         raise InvalidName(f"{kind} name {name!r}: must be a string")
@@ -157,6 +164,15 @@ def resolve_in_version(folder: str, *names: str, within: tuple[str, ...] = (),
     ever holds our names and split folders. Anything else -- ``..``, an absolute or empty part,
     a separator, NUL or newline in a name, a reserved name where a split goes -- is an
     :class:`UnsafePath` before the write, never a file somewhere else.
+
+    Args:
+        folder: a version folder, or a folder of ours inside or beside it.
+        *names: single path segments the build made.
+        within: the layout's own folder names, outermost first.
+        split: a split name, checked.
+
+    Returns:
+        The ``/``-joined path.
     """
     shown = "/".join(map(str, (*within, *([split] if split is not None else []), *names)))
     if not isinstance(folder, str) or not folder:
@@ -185,7 +201,14 @@ def resolve_in_version(folder: str, *names: str, within: tuple[str, ...] = (),
 
 def index_path(shard_path: str) -> str:
     """The index sidecar of the shard at ``<version>/<split>/<file>``:
-    ``<version>/index/<split>/<file>.index`` (``/``-joined, local or ``gs://``)."""
+    ``<version>/index/<split>/<file>.index`` (``/``-joined, local or ``gs://``).
+
+    Args:
+        shard_path: a final shard's path.
+
+    Returns:
+        Its index sidecar's path.
+    """
     version_dir, split, file = shard_path.rsplit("/", 2)
     return resolve_in_version(version_dir, file + INDEX_SUFFIX, within=(INDEX,), split=split)
 

@@ -31,7 +31,15 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(value: int | str) -> int:
-    """Bytes from ``150MB`` (10**6), ``64MiB`` (2**20), ``1.5GB`` or a plain integer."""
+    """Bytes from ``150MB`` (10**6), ``64MiB`` (2**20), ``1.5GB`` or a plain integer.
+
+    Args:
+        value: an int (bytes) or text: a number with an optional unit (B, KB, MB, GB, TB, KiB,
+            MiB, GiB, TiB; any case).
+
+    Returns:
+        The size in bytes; ValueError for anything else.
+    """
     if isinstance(value, bool):
         raise ValueError("a size must be a number of bytes or a string such as '150MB'")
     if isinstance(value, int):
@@ -89,7 +97,14 @@ def derive_band(given: Mapping[str, int]) -> ShardSize:
     it; max alone gives target 0.75x and min 0.5x; min and max give their midpoint as target.
     Derived values never break what was given (max stays at least twice min and at least the
     target); a band that cannot hold from the given values is ShardSize's ValueError. Nothing
-    given: the default band."""
+    given: the default band.
+
+    Args:
+        given: any of ``target``, ``min`` and ``max``, in bytes.
+
+    Returns:
+        The ShardSize band.
+    """
     unknown = set(given) - {"target", "min", "max"}
     if unknown:
         raise ValueError(f"unknown shard size keys {sorted(unknown)}; use target, min, max")
@@ -115,6 +130,14 @@ def should_roll_before(current: int, incoming: int, size: ShardSize) -> bool:
 
     Only when the file already holds something and the record would push it past ``max``.
     (After each record the writer also rolls once ``current >= target``.)
+
+    Args:
+        current: the stored bytes the open file holds.
+        incoming: the stored bytes the next record adds.
+        size: the shard-size band.
+
+    Returns:
+        True when the file should be closed first.
     """
     return current > 0 and current + incoming > size.max
 
@@ -137,6 +160,13 @@ def plan_shards(parts: Sequence[Part], size: ShardSize) -> list[list[Part]]:
     ``min``; as each tail is below ``min``, a group stays below ``2 * min <= max``. A last
     group still below ``min`` joins the smallest shard it fits into without passing ``max``;
     otherwise it is the one shard allowed outside the band. Output order is deterministic.
+
+    Args:
+        parts: one split's staged parts (path, records, bytes, crc32c).
+        size: the shard-size band.
+
+    Returns:
+        The final shards in order, each the list of parts to join.
     """
     parts = sorted(parts, key=lambda p: p.path)
     shards: list[list[Part]] = [[p] for p in parts if p.bytes >= size.min]

@@ -22,7 +22,7 @@ from beam_tfrecords.errors import UserError
 
 __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
-    "LEGACY_SUFFIXES", "compression_from_name",
+    "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
     "frame_record_pieces", "record_piece_crcs",
     "record_crcs",
@@ -36,11 +36,9 @@ NONE, GZIP, ZLIB = "none", "gzip", "zlib"
 COMPRESSIONS = (NONE, GZIP, ZLIB)
 
 # ZLIB shards end in ``.deflate``: the name Beam's ReadFromTFRecord (AUTO compression) and
-# Python's ``CompressionTypes.DEFLATE`` recognise; versions written before used ``.zlib``
-# (LEGACY_SUFFIXES), which every reader of ours still knows (readers detect the compression
-# from the bytes, not the name).
+# Python's ``CompressionTypes.DEFLATE`` recognise (``.zlib`` is read as uncompressed there).
+# Our readers detect the compression from the bytes, not the name.
 _SUFFIXES = {NONE: ".tfrecord", GZIP: ".tfrecord.gz", ZLIB: ".tfrecord.deflate"}
-LEGACY_SUFFIXES = {ZLIB: (".tfrecord.zlib",)}
 _WBITS = {GZIP: 31, ZLIB: 15}  # 31: gzip member with header/trailer; 15: zlib header + adler32
 _NOT_READABLE_BY_TF = {"zstd", "zstandard", "bzip2", "bz2", "lzma", "xz", "snappy"}
 _MASK_DELTA = 0xA282EAD8
@@ -57,6 +55,12 @@ def normalize_compression(name: str | None) -> str:
 
     Only the codecs TensorFlow can read are accepted, so a pipeline can never write shards its
     consumers cannot open.
+
+    Args:
+        name: ``none`` (or empty, ``uncompressed``), ``gzip``, ``zlib`` or ``deflate``, any case.
+
+    Returns:
+        One of COMPRESSIONS; ValueError naming the choices for anything else.
     """
     key = (name or "").strip().lower()
     if key in ("", NONE, "uncompressed"):
@@ -72,30 +76,66 @@ def normalize_compression(name: str | None) -> str:
 
 
 def file_suffix(compression: str | None) -> str:
-    """The conventional file suffix for shards written with ``compression``."""
+    """The conventional file suffix for shards written with ``compression``.
+
+    Args:
+        compression: a name :func:`normalize_compression` accepts.
+
+    Returns:
+        ``.tfrecord``, ``.tfrecord.gz`` or ``.tfrecord.deflate``.
+    """
     return _SUFFIXES[normalize_compression(compression)]
 
 
 def compression_from_name(path: str) -> str | None:
-    """The compression a shard's file name says (current or legacy suffix), else None."""
+    """The compression a shard's file name says, else None.
+
+    Args:
+        path: a shard's path or file name.
+
+    Returns:
+        ``none``, ``gzip`` or ``zlib`` for our suffixes (``.tfrecord``, ``.tfrecord.gz``,
+        ``.tfrecord.deflate``), else None.
+    """
     for kind in (GZIP, ZLIB, NONE):
-        if path.endswith(_SUFFIXES[kind]) or path.endswith(LEGACY_SUFFIXES.get(kind, ())):
+        if path.endswith(_SUFFIXES[kind]):
             return kind
     return None
 
 
 def mask_crc32c(crc: int) -> int:
-    """TensorFlow's masking step applied to a plain CRC-32C (one computed piece by piece)."""
+    """TensorFlow's masking step applied to a plain CRC-32C (one computed piece by piece).
+
+    Args:
+        crc: a plain CRC-32C.
+
+    Returns:
+        The masked value a TFRecord frame stores.
+    """
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
-    """TensorFlow's masked CRC-32C, which keeps CRCs of data containing CRCs well distributed."""
+    """TensorFlow's masked CRC-32C, which keeps CRCs of data containing CRCs well distributed.
+
+    Args:
+        data: the bytes to checksum.
+
+    Returns:
+        Their masked CRC-32C.
+    """
     return mask_crc32c(_crc32c.crc32c(data))
 
 
 def unmask_crc32c(masked: int) -> int:
-    """Invert :func:`mask_crc32c`, giving back the plain CRC-32C."""
+    """Invert :func:`mask_crc32c`, giving back the plain CRC-32C.
+
+    Args:
+        masked: a masked CRC-32C, as a frame stores it.
+
+    Returns:
+        The plain CRC-32C.
+    """
     rotated = (masked - _MASK_DELTA) & 0xFFFFFFFF
     return ((rotated >> 17) | (rotated << 15)) & 0xFFFFFFFF
 
@@ -106,7 +146,14 @@ def _length_header(length: int) -> bytes:
 
 
 def frame(record: bytes | bytearray | memoryview) -> bytes:
-    """Frame one record: header, data and data CRC, ready to be appended to a TFRecord stream."""
+    """Frame one record: header, data and data CRC, ready to be appended to a TFRecord stream.
+
+    Args:
+        record: one serialized record.
+
+    Returns:
+        Its framed bytes: length, masked CRC of the length, data, masked CRC of the data.
+    """
     return b"".join((_length_header(len(record)), record, _U32.pack(masked_crc32c(record))))
 
 
@@ -118,6 +165,14 @@ def frame_pieces(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
 
     For large records (images): copying 200 MB of them into one framed buffer costs more than
     three writes per record, on top of the memory.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+        crcs: the records' plain CRC-32Cs, or None to compute them.
+
+    Returns:
+        3N buffers: header, data view and footer per record, in order.
     """
     view = memoryview(payload).cast("B")
     edges = np.asarray(offsets, dtype=np.int64).tolist()
@@ -137,7 +192,14 @@ _SMALL_PIECE_BYTES = 4096
 
 def record_piece_crcs(records: Sequence[Sequence[bytes | bytearray | memoryview]]
                       ) -> np.ndarray:
-    """The plain CRC-32C of each record given as pieces, chained over them (uint32)."""
+    """The plain CRC-32C of each record given as pieces, chained over them (uint32).
+
+    Args:
+        records: each record as a sequence of byte pieces.
+
+    Returns:
+        Their plain CRC-32Cs, one per record.
+    """
     crc32c = _crc32c.crc32c
     out = np.empty(len(records), np.uint32)
     for k, parts in enumerate(records):
@@ -159,6 +221,15 @@ def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryvie
     gathered into a few short buffers around the large pieces (an image), which are passed on
     uncopied -- the image a reader read is the buffer the file gets. ``crcs``: the records'
     plain CRC-32Cs when the caller has them (:func:`record_piece_crcs`).
+
+    Args:
+        records: each record as a sequence of byte pieces.
+        sizes: each record's total size in bytes.
+        crcs: the records' plain CRC-32Cs, or None to compute them.
+
+    Returns:
+        The buffers to write in order, and the index in that list where each record's buffers
+        begin (``n + 1`` entries).
     """
     crc32c, header, pack = _crc32c.crc32c, _length_header, _U32.pack
     known = None if crcs is None else np.asarray(crcs, np.uint64).tolist()
@@ -186,7 +257,15 @@ def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryvie
 
 def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
     """The plain CRC-32C of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): one
-    call per record, the one thing framing cannot do with whole arrays."""
+    call per record, the one thing framing cannot do with whole arrays.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+
+    Returns:
+        One plain CRC-32C per record.
+    """
     view = memoryview(payload).cast("B")
     edges = np.asarray(offsets, dtype=np.int64).tolist()
     crc = _crc32c.crc32c
@@ -210,6 +289,14 @@ def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
     masking those CRCs, the length headers (computed once per distinct length), and placing
     headers, data and footers into the output are whole-array operations. Framing was the
     largest cost of a columnar build when done record by record.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+        crcs: the records' plain CRC-32Cs, or None to compute them.
+
+    Returns:
+        The framed records, in order, as one bytearray.
     """
     view = memoryview(payload).cast("B")
     bounds = np.asarray(offsets, dtype=np.int64)
@@ -467,6 +554,13 @@ def detect_compression(head: bytes, path: str = "<stream>") -> str:
 
     A valid uncompressed header wins over the gzip magic (a first record's length may start with
     1f 8b); a head too short to judge is NONE, so the reader reports the truncation precisely.
+
+    Args:
+        head: the file's first bytes.
+        path: the file's name, for the error.
+
+    Returns:
+        ``none``, ``gzip`` or ``zlib``; CorruptRecordError when the bytes are none of them.
     """
     if len(head) >= HEADER_SIZE and _HEADER.unpack_from(head)[1] == masked_crc32c(head[:8]):
         return NONE
@@ -480,8 +574,9 @@ def detect_compression(head: bytes, path: str = "<stream>") -> str:
         path, 0, "not a TFRecord file (no valid header in any supported compression)")
 
 
-# Names TFRecord files go by: ours (`.tfrecord[.gz|.deflate|.zlib]`), TensorFlow's and TFDS's
-# (`train.tfrecord-00000-of-00010`), `.tfrecords`, `.tfr`; any case, with a compression suffix.
+# Names TFRecord files go by: ours (`.tfrecord[.gz|.deflate]`), other tools' (`.zlib`, `.z`),
+# TensorFlow's and TFDS's (`train.tfrecord-00000-of-00010`), `.tfrecords`, `.tfr`; any case,
+# with a compression suffix.
 # A sidecar such as `x.tfrecord.index` is not one by name (its content decides).
 _TFRECORD_NAME = re.compile(
     r".*\.tfr(ecords?)?(\.(gz|gzip|deflate|zlib|zz|z))?(-\d+-of-\d+)?", re.I | re.S)
@@ -491,7 +586,14 @@ SNIFF_BYTES = 1 << 14
 
 
 def named_like_tfrecord(name: str) -> bool:
-    """Whether a file name (its last segment) says TFRecord, as readers' globs pick files."""
+    """Whether a file name (its last segment) says TFRecord, as readers' globs pick files.
+
+    Args:
+        name: a file name or path.
+
+    Returns:
+        True when the name says TFRecord (ours, TensorFlow's, TFDS's, any case).
+    """
     return _TFRECORD_NAME.fullmatch(name.rsplit("/", 1)[-1]) is not None
 
 
@@ -503,7 +605,14 @@ def starts_like_tfrecord(head: bytes) -> bool:
     """Whether a file whose first bytes are ``head`` (up to :data:`SNIFF_BYTES`) begins with a
     TFRecord frame: 12 bytes whose masked CRC matches the length before it, as they are or
     after inflating the start of a GZIP or ZLIB stream. A chance match is one in 2^32; an
-    empty file (a TFRecord file of no records) is told by its name alone."""
+    empty file (a TFRecord file of no records) is told by its name alone.
+
+    Args:
+        head: the file's first bytes.
+
+    Returns:
+        True when they begin with a valid TFRecord frame, compressed or not.
+    """
     if _framed(head):
         return True
     for kind in (GZIP, ZLIB):
@@ -714,6 +823,16 @@ def iter_record_spans(fileobj: BinaryIO, compression: str | None = "auto",
 
     For compressed files offsets count decompressed bytes. Works on non-seekable streams. Any
     malformation, including a damaged compressed stream, raises CorruptRecordError.
+
+    Args:
+        fileobj: a binary file object, read from its current position.
+        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
+        path: the file's name, for errors.
+        verify_crc: check each length's and each record's CRC.
+        max_bytes: the largest record whose data is returned; None: every record's.
+
+    Yields:
+        ``(offset, length, data)`` per record.
     """
     auto = (compression or "").lower() == "auto"
     kind = NONE if auto else normalize_compression(compression)
@@ -732,13 +851,27 @@ def iter_record_spans(fileobj: BinaryIO, compression: str | None = "auto",
 def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto",
                               path: str = "<stream>",
                               verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
-    """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`. Memory holds the
-    current record and a few chunks."""
+    """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`, whose arguments
+    these are (without ``max_bytes``). Memory holds the current record and a few chunks.
+
+    Yields:
+        ``(offset, record)`` per record.
+    """
     for offset, _, data in iter_record_spans(fileobj, compression, path, verify_crc):
         yield offset, data  # type: ignore[misc]  # max_bytes=None: never None
 
 
 def iter_records(fileobj: BinaryIO, compression: str | None = "auto", path: str = "<stream>",
                  verify_crc: bool = True) -> Iterator[bytes]:
-    """Stream the records of a TFRecord file; see :func:`iter_records_with_offsets`."""
+    """Stream the records of a TFRecord file.
+
+    Args:
+        fileobj: a binary file object, read from its current position.
+        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
+        path: the file's name, for errors.
+        verify_crc: check each length's and each record's CRC.
+
+    Yields:
+        Each record's bytes.
+    """
     yield from (r for _, _, r in iter_record_spans(fileobj, compression, path, verify_crc))

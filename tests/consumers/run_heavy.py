@@ -259,7 +259,7 @@ def expected_values(root: pathlib.Path, path: pathlib.Path) -> dict:
     to ``path`` as JSON."""
     import beam_tfrecords as btf
     from beam_tfrecords.pipelines.read import resolve_version, shard_files
-    from beam_tfrecords.sinks import storage
+    from beam_tfrecords.runtime import storage
     from beam_tfrecords.sinks.format import tfrecord_format as tff
     from beam_tfrecords.transforms.codec import wire
 

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.transforms.codec import wire
 from beam_tfrecords.transforms.codec.arrow_columns import (
     Columns,

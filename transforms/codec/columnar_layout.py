@@ -19,10 +19,10 @@ short for it) is written byte-wise through a mask instead. Flat blocks and the c
 are then scattered into one output buffer at offsets from a cumulative sum. No Python code
 runs per row.
 
-Why spans and tiles: the former single boolean mask over the whole ``(rows, width)`` matrix,
-filled with one strided copy per byte column, streamed a matrix far larger than the cache
-through memory once per column and then masked every byte: 0.30 s for a batch of 65,536
-~680-byte rows (the benchmark's "wide" data set), 0.06 s now.
+Why spans and tiles: a single boolean mask over the whole ``(rows, width)`` matrix, filled
+with one strided copy per byte column, would stream a matrix far larger than the cache
+through memory once per column and then mask every byte; spans and tiles touch each output
+byte about once (bench/README.md has the measurement).
 
 Pure: numpy only.
 """

@@ -6,7 +6,8 @@
 - ``read_csv``, ``read_jsonl``, ``read_parquet``, ``read_avro``, ``read_images``: a format's
   options and their parser (the config's ``source.<format>`` section), its reader, and the
   public ``ReadCsv`` / ``ReadJsonl`` / ``ReadParquet`` / ``ReadAvro`` / ``ReadImages``;
-- helpers: ``events`` (the named event types), ``csv_columnar`` (CSV's Arrow fast path),
+- helpers: ``events`` (the named event types), ``csv_columnar`` and ``csv_typing`` (CSV's
+  Arrow fast path: rows, then typed cells),
   ``image_header`` (image sizes from the first bytes);
 - ranges (pure): ``ranges`` (planning a file's byte ranges, ownership, merging ranges'
   counts and checking their joins) and each format's boundaries beside its reader

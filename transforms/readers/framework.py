@@ -29,9 +29,10 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords import crash_note
 from beam_tfrecords.errors import UserError
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import crash_note, storage
+from beam_tfrecords.runtime.batch_coders import SizedPickleCoder, rows_nbytes
+from beam_tfrecords.runtime.spread import Spread
 from beam_tfrecords.sinks.format.file_identity import (
     FileIdentity,
     change,
@@ -39,8 +40,6 @@ from beam_tfrecords.sinks.format.file_identity import (
     not_a_file,
 )
 from beam_tfrecords.sinks.format.shard_plan import parse_size
-from beam_tfrecords.sinks.spread import Spread
-from beam_tfrecords.transforms.batch_coders import SizedPickleCoder, rows_nbytes
 from beam_tfrecords.transforms.codec.coercion import preview
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, as_feature_specs
@@ -102,7 +101,7 @@ class RecordChunk:
 
 
 class RecordChunkCoder(SizedPickleCoder):
-    """RecordChunks' coder (transforms/batch_coders.py): sized by their buffers, not pickled."""
+    """RecordChunks' coder (runtime/batch_coders.py): sized by their buffers, not pickled."""
 
     value_type = RecordChunk
 

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.specs import _mapping
 from beam_tfrecords.transforms.codec.wire import varint
 from beam_tfrecords.transforms.readers.avro_ranges import AvroDamage as _AvroDamage

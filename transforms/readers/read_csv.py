@@ -49,6 +49,7 @@ from beam_tfrecords.transforms.codec.text_values import (
     json_number,
 )
 from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.csv_typing import type_batch
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
@@ -383,8 +384,8 @@ class _ReadCsvFile(ReadFileFn):
         if cells is None:
             return None, []
         try:
-            batch, bad = cc.type_batch(cells, columns, specs, opts.null_values, parse_cell,
-                                       CellError)
+            batch, bad = type_batch(cells, columns, specs, opts.null_values, parse_cell,
+                                    CellError)
         except cc.NeedsRows:
             return None, []
         if bad and len(columns) < parser.ncols:

@@ -40,9 +40,9 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime.spread import Spread
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
-from beam_tfrecords.sinks.spread import Spread
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping
 from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (

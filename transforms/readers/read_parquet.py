@@ -21,7 +21,7 @@ import io
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from beam_tfrecords.sinks import storage
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _mapping
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Unread

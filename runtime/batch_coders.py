@@ -3,8 +3,8 @@
 Beam samples the size of the elements of every PCollection for its metrics (each of the
 first 10, then ~7 per doubling of the count) by encoding them. A type Beam has no coder for
 is encoded with pickle, so each sample pickled a whole chunk -- 64k rows of a RecordBatch, or
-25 MB of image bytes -- only to count its bytes and throw it away (0.2 s of a 2,000-image
-build, bench/README.md). These coders still pickle an element that really crosses a step
+25 MB of image bytes -- only to count its bytes and throw it away (a noticeable share of an
+image build, bench/README.md). These coders still pickle an element that really crosses a step
 boundary, but estimate its size from the byte counts it already holds.
 
 The reader and encoder steps declare their main outputs' types (``RecordChunk``,
@@ -18,7 +18,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_tfrecords.sinks.format.serialized_batch import SerializedBatch
+from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 
 __all__ = ["SerializedBatchCoder", "SizedPickleCoder", "rows_nbytes"]
 
@@ -55,7 +55,14 @@ class SizedPickleCoder(beam.coders.Coder):
 
 
 def rows_nbytes(rows: list) -> int:
-    """About how many bytes a list of record mappings holds: its strings, bytes and numbers."""
+    """About how many bytes a list of record mappings holds: its strings, bytes and numbers.
+
+    Args:
+        rows: record mappings.
+
+    Returns:
+        Their strings' and bytes' lengths, plus 8 per other value.
+    """
     total = 0
     for row in rows:
         for value in row.values():

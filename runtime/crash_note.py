@@ -36,7 +36,11 @@ _NAME_CHARS = 300  # faulthandler cuts a name at 500 characters
 
 def enable_here() -> bool:
     """Turn faulthandler on in this process (all threads, to stderr) unless it is on already;
-    False where stderr has no file descriptor (a notebook's), which it needs."""
+    False where stderr has no file descriptor (a notebook's), which it needs.
+
+    Returns:
+        True when faulthandler is on here now.
+    """
     if faulthandler.is_enabled():
         return True
     try:
@@ -55,7 +59,15 @@ def enable() -> None:
 def frame_name(stage: str, path: str) -> str:
     """The name of the frame that does ``stage`` to ``path``: ``[beam-tfrecords: reading
     /data/a.csv]`` -- printable ASCII (faulthandler escapes the rest anyway), credentials
-    redacted, cut short."""
+    redacted, cut short.
+
+    Args:
+        stage: what is done (``"reading"``, ``"encoding records of"``).
+        path: the file it is done to.
+
+    Returns:
+        The frame's name.
+    """
     text = redact_text(f"{stage} {path}")
     text = "".join(c if " " <= c <= "~" else "?" for c in text)
     if len(text) > _NAME_CHARS:
@@ -70,6 +82,15 @@ def _through(items: Iterable[Any]) -> Iterator[Any]:
 def noted(stage: str, path: str, items: Iterable[Any]) -> Iterator[Any]:
     """``items``, iterated inside a frame named :func:`frame_name` (``stage``, ``path``): while
     the work that produces them runs, that frame is on the stack a fault dump prints. (Work
-    done by whoever consumes them runs outside it, under its own note.)"""
+    done by whoever consumes them runs outside it, under its own note.)
+
+    Args:
+        stage: what is done (``"reading"``).
+        path: the file it is done to.
+        items: the work's results, produced lazily.
+
+    Yields:
+        ``items``, unchanged.
+    """
     code = _through.__code__.replace(co_name=frame_name(stage, path))
     return types.FunctionType(code, _through.__globals__)(items)

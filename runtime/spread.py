@@ -3,7 +3,7 @@
 Readers reshuffle their file list and the sink its finalize plan so that the work lands on
 many workers instead of the one that listed it. In Beam's in-process direct runner (one
 worker, ``--direct_running_mode=in_memory``, the default) there is nobody to spread to, and
-each Reshuffle costs a group-by-key stage: ~70 ms of a ~0.3 s small build (bench/README.md).
+each Reshuffle costs a group-by-key stage, a sizable share of a small build (bench/README.md).
 Every other runner and mode -- worker processes, threads, Dataflow, Flink, the portable
 runner, the bundle-based direct runner -- gets the Reshuffle.
 """
@@ -21,7 +21,15 @@ _IN_PROCESS = frozenset({"SwitchingDirectRunner", "DirectRunner", "FnApiRunner"}
 
 
 def runs_in_one_process(runner: object, options: PipelineOptions | None) -> bool:
-    """True when ``runner`` (a pipeline's runner object) runs it on one in-process worker."""
+    """True when ``runner`` (a pipeline's runner object) runs it on one in-process worker.
+
+    Args:
+        runner: the pipeline's runner object.
+        options: its options (None: the defaults).
+
+    Returns:
+        True for Beam's direct runner (or the FnApiRunner) in memory with one worker.
+    """
     if type(runner).__name__ not in _IN_PROCESS:
         return False
     direct = (options or PipelineOptions([])).view_as(DirectOptions)

@@ -1,0 +1,580 @@
+"""File access for every Beam filesystem (local, ``gs://``, ...) in one place.
+
+Everything goes through ``apache_beam.io.filesystems.FileSystems`` so the sink works wherever
+Beam does. Compression is always ``UNCOMPRESSED`` at this layer: FileSystems would otherwise
+guess from a ``.gz`` suffix and compress a second time; the TFRecord writer compresses itself.
+
+Cloud Storage (``gs://``) gets a few things FileSystems cannot do well, from
+``runtime/gcs.py``: ``concatenate`` composes objects server-side, ``file_crc32c`` reads an
+object's crc32c from its metadata, ``exists``, ``list_files`` and ``delete_tree`` treat a
+name prefix as a directory, and ``write_atomic`` uploads in one retried request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, BinaryIO
+
+import crc32c
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
+from apache_beam.io.filesystems import FileSystems
+
+from beam_tfrecords.errors import UserError
+from beam_tfrecords.runtime import gcs, threaded_file
+from beam_tfrecords.runtime.gcs import StorageUnavailable
+from beam_tfrecords.sinks.format.file_identity import (
+    FileIdentity,
+    kind_of_mode,
+    not_a_file,
+)
+from beam_tfrecords.sinks.format.redact import (
+    install_log_redaction,
+    redact_streams_if_asked,
+)
+
+__all__ = [
+    "CrcCountingWriter",
+    "NoFilesystem",
+    "NoMatch",
+    "StorageUnavailable",
+    "concatenate",
+    "delete",
+    "delete_tree",
+    "exists",
+    "file_crc32c",
+    "identify",
+    "identify_paths",
+    "is_gcs",
+    "is_local",
+    "join",
+    "list_files",
+    "match",
+    "not_a_regular_file",
+    "observe",
+    "open_read",
+    "open_write",
+    "read_text",
+    "rename",
+    "write_atomic",
+]
+
+_LOG = logging.getLogger(__name__)
+install_log_redaction()  # every process that touches storage: launcher and workers
+redact_streams_if_asked()  # a worker the command started prints through the same filter
+_COPY_CHUNK = 8 * 1024 * 1024
+_RAW = CompressionTypes.UNCOMPRESSED
+
+
+class NoMatch(UserError, FileNotFoundError):
+    """A path or glob given to read from that names nothing there."""
+
+
+def join(base: str, *parts: str) -> str:
+    """A path below ``base`` on its filesystem (``/`` or the local separator).
+
+    Args:
+        base: a folder, local or ``scheme://...``.
+        *parts: names below it.
+
+    Returns:
+        The joined path; NoFilesystem when no Beam filesystem here serves ``base``'s scheme.
+    """
+    if parts and not is_local(base) and not is_gcs(base):
+        _served(base)
+    return FileSystems.join(base, *parts) if parts else base
+
+
+def is_local(path: str) -> bool:
+    """Whether ``path`` is on local disk (it names no ``scheme://``).
+
+    Args:
+        path: any path.
+
+    Returns:
+        True for a local path.
+    """
+    return "://" not in path
+
+
+def is_gcs(path: str) -> bool:
+    """Whether ``path`` is on Cloud Storage.
+
+    Args:
+        path: any path.
+
+    Returns:
+        True for a ``gs://`` path.
+    """
+    return path.startswith(gcs.SCHEME)
+
+
+class NoFilesystem(UserError, ValueError):
+    """A path whose scheme no Beam filesystem here serves (``https://``, a typo, ``s3://``
+    without its extra)."""
+
+
+def _touch(path: str) -> None:
+    """Called before any filesystem work on ``path``."""
+    if is_gcs(path):
+        gcs.quiet_beam_credentials()
+    elif not is_local(path):
+        _served(path)
+
+
+def _served(path: str) -> None:
+    """Raise :class:`NoFilesystem` unless a Beam filesystem serves ``path``'s scheme."""
+    with _other_filesystem(path):
+        try:
+            FileSystems.get_filesystem(path)
+        except ValueError:
+            scheme = path.split("://", 1)[0]
+            raise NoFilesystem(f"{path!r}: no filesystem for {scheme}:// here; local paths "
+                               "and gs:// work, another scheme needs its Beam extra (e.g. "
+                               "apache-beam[aws] for s3://)") from None
+
+
+@contextlib.contextmanager
+def _other_filesystem(path: str) -> Iterator[None]:
+    """A scheme Beam knows but cannot use here (s3:// without boto3 or options, hdfs://
+    without its client) fails in one line naming the path, not a BeamIOError traceback."""
+    if is_local(path) or is_gcs(path):
+        yield
+        return
+    try:
+        yield
+    except BeamIOError as err:
+        details = getattr(err, "exception_details", None)
+        inner = next(iter(details.values())) if isinstance(details, dict) and details else err
+        scheme = path.split("://", 1)[0]
+        raise NoFilesystem(f"{path!r}: the {scheme}:// filesystem failed here "
+                           f"({type(inner).__name__}: {inner}); local paths and gs:// work, "
+                           "another scheme needs its Beam extra and options") from None
+
+
+# --- the interface ----------------------------------------------------------------------------
+
+
+def open_write(path: str) -> BinaryIO:
+    """A new file for writing; local parent directories are created.
+
+    Args:
+        path: where, on any Beam filesystem.
+
+    Returns:
+        A binary file object; what is written appears whole when it is closed on object stores.
+    """
+    if is_local(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _touch(path)
+    return FileSystems.create(path, compression_type=_RAW)
+
+
+def open_counted_write(path: str) -> Any:
+    """A new file that counts its bytes and CRC-32C (``.bytes``, ``.crc32c``): a local file is
+    written by a thread of its own (:class:`threaded_file.ThreadedFile`), so the writes
+    overlap with the caller's work; any other is a :class:`CrcCountingWriter`.
+
+    Args:
+        path: where, on any Beam filesystem.
+
+    Returns:
+        A writer with ``write``, ``writelines``, ``close``, ``bytes`` and ``crc32c``.
+    """
+    if is_local(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return threaded_file.ThreadedFile(path)
+    return CrcCountingWriter(open_write(path))
+
+
+def open_read(path: str) -> BinaryIO:
+    """A file for reading, its bytes as stored (no decompression by suffix).
+
+    Args:
+        path: a file on any Beam filesystem.
+
+    Returns:
+        A binary file object.
+    """
+    _touch(path)
+    with _other_filesystem(path):
+        return FileSystems.open(path, compression_type=_RAW)
+
+
+def read_text(path: str) -> str:
+    """A whole file as UTF-8 text.
+
+    Args:
+        path: a file on any Beam filesystem.
+
+    Returns:
+        Its text.
+    """
+    with open_read(path) as handle:
+        return handle.read().decode("utf-8")
+
+
+def exists(path: str) -> bool:
+    """Whether there is a file or a directory. On ``gs://`` a directory is a prefix with
+    objects below it.
+
+    Args:
+        path: any path.
+
+    Returns:
+        True when something is there.
+    """
+    _touch(path)
+    if is_gcs(path):
+        return gcs.exists(path)
+    with _other_filesystem(path):
+        return FileSystems.exists(path)
+
+
+def match(pattern: str) -> list:
+    """FileMetadata (path, size_in_bytes, last_updated_in_seconds) of a glob, sorted by path.
+
+    A local glob without a folder (``*.csv``) is matched as ``./*.csv``: Beam's local
+    filesystem matches nothing for it.
+
+    Args:
+        pattern: a glob on any Beam filesystem.
+
+    Returns:
+        The matches' metadata, sorted by path (empty when nothing matches).
+    """
+    _touch(pattern)
+    if "://" not in pattern and not os.path.dirname(pattern):
+        pattern = os.path.join(".", pattern)
+    top = pattern[:-2]
+    if is_local(pattern) and pattern.endswith("/**") and not _GLOB_CHARS.search(top) and (
+            os.path.isdir(top)):
+        return sorted(_walk_metadata(top), key=lambda m: m.path)
+    with _other_filesystem(pattern):
+        result = FileSystems.match([pattern])[0]
+    return sorted(result.metadata_list, key=lambda m: m.path)
+
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _walk_metadata(top: str) -> list:
+    """What Beam's match of ``top + "**"`` lists for a local folder -- every file below it,
+    symlinked folders not entered, files that vanish skipped -- with one ``stat`` per file
+    where Beam makes two and more Python around them (for an image folder of many small
+    files, a noticeable share of the build: bench/README.md)."""
+    found = []
+    folders = [top]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(folder, entry.name)
+            try:
+                if entry.is_dir():
+                    if not entry.is_symlink():
+                        folders.append(path)
+                    continue
+                info = entry.stat()
+            except OSError:
+                continue
+            found.append(FileMetadata(path, info.st_size, info.st_mtime))
+    return found
+
+
+# --- input identity (sinks/format/file_identity.py) ------------------------------------------
+
+def _local_identity(path: str, info: os.stat_result) -> FileIdentity:
+    return FileIdentity(path, info.st_size, kind_of_mode(info.st_mode), info.st_dev,
+                        info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def identify(metadata: Sequence[Any]) -> list[FileIdentity]:
+    """The identity of each listed file (Beam FileMetadata), in order, for the checks of
+    sinks/format/file_identity.py: locally one ``os.stat`` (following a symlink to the file a
+    reader would open, so a FIFO or a device is seen without opening it); on ``gs://`` each
+    object's generation, from one listing; elsewhere the size the listing reported.
+
+    Args:
+        metadata: what :func:`match` listed.
+
+    Returns:
+        One FileIdentity per entry, in order.
+    """
+    metadata = list(metadata)
+    remote = gcs.identities([m.path for m in metadata if is_gcs(m.path)])
+    out = []
+    for m in metadata:
+        identity = remote.get(m.path)
+        if identity is None and is_local(m.path):
+            try:
+                identity = _local_identity(m.path, os.stat(m.path))
+            except OSError:  # gone since the listing: its read says so
+                identity = None
+        out.append(identity or FileIdentity(m.path, int(m.size_in_bytes)))
+    return out
+
+
+def identify_paths(paths: Sequence[str]) -> list[FileIdentity | str]:
+    """:func:`identify` for paths given as a list rather than matched.
+
+    Args:
+        paths: file paths.
+
+    Returns:
+        One FileIdentity per path, in order; a path that cannot be looked at stays a plain
+        path (its read reports why).
+    """
+    local: dict[str, FileIdentity] = {}
+    for path in paths:
+        if is_local(path):
+            with contextlib.suppress(OSError):
+                local[path] = _local_identity(path, os.stat(path))
+    remote = gcs.identities([p for p in paths if is_gcs(p)])
+    return [local.get(p) or remote.get(p) or p for p in paths]
+
+
+def not_a_regular_file(path: str) -> str | None:
+    """Why a local ``path`` must not be opened as input (a FIFO, a device, a socket, a
+    directory: :func:`file_identity.not_a_file`), found with ``os.stat``, never by opening it.
+
+    Args:
+        path: an input path.
+
+    Returns:
+        The reason, or None for a regular file, a path that does not exist (opening it says
+        so) and any object store (which holds no such things).
+    """
+    if not is_local(path):
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return not_a_file(_local_identity(path, info))
+
+
+def observe(path: str, handle: Any = None) -> FileIdentity | None:
+    """The identity of ``path`` now -- of the open ``handle`` where it has a file descriptor
+    (the file that was read, even if another has taken its name since).
+
+    Args:
+        path: a file that was listed.
+        handle: the file object it was read through, if any.
+
+    Returns:
+        Its identity, or None where the filesystem tells nothing to compare.
+    """
+    if is_local(path):
+        fileno = getattr(handle, "fileno", None)
+        try:
+            info = os.fstat(fileno()) if fileno is not None else os.stat(path)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            try:
+                info = os.stat(path)
+            except OSError:
+                return None
+        return _local_identity(path, info)
+    if is_gcs(path):
+        return gcs.identity(path)
+    return None
+
+
+def list_files(prefix: str) -> list[str]:
+    """Every file below a directory-like prefix.
+
+    Args:
+        prefix: a folder (or a file) on any Beam filesystem.
+
+    Returns:
+        The files' paths, sorted (the file itself for a file; empty when nothing is there).
+    """
+    if is_gcs(prefix):
+        return [p for p in gcs.list_below(prefix) if not p.endswith("/")]
+    if is_local(prefix):  # walked, not globbed: a '?', '*' or '[' in a folder name is literal
+        if not os.path.isdir(prefix):
+            return [prefix] if os.path.isfile(prefix) else []
+        return sorted(os.path.join(folder, name) for folder, _, names in os.walk(prefix)
+                      for name in names)
+    return [m.path for m in match(join(prefix, "**"))] if exists(prefix) else []
+
+
+def delete_tree(prefix: str) -> None:
+    """Remove a directory-like prefix and everything below it, if present.
+
+    Args:
+        prefix: a folder (or a file) on any Beam filesystem.
+    """
+    if is_gcs(prefix):
+        # Everything below the prefix (folder placeholders too), and an object of that name.
+        paths = gcs.list_below(prefix)
+        name = gcs.split_path(prefix)[1]
+        if name and not name.endswith("/"):
+            paths.append(prefix)
+        gcs.delete_objects(paths)
+        return
+    if not exists(prefix):
+        return
+    if is_local(prefix):  # not FileSystems.delete, which globs: '?' in a name is literal here
+        if os.path.isdir(prefix):
+            shutil.rmtree(prefix)
+        else:
+            os.remove(prefix)
+        return
+    files = list_files(prefix)
+    if files:
+        FileSystems.delete(files)
+
+
+def rename(source: str, destination: str) -> None:
+    """Move a file. On object stores this is a copy and a delete (FileSystems does both).
+
+    Args:
+        source: the file.
+        destination: its new path (local parent folders are created).
+    """
+    if is_local(destination):
+        os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+    _touch(source)
+    _touch(destination)
+    FileSystems.rename([source], [destination])
+
+
+def write_atomic(path: str, data: bytes,
+                 content_type: str = "application/octet-stream") -> None:
+    """Readers see the old content or the new, never a partial file.
+
+    Locally: write a unique temporary beside it, then ``os.replace``. On Cloud Storage an
+    object becomes visible only when its upload completes, so one upload (retried whole) is
+    atomic; other object stores behave alike through FileSystems.
+
+    Args:
+        path: the file to write or replace.
+        data: its whole content.
+        content_type: the object's content type on Cloud Storage.
+    """
+    if is_gcs(path):
+        gcs.upload(path, data, content_type)
+        return
+    if not is_local(path):
+        with open_write(path) as handle:
+            handle.write(data)
+        return
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open_write(tmp) as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+class CrcCountingWriter:
+    """Wraps a binary file: counts bytes and keeps the crc32c of everything written.
+
+    The crc32c is of the whole stored file, the value Cloud Storage reports for an object.
+    """
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.bytes = 0
+        self.crc32c = 0
+
+    def write(self, data: bytes) -> int:
+        self.crc32c = crc32c.crc32c(data, self.crc32c)
+        self.bytes += len(data)
+        self.handle.write(data)
+        return len(data)
+
+    def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        crc, checksum = self.crc32c, crc32c.crc32c
+        for data in buffers:
+            crc = checksum(data, crc)
+            self.bytes += memoryview(data).nbytes
+        self.crc32c = crc
+        self.handle.writelines(buffers)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
+    """Byte-concatenate files into ``destination``, atomically.
+
+    Sources are left in place. On ``gs://`` (sources and destination in one bucket) the
+    objects are composed server-side and the crc32c is the one Cloud Storage reports.
+
+    Args:
+        sources: the files, in order.
+        destination: the file to create.
+
+    Returns:
+        The destination's size in bytes and its CRC-32C.
+    """
+    if sources and is_gcs(destination) and all(is_gcs(s) for s in sources):
+        bucket = gcs.split_path(destination)[0]
+        if all(gcs.split_path(s)[0] == bucket for s in sources):
+            return gcs.compose(sources, destination)
+    tmp = destination + f".tmp-{uuid.uuid4().hex}"
+    out = CrcCountingWriter(open_write(tmp))
+    try:
+        for source in sources:
+            with open_read(source) as handle:
+                for chunk in iter(lambda: handle.read(_COPY_CHUNK), b""):
+                    out.write(chunk)
+        out.close()
+        rename(tmp, destination)
+    except BaseException:
+        if exists(tmp):
+            FileSystems.delete([tmp])
+        raise
+    return out.bytes, out.crc32c
+
+
+def file_crc32c(path: str) -> tuple[int, int]:
+    """(bytes, crc32c) of a stored file: from its metadata on ``gs://``, else read in full.
+
+    Args:
+        path: a file on any Beam filesystem.
+
+    Returns:
+        Its size in bytes and its CRC-32C.
+    """
+    if is_gcs(path):
+        return gcs.size_and_crc32c(path)
+    size, crc = 0, 0
+    with open_read(path) as handle:
+        for chunk in iter(lambda: handle.read(_COPY_CHUNK), b""):
+            crc = crc32c.crc32c(chunk, crc)
+            size += len(chunk)
+    return size, crc
+
+
+def delete(paths: Iterable[str]) -> None:
+    """Delete the files that exist among ``paths``.
+
+    Args:
+        paths: files on any Beam filesystem.
+    """
+    paths = [p for p in paths if exists(p)]
+    if not paths:
+        return
+    for path in paths:
+        _touch(path)
+    FileSystems.delete(paths)
