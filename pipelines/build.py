@@ -165,17 +165,18 @@ def file_source(config: Config, input_files: Sequence[str | FileIdentity]) -> An
     # A CSV header may name a column "meta.label" literally (check_columns accepts it).
     literal = tuple(sep.join(path) for path in (config.splits.key, config.splits.field)
                     if path and len(path) > 1 for sep in "./")
-    limit = source.max_record_bytes
+    limit, split = source.max_record_bytes, source.split_bytes
     readers = {
         # extra_fields names the split key: the reader then types only the columns named
         # (time grows with them, not with the file's width).
         "csv": lambda: ReadCsv(files, features, extra_fields=extra + literal,
-                               **dataclasses.asdict(source.csv)),
+                               split_bytes=split, **dataclasses.asdict(source.csv)),
         "jsonl": lambda: ReadJsonl(files, features, max_depth=source.jsonl.max_depth,
-                                   max_record_bytes=source.jsonl.max_line_bytes),
+                                   max_record_bytes=source.jsonl.max_line_bytes,
+                                   split_bytes=split),
         "parquet": lambda: ReadParquet(files, features, extra_fields=extra,
-                                       max_record_bytes=limit),
-        "avro": lambda: ReadAvro(files, features, max_record_bytes=limit),
+                                       max_record_bytes=limit, split_bytes=split),
+        "avro": lambda: ReadAvro(files, features, max_record_bytes=limit, split_bytes=split),
     }
     return readers[source.format]()
 
