@@ -141,6 +141,7 @@ def test_avro_ranges(tmp_path):
     check_equal(btf.ReadAvro(str(path), FEATURES), str(path), 2000)
 
 
+@pytest.mark.slow
 def test_a_range_split_while_read_gives_the_same_records(tmp_path):
     """A runner's dynamic rebalancing splits a range being read (at half its remainder):
     the primary stops at the split, the residual starts there, and nothing is lost or read
@@ -162,6 +163,7 @@ def test_a_range_split_while_read_gives_the_same_records(tmp_path):
     assert splits
 
 
+@pytest.mark.slow
 def test_a_range_that_cannot_be_joined_up_fails_naming_file_and_byte(tmp_path, monkeypatch):
     """A quoted cell of 90 kB that reads like rows of three cells, and a lookahead too short
     to see its end: the guess at a range start inside it (a row start) is wrong, the range
