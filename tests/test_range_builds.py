@@ -23,8 +23,6 @@ import pytest
 
 from beam_tfrecords.pipelines import build
 
-
-
 pytestmark = pytest.mark.e2e  # whole builds
 
 ROWS = 3000
