@@ -225,3 +225,30 @@ def test_a_worker_pool_of_two_processes_reads_ranges_of_one_file_in_both(tmp_pat
     assert shards == local_shards and len(shards) >= 4
     assert pooled["counts"] == local["counts"]
     assert pooled["shards_digest"] == local["shards_digest"]
+
+
+def test_a_build_whose_ranges_cannot_be_joined_up_fails_naming_file_and_byte(tmp_path,
+                                                                             monkeypatch,
+                                                                             capsys):
+    """A quoted cell that reads like rows, longer than the (shortened) lookahead: a range
+    start's guess is wrong, and the build fails at its commit in one line naming the file
+    and the byte -- no version is committed."""
+    import beam_tfrecords.transforms.readers.read_csv as rc
+    from beam_tfrecords.pipelines.cli import main
+
+    path = tmp_path / "a.csv"
+    cell = "1,b,2.0\n" * 12_000
+    path.write_text(f'id,name,x\n1,"{cell}",2.0\n' + "".join(f"{i},n,1.0\n" for i in range(9)))
+    real = rc.csv_range_start
+    monkeypatch.setattr(rc, "csv_range_start",
+                        lambda *a, **k: real(*a, **{**k, "lookahead": 1 << 10}))
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({
+        "name": "bad", "source": {"format": "csv", "path": str(path), "split_bytes": 30_000},
+        "features": FEATURES, "output": {"path": str(out)}}))
+    assert main(["build", "--config", str(config), "--version", "v"]) != 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith(f"beam-tfrecords build: RangeError: {path}: byte ")
+    assert "range 1 assumed a row start there" in lines[-1]
+    assert not (out / "v" / "manifest.json").exists()
