@@ -40,7 +40,12 @@ from beam_tfrecords.pipelines.config import (
 )
 from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
 from beam_tfrecords.pipelines.launch_check import check_sample
-from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
+from beam_tfrecords.pipelines.runners import (
+    check_runner,
+    local_workers,
+    runner_for,
+    runs_in_process,
+)
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.commit import (
     Build,
@@ -519,6 +524,13 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
     except output_guard.OutputGuardError as err:
         raise BuildError(str(err)) from None
     config, found = plan_inputs(config)
+    workers = local_workers(beam_args, int(found.fingerprint.get("bytes", 0) or 0),
+                            _work_units(found.files, config.source.split_bytes))
+    if workers:
+        print(f"reading {found.fingerprint.get('bytes', 0)} bytes of input with "
+              f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "
+              "process)", file=sys.stderr)
+        beam_args += workers
     suffix = tff.file_suffix(config.output.compression)
     try:  # the output is not the input, not matched by its glob, does not hold it
         output_guard.check_locations(config.source.path, root, [
@@ -549,6 +561,14 @@ def run(argv: Sequence[str] | None = None, progress_interval: float = 0.0,
             return _run_started(args, beam_args, config, found, build)
     except LeaseHeld as err:
         raise BuildError(str(err)) from None
+
+
+def _work_units(files: Sequence[str | FileIdentity], split_bytes: int) -> int:
+    """How many units of work the inputs are read in, as the readers plan them at most: a
+    range of ``split_bytes`` per part of a file (transforms/readers/ranges.py), one per
+    image or file of unknown size."""
+    return sum(-(-f.size // split_bytes) if isinstance(f, FileIdentity) and f.size else 1
+               for f in files)
 
 
 def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,
