@@ -20,6 +20,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from beam_tfrecords_tests_helpers import job_service_and_pool, misguessed_csv
 
 from beam_tfrecords.pipelines import build
 
@@ -154,52 +155,11 @@ _JOB_SERVICE = textwrap.dedent("""
 
 @pytest.fixture
 def job_service(tmp_path):
-    """The job service above and an SDK worker pool (worker processes), each its own process
-    group, as tests/test_launch.py starts them."""
-    import signal
-
+    """The job service above and an SDK worker pool (worker processes)."""
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
                + os.environ.get("PATH", ""))
-    job, pool = _free_port(), _free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, *command], env=env, start_new_session=True,
-        stdout=open(tmp_path / log, "wb"), stderr=subprocess.STDOUT)
-        for command, log in (
-            (["-c", _JOB_SERVICE, f"--port={job}"], "job_service.log"),
-            (["-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={pool}"],
-             "worker_pool.log"))]
-    try:
-        for port in (job, pool):
-            _wait_for_port(port)
+    with job_service_and_pool(tmp_path, env, ["-c", _JOB_SERVICE]) as (job, pool):
         yield job, pool, env
-    finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, seconds: float = 60.0) -> None:
-    import socket
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("localhost", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"nothing listens on port {port} after {seconds:g} s")
 
 
 @pytest.mark.slow
@@ -233,15 +193,10 @@ def test_a_build_whose_ranges_cannot_be_joined_up_fails_naming_file_and_byte(tmp
     """A quoted cell that reads like rows, longer than the (shortened) lookahead: a range
     start's guess is wrong, and the build fails at its commit in one line naming the file
     and the byte -- no version is committed."""
-    import beam_tfrecords.transforms.readers.read_csv as rc
     from beam_tfrecords.pipelines.cli import main
 
     path = tmp_path / "a.csv"
-    cell = "1,b,2.0\n" * 12_000
-    path.write_text(f'id,name,x\n1,"{cell}",2.0\n' + "".join(f"{i},n,1.0\n" for i in range(9)))
-    real = rc.csv_range_start
-    monkeypatch.setattr(rc, "csv_range_start",
-                        lambda *a, **k: real(*a, **{**k, "lookahead": 1 << 10}))
+    misguessed_csv(path, monkeypatch)
     out = tmp_path / "out"
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.io.restriction_trackers import OffsetRange
+from beam_tfrecords_tests_helpers import misguessed_csv
 
 import beam_tfrecords as btf
 from beam_tfrecords.sinks import storage
@@ -168,14 +169,8 @@ def test_a_range_that_cannot_be_joined_up_fails_naming_file_and_byte(tmp_path, m
     """A quoted cell of 90 kB that reads like rows of three cells, and a lookahead too short
     to see its end: the guess at a range start inside it (a row start) is wrong, the range
     before finds its end inside quotes, and the merge of the counts refuses the file."""
-    import beam_tfrecords.transforms.readers.read_csv as rc
-
     path = tmp_path / "a.csv"
-    cell = "a,b,c\n" * 15_000
-    path.write_text(f'id,name,x\n1,"{cell}",2.0\n' + "".join(f"{i},n,1.0\n" for i in range(9)))
-    real = rc.csv_range_start
-    monkeypatch.setattr(rc, "csv_range_start",
-                        lambda *a, **k: real(*a, **{**k, "lookahead": 1 << 10}))
+    misguessed_csv(path, monkeypatch)
     _, _, counts, _ = read(btf.ReadCsv(str(path), FEATURES), str(path), 30_000)
     with pytest.raises(RangeError, match=rf"{path.name}: byte \d+: range 1 assumed a row "
                                          r"start there, but the range before it found the "
