@@ -15,6 +15,16 @@ outputs, the same for every format:
 * ``counts``: ``(name, n)`` pairs, per file ``read``, ``rejected_at_read`` and the four
   ``UNREAD_COUNTS``, so read = built + rejected and no input byte goes unaccounted for.
 
+**Ranges.** A file larger than ``split_bytes`` is many workers' work: :class:`PlanRanges`
+cuts it as its format says (``ReadFileFn.plan``: byte ranges for CSV and JSON Lines, row
+groups for Parquet, blocks for Avro -- see :mod:`ranges`), the small :class:`FileRange`
+descriptors cross a Reshuffle to the workers, and :class:`ReadRangesFn`, a splittable DoFn
+over each range's offsets, reads the records whose starts it claims (``ReadFileFn.
+range_events``), fused with whatever encodes and writes them. A file of one range is read
+whole by the format's ``events``, as it always was. A range's counts travel as one
+``(RANGES, RangePart)`` pair that the commit merges with the file's other ranges, checking
+that they tile the file and join up.
+
 :class:`ReadFiles` applies a format's DoFn to a PCollection of file paths; :class:`ReadSource`
 is the public shape of a source (``p | btf.ReadCsv("gs://b/*.csv", features=...)``): it
 matches the pattern when applied and returns a :class:`ReadResult`.
@@ -72,10 +82,11 @@ from beam_tfrecords.transforms.readers.ranges import (
     unsplittable_text,
 )
 
-__all__ = ["CHANGED_COUNTS", "COUNTS", "REJECTED", "UNREAD_COUNTS", "Outputs", "ReadFileFn",
-           "ReadFiles", "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError",
-           "Unread", "dead_letter", "parse_max_record_bytes", "read_outputs", "records_chunk",
-           "unread_letter"]
+__all__ = ["CHANGED_COUNTS", "COUNTS", "REJECTED", "UNREAD_COUNTS", "ClaimedWindow", "FileRange",
+           "Outputs", "PlanRanges", "RangeFound", "RangeTracker", "ReadFileFn", "ReadFiles",
+           "ReadRangesFn", "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError",
+           "Unread", "dead_letter", "handle_reader", "parse_max_record_bytes", "read_outputs",
+           "records_chunk", "text_plan", "unread_letter"]
 
 REJECTED = "rejected"
 # Tagged output of (counter name, n) pairs that the commit step adds up: unlike runner metrics
