@@ -64,6 +64,7 @@ def read(source, path, split_bytes, *, split_at=None):
                 letters.append(out.value)
             elif out.tag == COUNTS:
                 counts.append(out.value)
+        tracker.check_done()  # as a runner checks: every position claimed or given up
         if residual is not None:
             pending.insert(0, (work, residual))
     return records, letters, counts, ranges

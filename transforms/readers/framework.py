@@ -428,9 +428,15 @@ class RangeTracker(OffsetRestrictionTracker):
     ``try_claim((first, last))`` claims every position from ``first`` to ``last`` when
     ``last`` is before the range's end (a dynamic split then lands after ``last``), and
     otherwise claims nothing and returns False (the caller looks at the end again). A reader
-    that hands out a stream of bytes claims the record starts in the bytes it hands out."""
+    that hands out a stream of bytes claims the record starts in the bytes it hands out.
+    ``try_claim(None)``: the reader has finished (a file that ended early): done."""
 
     def try_claim(self, position: Any) -> bool:
+        if position is None:  # the reader is done: nothing more will be claimed
+            stop = self._range.stop
+            if self._last_claim_attempt is None or self._last_claim_attempt < stop:
+                self._last_claim_attempt = stop
+            return False
         if not isinstance(position, tuple):
             return super().try_claim(position)
         first, last = position
@@ -602,6 +608,7 @@ class ReadRangesFn(beam.DoFn):
             events = itertools.chain(head, events)
 
             def close(read: int, rejected: int, unread: list[Unread]) -> RangePart:
+                tracker.try_claim(None)  # done, whatever its reader claimed last
                 end = tracker.current_restriction().stop
                 spans = tuple(UnreadSpan(u.offset, u.bytes, u.rows, u.row, u.reason)
                               for u in unread if u.changed is None)

@@ -40,10 +40,10 @@ from beam_tfrecords.transforms.readers.framework import (
 from beam_tfrecords.transforms.readers.parquet_ranges import group_span, plan_row_groups
 from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES
 
-_LOG = logging.getLogger(__name__)
-
 __all__ = ["ParquetOptions", "ReadParquet", "ReadParquetFiles", "needed_columns",
            "parquet_fields", "parse_parquet_options"]
+
+_LOG = logging.getLogger(__name__)
 
 
 # -- options ----------------------------------------------------------------------------------
