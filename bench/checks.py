@@ -82,6 +82,10 @@ def _tabular_rows(meta: dict[str, Any], key: str, wanted: list) -> dict[Any, lis
     for name in meta["files"]:
         if meta["format"] == "csv":
             table = pcsv.read_csv(folder / name)
+        elif meta["format"] == "jsonl":
+            import pyarrow.json as pjson
+
+            table = pjson.read_json(folder / name)
         else:
             table = pq.read_table(folder / name)
         keys = table.column(key).cast(arrow_type)

@@ -32,7 +32,12 @@ from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.build_inputs import BuildError, Inputs, plan_inputs
 from beam_tfrecords.pipelines.config import Config, check_seed, load_config
 from beam_tfrecords.pipelines.launch_check import check_sample
-from beam_tfrecords.pipelines.runners import check_runner, runner_for, runs_in_process
+from beam_tfrecords.pipelines.runners import (
+    check_runner,
+    local_workers,
+    runner_for,
+    runs_in_process,
+)
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.commit import (
     Build,
@@ -92,17 +97,18 @@ def file_source(config: Config, input_files: Sequence[str | FileIdentity]) -> An
     # A CSV header may name a column "meta.label" literally (check_columns accepts it).
     literal = tuple(sep.join(path) for path in (config.splits.key, config.splits.field)
                     if path and len(path) > 1 for sep in "./")
-    limit = source.max_record_bytes
+    limit, split = source.max_record_bytes, source.split_bytes
     readers = {
         # extra_fields names the split key: the reader then types only the columns named
         # (time grows with them, not with the file's width).
         "csv": lambda: ReadCsv(files, features, extra_fields=extra + literal,
-                               **dataclasses.asdict(source.csv)),
+                               split_bytes=split, **dataclasses.asdict(source.csv)),
         "jsonl": lambda: ReadJsonl(files, features, max_depth=source.jsonl.max_depth,
-                                   max_record_bytes=source.jsonl.max_line_bytes),
+                                   max_record_bytes=source.jsonl.max_line_bytes,
+                                   split_bytes=split),
         "parquet": lambda: ReadParquet(files, features, extra_fields=extra,
-                                       max_record_bytes=limit),
-        "avro": lambda: ReadAvro(files, features, max_record_bytes=limit),
+                                       max_record_bytes=limit, split_bytes=split),
+        "avro": lambda: ReadAvro(files, features, max_record_bytes=limit, split_bytes=split),
     }
     return readers[source.format]()
 
@@ -259,6 +265,13 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
     if config.source.format != "images" and config.features:  # a sample, read as the build will
         check_sample(config.features, file_source(config, found.files).file_reader(),
                      found.files[0].path, config.errors.max_bad_fraction)
+    workers = local_workers(beam_args, int(found.fingerprint.get("bytes", 0) or 0),
+                            _work_units(found.files, config.source.split_bytes))
+    if workers:
+        print(f"reading {found.fingerprint.get('bytes', 0)} bytes of input with "
+              f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "
+              "process)", file=sys.stderr)
+        beam_args += workers
     suffix = tff.file_suffix(config.output.compression)
     try:  # the output is not the input, not matched by its glob, does not hold it
         output_guard.check_locations(config.source.path, root, [
@@ -289,6 +302,14 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
             return _run_started(args, beam_args, config, found, build)
     except LeaseHeld as err:
         raise BuildError(str(err)) from None
+
+
+def _work_units(files: Sequence[str | FileIdentity], split_bytes: int) -> int:
+    """How many units of work the inputs are read in, as the readers plan them at most: a
+    range of ``split_bytes`` per part of a file (transforms/readers/ranges.py), one per
+    image or file of unknown size."""
+    return sum(-(-f.size // split_bytes) if isinstance(f, FileIdentity) and f.size else 1
+               for f in files)
 
 
 def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,

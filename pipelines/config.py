@@ -39,6 +39,7 @@ from beam_tfrecords.transforms.codec.specs import (
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
 from beam_tfrecords.transforms.readers.framework import parse_max_record_bytes
+from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES, parse_split_bytes
 from beam_tfrecords.transforms.readers.read_avro import AvroOptions, parse_avro_options
 from beam_tfrecords.transforms.readers.read_csv import CsvOptions, parse_csv_options
 from beam_tfrecords.transforms.readers.read_images import ImagesOptions, parse_images_options
@@ -80,6 +81,9 @@ class SourceConfig:
     avro: AvroOptions = AvroOptions()
     images: ImagesOptions = ImagesOptions()
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    # A file larger than this is read as ranges that workers share (transforms/readers/
+    # ranges.py); it changes nothing in the output, so it is not part of the config's hash.
+    split_bytes: int = DEFAULT_SPLIT_BYTES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +138,8 @@ class Config:
                 resolved["source"].pop(section, None)
             else:  # the reader's copy of source.max_record_bytes, shown once
                 resolved["source"][section].pop("max_record_bytes", None)
+        if resolved["source"].get("split_bytes") == DEFAULT_SPLIT_BYTES:
+            del resolved["source"]["split_bytes"]  # configs without it keep their hash
         # As written in a config; absent when off, so configs from before shuffling existed
         # keep their hash (and --skip-if-unchanged its meaning).
         seed = resolved["output"].pop("shuffle_seed", None)
@@ -149,7 +155,9 @@ class Config:
 
     def sha256(self) -> str:
         """Hash of the resolved config: two builds with equal hashes mean the same thing."""
-        canonical = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        resolved = self.resolved()
+        resolved["source"].pop("split_bytes", None)  # how it is read, not what it builds
+        canonical = json.dumps(resolved, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -210,7 +218,10 @@ def _parse_source(raw: Any) -> SourceConfig:
         limit = DEFAULT_MAX_RECORD_BYTES if limit is None else limit
         if hasattr(options, "max_record_bytes"):
             options = dataclasses.replace(options, max_record_bytes=limit)
-    return SourceConfig(format=fmt, path=path, max_record_bytes=limit, **{fmt: options})
+    split = (parse_split_bytes(raw["split_bytes"]) if "split_bytes" in raw
+             else DEFAULT_SPLIT_BYTES)
+    return SourceConfig(format=fmt, path=path, max_record_bytes=limit, split_bytes=split,
+                        **{fmt: options})
 
 
 def _parse_output(raw: Any, name: str) -> OutputConfig:

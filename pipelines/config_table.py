@@ -48,6 +48,13 @@ _SOURCE = (
               "block) a reader holds; a larger one is a dead letter ([unread input]"
               "(sources.md#unread-input)).", "bytes: `4096`, `\"64MiB\"`, `\"64MB\"`",
               field=f"{_CONFIG}:SourceConfig.max_record_bytes"),
+    ConfigKey("source.split_bytes", "size", "A file larger than this is read as ranges of "
+              "about this size that workers share: CSV and JSON Lines by bytes, Parquet by "
+              "row groups, Avro by blocks; compressed text, images and Parquet of one row "
+              "group stay whole ([Performance](performance.md#one-big-file)). It changes "
+              "nothing in the output, nor the config's hash.",
+              "bytes: `1048576`, `\"64MiB\"`, `\"64MB\"`",
+              field=f"{_CONFIG}:SourceConfig.split_bytes"),
 )
 _REST = (
     ConfigKey("features", "mapping", "The output features, by name.", required=True),

@@ -32,8 +32,9 @@ from beam_tfrecords.sinks.dataset import (
     refuse_unsupported,
 )
 
-__all__ = ["DIRECT_NAMES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS", "UnsupportedRunner",
-           "check_runner", "refuse_unsupported", "runner_for", "runner_key", "runs_in_process"]
+__all__ = ["DIRECT_NAMES", "LOCAL_PARALLEL_BYTES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS",
+           "UnsupportedRunner", "check_runner", "local_workers", "refuse_unsupported",
+           "runner_for", "runner_key", "runs_in_process"]
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
 DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
@@ -90,6 +91,44 @@ def runs_in_process(options: PipelineOptions) -> bool:
     if key in ("portable", "portablerunner"):
         return options.view_as(PortableOptions).job_endpoint == "embed"
     return False
+
+
+# Input from which a command-line build on the DirectRunner reads with worker processes when
+# the user chose no worker count: below it, starting the processes (a few seconds each, Beam
+# and the package imported again) costs more than the second core gives back (bench/README.md).
+LOCAL_PARALLEL_BYTES = 256 << 20
+_WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
+
+
+def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
+                  cores: int | None = None) -> list[str]:
+    """The DirectRunner flags a command-line build adds when its user gave none: every core
+    (at most one per range of input) as worker processes for at least
+    :data:`LOCAL_PARALLEL_BYTES` of input, else nothing (in-process).
+
+    Args:
+      beam_args: the Beam options given; a runner other than the DirectRunner, or either
+        flag of the worker count given, leaves them as they are.
+      input_bytes: the input's size.
+      ranges: the units of work the input is read in (transforms/readers/ranges.py).
+      cores: the cores this process may use (default: its CPU affinity's).
+
+    Returns:
+      The flags to add (none, or ``--direct_running_mode=multi_processing`` and
+      ``--direct_num_workers=N``)."""
+    import os
+
+    if runner_key(PipelineOptions(beam_args)) not in DIRECT_NAMES:
+        return []
+    if any(arg.split("=", 1)[0] in _WORKER_FLAGS for arg in beam_args):
+        return []
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+    workers = min(cores, ranges)
+    if input_bytes < LOCAL_PARALLEL_BYTES or workers < 2:
+        return []
+    return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
 
 
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:

@@ -196,11 +196,24 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
 
 # -- counts ------------------------------------------------------------------------------------
 
-def sum_counts(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
-    """The partial counts the steps emit, ``(name, n)`` per chunk or file, summed by name."""
+def sum_counts(pairs: Iterable[tuple[str, Any]]) -> dict[str, int]:
+    """The partial counts the steps emit, ``(name, n)`` per chunk or file, summed by name.
+
+    An ``n`` that is not a number is a part that only adds up with the other parts of its
+    name -- a reader's range of one file (transforms/readers/ranges.py ``RangePart``), whose
+    files' counts are not the sums of their ranges' -- and its class's ``merge(parts)`` gives
+    the counts they make together (and raises, naming the file and byte, when they do not
+    fit together). The class travels with the parts, so this module imports no reader."""
     totals: dict[str, int] = {}
+    parts: dict[str, list[Any]] = {}
     for name, n in pairs:
-        totals[name] = totals.get(name, 0) + n
+        if isinstance(n, int):
+            totals[name] = totals.get(name, 0) + n
+        else:
+            parts.setdefault(name, []).append(n)
+    for found in parts.values():
+        for name, n in type(found[0]).merge(found).items():
+            totals[name] = totals.get(name, 0) + n
     return totals
 
 

@@ -7,9 +7,10 @@ nothing here is installed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import crc32c
@@ -19,8 +20,9 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.manifest import crc32c_b64
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["HOSTILE", "checked_records", "demo_csv_parts", "read_examples", "read_records",
-           "report_sample", "shard_paths", "split_statistics"]
+__all__ = ["HOSTILE", "checked_records", "demo_csv_parts", "free_port",
+           "job_service_and_pool", "misguessed_csv", "read_examples", "read_records",
+           "report_sample", "shard_paths", "split_statistics", "wait_for_port"]
 
 Path = pathlib.Path | str
 
@@ -167,3 +169,72 @@ def report_sample(rows: int = 600, hostile: bool = True) -> tuple[Any, Any, list
         anomalies.append(Anomaly("country", "new_values", f"new value {HOSTILE[0]!r}",
                                  "warning"))
     return current, previous, anomalies
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for a job service or a worker pool to take)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, seconds: float = 60.0) -> None:
+    """Return once something listens on ``port``; AssertionError after ``seconds``."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("localhost", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listens on port {port} after {seconds:g} s")
+
+
+def misguessed_csv(path: pathlib.Path, monkeypatch: Any) -> None:
+    """Write a CSV whose quoted cell of about 90 kB reads like rows of its three columns, and
+    shorten the lookahead of the CSV reader's range starts to 1 kB: a range starting inside
+    that cell then guesses it is at a row start, wrongly (transforms/readers/csv_ranges.py)."""
+    import beam_tfrecords.transforms.readers.read_csv as rc
+
+    cell = "1,b,2.0\n" * 12_000
+    path.write_text(f'id,name,x\n1,"{cell}",2.0\n' + "".join(f"{i},n,1.0\n" for i in range(9)))
+    real = rc.csv_range_start
+    monkeypatch.setattr(rc, "csv_range_start",
+                        lambda *a, **k: real(*a, **{**k, "lookahead": 1 << 10}))
+
+
+@contextlib.contextmanager
+def job_service_and_pool(folder: pathlib.Path, env: Mapping[str, str],
+                         job_command: Sequence[str] = (
+                             "-m", "apache_beam.runners.portability.local_job_service_main")):
+    """A Beam job service (``python <job_command> --port=P``) and an SDK worker pool (worker
+    processes), each its own process group logging into ``folder``, killed afterwards:
+    yields their ports ``(job, pool)``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    job, pool = free_port(), free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, *command], env=dict(env), start_new_session=True,
+        stdout=open(folder / log, "wb"), stderr=subprocess.STDOUT)
+        for command, log in (
+            ([*job_command, f"--port={job}"], "job_service.log"),
+            (["-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={pool}"],
+             "worker_pool.log"))]
+    try:
+        wait_for_port(job)
+        wait_for_port(pool)
+        yield job, pool
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()

@@ -198,6 +198,18 @@ def test_sha256_changes_with_any_value(changes):
     assert other.sha256() != base
 
 
+def test_split_bytes_is_read_but_leaves_the_hash_alone():
+    """How big files are cut for workers changes nothing in the output: same hash (and
+    --skip-if-unchanged keeps its meaning); the default is not written into the manifest."""
+    base = parse_config(full_config())
+    other = parse_config(changed(full_config(), ("source.split_bytes", "1MiB")))
+    assert other.source.split_bytes == 1 << 20
+    assert other.sha256() == base.sha256()
+    assert "split_bytes" not in base.resolved()["source"]
+    with pytest.raises(ValueError, match="source.split_bytes"):
+        parse_config(changed(full_config(), ("source.split_bytes", 1.5)))
+
+
 def test_sha256_of_every_change_is_distinct():
     hashes = {parse_config(changed(full_config(), *c[1:])).sha256() for c in SHA_CHANGES}
     hashes.add(parse_config(full_config()).sha256())

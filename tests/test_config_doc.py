@@ -17,6 +17,7 @@ from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
+from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES
 from beam_tfrecords.transforms.readers.read_csv import CsvOptions
 from beam_tfrecords.transforms.readers.read_images import ImagesOptions
 from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions
@@ -79,6 +80,8 @@ def test_the_defaults_shown_are_the_codes(rows):
             continue
         if key.key == "source.max_record_bytes":
             value = DEFAULT_MAX_RECORD_BYTES
+        elif key.key == "source.split_bytes":
+            value = DEFAULT_SPLIT_BYTES
         elif key.key == "output.shard_size":
             value = dataclasses.asdict(ShardSize())  # shown as the whole band
         else:

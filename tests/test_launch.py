@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,6 +20,7 @@ import time
 
 import apache_beam as beam
 import pytest
+from beam_tfrecords_tests_helpers import job_service_and_pool
 
 import beam_tfrecords as btf
 from beam_tfrecords.sinks.lease import TTL_ENV, JobLease, Lease, LeaseHeld, LeaseLost, current
@@ -132,22 +131,6 @@ _LAUNCHER = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("localhost", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"nothing listens on port {port} after {seconds:g} s")
-
-
 @pytest.fixture
 def job_service(tmp_path):
     """A Beam job service and an SDK worker pool, each its own process (group): the job runs
@@ -155,26 +138,8 @@ def job_service(tmp_path):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
                + os.environ.get("PATH", ""))
     env.pop(TTL_ENV, None)  # the TTL travels in the job, from its launcher
-    job, pool = _free_port(), _free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", module, *args], env=env, start_new_session=True,
-        stdout=log, stderr=subprocess.STDOUT)
-        for module, args, log in (
-            ("apache_beam.runners.portability.local_job_service_main", [f"--port={job}"],
-             open(tmp_path / "job_service.log", "wb")),
-            ("apache_beam.runners.worker.worker_pool_main", [f"--service_port={pool}"],
-             open(tmp_path / "worker_pool.log", "wb")))]
-    try:
-        _wait_for_port(job)
-        _wait_for_port(pool)
+    with job_service_and_pool(tmp_path, env) as (job, pool):
         yield job, pool, env
-    finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
 
 
 @pytest.mark.slow

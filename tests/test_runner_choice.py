@@ -133,3 +133,18 @@ def test_a_runner_we_do_not_test_is_tried_after_one_warning_line(tmp_path):
 def test_which_runners_run_the_job_in_this_process(args, inside):
     """A job elsewhere outlives the command: a signal must cancel it (pipelines/signals.py)."""
     assert runs_in_process(PipelineOptions(args)) is inside
+
+
+@pytest.mark.parametrize(("args", "size", "ranges", "expected"), [
+    ([], 1 << 30, 16, ["--direct_running_mode=multi_processing", "--direct_num_workers=4"]),
+    ([], 1 << 30, 3, ["--direct_running_mode=multi_processing", "--direct_num_workers=3"]),
+    ([], 100 << 20, 16, []),  # small: starting processes costs more than they give back
+    ([], 1 << 30, 1, []),  # one range: one worker would read it all
+    (["--direct_num_workers=1"], 1 << 30, 16, []),  # the user's choice stands
+    (["--direct_running_mode", "multi_threading"], 1 << 30, 16, []),
+    (["--runner=PortableRunner"], 1 << 30, 16, []),
+])
+def test_a_large_input_uses_every_core_unless_told(args, size, ranges, expected):
+    from beam_tfrecords.pipelines.runners import local_workers
+
+    assert local_workers(args, size, ranges, cores=4) == expected

@@ -10,6 +10,7 @@ bytes, and the manifest the same seed and digest; TensorFlow reads them.
 from __future__ import annotations
 
 import json
+import pathlib
 
 import apache_beam as beam
 import pytest
@@ -43,10 +44,10 @@ def inputs(tmp_path_factory) -> str:
     return demo_csv_parts(tmp_path_factory.mktemp("inputs"))
 
 
-def run_build(args, compression, inputs, out):
+def run_build(args, compression, inputs, out, split_bytes="64MiB"):
     config = parse_config({
         "name": "tiny",
-        "source": {"format": "csv", "path": "unused"},
+        "source": {"format": "csv", "path": "unused", "split_bytes": split_bytes},
         "features": {"feature0": {"type": "int64"}, "feature1": {"type": "int64"},
                      "feature2": {"type": "string"}, "feature3": {"type": "float"}},
         "splits": {"key": "id", "train": 80, "eval": 20},
@@ -71,6 +72,18 @@ def builds(inputs, tmp_path_factory):
         for compression in COMPRESSIONS:
             folder = tmp_path_factory.mktemp(f"{runner}-{compression}")
             out[runner, compression] = folder, run_build(args, compression, inputs, folder)
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_file_builds(tmp_path_factory):
+    """The same 10,000 rows as one file read in ranges of 20 kB (about 19), on every
+    runner: its ranges spread over the workers."""
+    demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+    out = {}
+    for runner, args in RUNNERS.items():
+        folder = tmp_path_factory.mktemp(f"one-file-{runner}")
+        out[runner] = folder, run_build(args, tff.NONE, str(demo), folder, "20KB")
     return out
 
 
@@ -118,3 +131,17 @@ def test_tensorflow_reads_the_shuffled_shards(builds, read_with_tf, compression)
     parsed = read_with_tf(files, spec=folder / "v" / "feature_spec.json",
                           compression=compression)
     assert parsed["count"] == 10_000
+
+
+def test_one_file_in_ranges_writes_the_bytes_of_forty_files_on_every_runner(builds,
+                                                                            one_file_builds):
+    """A seeded build's shards depend on its records only: one file read in ranges -- by one
+    process, by 2 or 4 worker processes, or by the portable runner's workers -- writes the
+    bytes the 40 files write in-process, and the manifest the same shard list."""
+    folder, manifest = builds["in_process", tff.NONE]
+    reference = files_of(folder)
+    for runner, (other_folder, other) in one_file_builds.items():
+        assert files_of(other_folder) == reference, runner
+        assert other["splits"] == manifest["splits"], runner
+        assert other["shards_digest"] == manifest["shards_digest"], runner
+        assert other["counts"] == manifest["counts"], runner

@@ -113,7 +113,8 @@ class _BuildExamplesFn(beam.DoFn):
     def _reject(self, chunk: RecordChunk, offset: int, feature: str, reason: str, value: Any,
                 record: Any) -> Any:
         return beam.pvalue.TaggedOutput(REJECTED, dead_letter(
-            chunk.path, chunk.row_number(offset), feature, reason, value, record))
+            chunk.path, chunk.row_number(offset), feature, reason, value, record,
+            chunk.range_offset))
 
     def _process_rows(self, chunk: RecordChunk) -> Iterator[Any]:
         # Records stay pieces until one join per split and chunk: an image is copied once.

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from beam_tfrecords.transforms.readers.ranges import Link, ReadAt
 
 __all__ = ["AvroBlock", "AvroDamage", "AvroHead", "avro_head", "avro_link", "block_start",
-           "range_blocks"]
+           "frame_block", "range_blocks"]
 
 MAGIC = b"Obj\x01"
 SYNC = 16
@@ -164,12 +164,15 @@ def range_blocks(read_at: ReadAt, head: AvroHead, start: int, end: int,
       limit: the largest block size believed (``source.max_record_bytes``)."""
     at = block_start(read_at, head, start)
     while at < end and read_at(at, 1):
-        block = _frame(read_at, head, at, limit)
+        block = frame_block(read_at, head, at, limit)
         yield block
         at = block.end
 
 
-def _frame(read_at: ReadAt, head: AvroHead, at: int, limit: int) -> AvroBlock:
+def frame_block(read_at: ReadAt, head: AvroHead, at: int, limit: int) -> AvroBlock:
+    """The block starting at ``at``: its framing, or -- when it does not frame (a size past
+    ``limit`` or the file, a wrong sync marker after it, a bad varint) -- the damaged
+    stretch up to and including the next sync marker."""
     data = _Bytes(read_at, at)
     count: int | None = None
     try:

@@ -142,22 +142,23 @@ class ByteBlocks:
     ``first_row()`` returns the header row's bytes, ``next_block()`` the next ~``block_bytes``
     of rows (None at the end; ``NeedsRows`` when no row ends within ``MAX_PENDING_BYTES``),
     ``rest()`` a stream of whatever has not been returned yet. A UTF-8 BOM at the start of
-    the stream is dropped. ``offset`` is the byte offset in the stream of what comes next
-    (of the next block, or of ``rest()``). :meth:`grow` makes the next blocks larger.
+    the stream is dropped. ``offset`` is the byte offset in the file of what comes next
+    (of the next block, or of ``rest()``); given, the stream starts there (a range's first
+    row: no BOM is looked for). :meth:`grow` makes the next blocks larger.
     """
 
     def __init__(self, handle: BinaryIO, quote: bytes, block_bytes: int = BLOCK_BYTES,
-                 max_pending: int = MAX_PENDING_BYTES) -> None:
+                 max_pending: int = MAX_PENDING_BYTES, offset: int = 0) -> None:
         self._handle = handle
         self._quote = quote
         self._block = block_bytes
         self._max = max(max_pending, block_bytes)
         self._buf = b""
         self._eof = False
-        self.offset = 0
-        while len(self._buf) < len(BOM) and not self._eof:
+        self.offset = offset  # a stream from a row start inside the file: no BOM there
+        while not offset and len(self._buf) < len(BOM) and not self._eof:
             self._fill()
-        if self._buf.startswith(BOM):
+        if not offset and self._buf.startswith(BOM):
             self._buf = self._buf[len(BOM):]
             self.offset = len(BOM)
 

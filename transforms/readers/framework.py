@@ -15,6 +15,16 @@ outputs, the same for every format:
 * ``counts``: ``(name, n)`` pairs, per file ``read``, ``rejected_at_read`` and the four
   ``UNREAD_COUNTS``, so read = built + rejected and no input byte goes unaccounted for.
 
+**Ranges.** A file larger than ``split_bytes`` is many workers' work: :class:`PlanRanges`
+cuts it as its format says (``ReadFileFn.plan``: byte ranges for CSV and JSON Lines, row
+groups for Parquet, blocks for Avro -- see :mod:`ranges`), the small :class:`FileRange`
+descriptors cross a Reshuffle to the workers, and :class:`ReadRangesFn`, a splittable DoFn
+over each range's offsets, reads the records whose starts it claims (``ReadFileFn.
+range_events``), fused with whatever encodes and writes them. A file of one range is read
+whole by the format's ``events``, as it always was. A range's counts travel as one
+``(RANGES, RangePart)`` pair that the commit merges with the file's other ranges, checking
+that they tile the file and join up.
+
 :class:`ReadFiles` applies a format's DoFn to a PCollection of file paths; :class:`ReadSource`
 is the public shape of a source (``p | btf.ReadCsv("gs://b/*.csv", features=...)``): it
 matches the pattern when applied and returns a :class:`ReadResult`.
@@ -23,11 +33,20 @@ matches the pattern when applied and returns a :class:`ReadResult`.
 from __future__ import annotations
 
 import dataclasses
+import io
+import itertools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.restriction_trackers import (
+    OffsetRange,
+    OffsetRestrictionTracker,
+    UnsplittableRestrictionTracker,
+)
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.core import RestrictionProvider
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import crash_note, storage
@@ -43,12 +62,30 @@ from beam_tfrecords.sinks.format.shard_plan import parse_size
 from beam_tfrecords.transforms.codec.coercion import preview
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, as_feature_specs
-from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
+from beam_tfrecords.transforms.readers.events import (
+    DEFAULT_MAX_RECORD_BYTES,
+    HEAD_BYTES,
+    Reject,
+    Unread,
+)
+from beam_tfrecords.transforms.readers.formats import descriptor, plan_file
+from beam_tfrecords.transforms.readers.ranges import (
+    DEFAULT_SPLIT_BYTES,
+    RANGES,
+    ByteRange,
+    Link,
+    RangePart,
+    RangeTally,
+    UnreadSpan,
+    parse_split_bytes,
+    unsplittable_text,
+)
 
-__all__ = ["CHANGED_COUNTS", "COUNTS", "REJECTED", "UNREAD_COUNTS", "Outputs", "ReadFileFn",
-           "ReadFiles", "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError",
-           "Unread", "dead_letter", "parse_max_record_bytes", "read_outputs", "records_chunk",
-           "unread_letter"]
+__all__ = ["CHANGED_COUNTS", "COUNTS", "REJECTED", "UNREAD_COUNTS", "ClaimedWindow", "FileRange",
+           "Outputs", "PlanRanges", "RangeFound", "RangeTracker", "ReadFileFn", "ReadFiles",
+           "ReadRangesFn", "ReadResult", "ReadSource", "RecordChunk", "Reject", "SourceError",
+           "Unread", "dead_letter", "handle_reader", "parse_max_record_bytes", "read_outputs",
+           "records_chunk", "text_plan", "unread_letter"]
 
 REJECTED = "rejected"
 # Tagged output of (counter name, n) pairs that the commit step adds up: unlike runner metrics
@@ -70,6 +107,7 @@ CHUNK_ROWS = 4096  # records per chunk on the per-row path
 BATCH_ROWS = 65536
 BATCH_BYTES = 4 << 20
 _MAX_RECORD_LIMIT = 1 << 40
+_LOG = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +126,10 @@ class RecordChunk:
     rows: list
     row_numbers: tuple = ()
     batch: Any = None  # pyarrow.RecordBatch holding the records column-wise, or None
+    # None: row numbers are the file's. A byte offset: the records come from a range of the
+    # file that starts there, not at the file's start, and rows count from that range's first
+    # record (the rows before it are not known where the range is read).
+    range_offset: int | None = None
 
     def __len__(self) -> int:
         return self.batch.num_rows if self.batch is not None else len(self.rows)
@@ -113,10 +155,12 @@ beam.coders.registry.register_coder(RecordChunk, RecordChunkCoder)
 
 
 def dead_letter(path: str, row: int | None, feature: str, reason: str, value: Any,
-                record: Any) -> dict[str, Any]:
+                record: Any, range_offset: int | None = None) -> dict[str, Any]:
     """One dead-letter row for a rejected record: where it came from, what was wrong, and
-    previews."""
-    return {
+    previews. ``range_offset`` (a :attr:`RecordChunk.range_offset`): the record was read in
+    a range of the file starting at that byte, ``row`` counts from that range's first record;
+    the row is then ``range_row`` beside ``range_offset``, and ``row`` is None."""
+    letter = {
         "source": path,
         "row": row,
         "feature": feature,
@@ -125,6 +169,9 @@ def dead_letter(path: str, row: int | None, feature: str, reason: str, value: An
         "record": preview(record, 400),
         "kind": "rejected",
     }
+    if range_offset is not None:
+        letter.update(row=None, range_offset=range_offset, range_row=row)
+    return letter
 
 
 def unread_letter(path: str, unread: Unread) -> dict[str, Any]:
@@ -154,7 +201,9 @@ def records_chunk(path: str, rows: list, numbers: Sequence[int], batch: Any = No
 
 
 def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
-                 rejected_counter: Any) -> Iterator[Any]:
+                 rejected_counter: Any, range_offset: int | None = None,
+                 close: Callable[[int, int, list[Unread]], Any] | None = None
+                 ) -> Iterator[Any]:
     """A reader's outputs for one file, from its events (:mod:`events`): ``(row,
     record)`` for a good record, a :class:`RecordChunk` (a block read column-wise, passed
     on), a :class:`Reject` or an :class:`Unread`. Records are gathered into chunks of
@@ -166,8 +215,14 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
 
     A dead-letter row leaves after the good records read before it (it waits while they
     gather, at most ``CHUNK_ROWS`` rows), so whoever counts both as they come -- the early
-    stop (sinks/early_stop.py) -- never sees a larger share rejected than there was."""
+    stop (sinks/early_stop.py) -- never sees a larger share rejected than there was.
+
+    For a range of a file (:class:`ReadRangesFn`): ``range_offset`` (None: the range starts
+    where the file does and its rows are the file's) goes on its chunks and dead letters, and
+    instead of the six counts ``close(read, rejected, unread)`` makes the one ``(RANGES,
+    part)`` count that the commit merges with the file's other ranges (ranges.RangePart)."""
     read = rejected = 0
+    spans: list[Unread] = []
     unread_bytes = unread_rows = regions = 0
     changed: list[tuple[int, int]] = []  # (size listed, size read) of a changed file
     chunk: list = []
@@ -177,6 +232,8 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     def flush() -> list:  # the gathered records as a chunk, then the rows that waited
         nonlocal chunk, numbers, waiting
         out = [records_chunk(path, chunk, numbers)] if chunk else []
+        if out and range_offset is not None:
+            out[0] = dataclasses.replace(out[0], range_offset=range_offset)
         out += waiting
         chunk, numbers, waiting = [], [], []
         return out
@@ -195,8 +252,12 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
             read += 1
             rejected += 1
             letter = beam.pvalue.TaggedOutput(REJECTED, dead_letter(
-                path, event.row, event.feature, event.reason, event.value, event.record))
+                path, event.row, event.feature, event.reason, event.value, event.record,
+                range_offset))
         elif kind is Unread:
+            if range_offset is not None:  # its row counts from the range: not the file's
+                event = dataclasses.replace(event, row=None)
+            spans.append(event)
             regions += 1
             if event.changed is not None:
                 changed.append(event.changed)
@@ -206,7 +267,8 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
         elif isinstance(event, RecordChunk):
             yield from flush()  # the records before the chunk leave first
             read += len(event)
-            yield event
+            yield (event if range_offset is None
+                   else dataclasses.replace(event, range_offset=range_offset))
             continue
         else:
             raise TypeError(f"not a reader event: {event!r}")
@@ -219,6 +281,9 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     yield from flush()
     read_counter.inc(read)
     rejected_counter.inc(rejected)
+    if close is not None:
+        yield beam.pvalue.TaggedOutput(COUNTS, (RANGES, close(read, rejected, spans)))
+        return
     yield beam.pvalue.TaggedOutput(COUNTS, ("read", read))
     yield beam.pvalue.TaggedOutput(COUNTS, ("rejected_at_read", rejected))
     yield beam.pvalue.TaggedOutput(COUNTS, ("unread_files", int(regions > 0)))
@@ -280,6 +345,18 @@ class ReadFileFn(beam.DoFn):
         """The events of one file, read from ``handle`` (opened by ``storage.open_read``)."""
         raise NotImplementedError
 
+    def plan(self, path: str, size: int, split_bytes: int) -> tuple[int, list[int]] | None:
+        """How a file of ``size`` bytes splits: ``(units, cuts)`` -- the units its ranges
+        count in (bytes, or Parquet's row groups) and the cuts ``[0, ..., units]`` between
+        ranges -- or None to read it whole (the default: a format without ranges)."""
+        return None
+
+    def range_events(self, path: str, handle: Any, start: int, tracker: Any,
+                     found: RangeFound) -> Iterator[Any]:
+        """The events of the records whose starts the range from ``start`` claims on
+        ``tracker`` (:class:`RangeTracker`); sets ``found`` as it goes."""
+        raise NotImplementedError
+
     def setup(self) -> None:
         crash_note.enable_here()
 
@@ -320,12 +397,272 @@ class ReadFileFn(beam.DoFn):
                          changed=(listed.size, seen.size))
 
 
-def _parse_paths(paths: Any, reader: ReadFileFn, label: str) -> Any:
+# -- ranges of files ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class FileRange:
+    """One unit of reading work: ``file`` (a path or its identity as listed) and the part
+    ``[start, end)`` of its ``size`` units (bytes; row groups for Parquet) whose records it
+    reads; ``whole``: the file reader reads the whole file as one piece (a file of one range,
+    compressed text, a file whose footer or header a plan could not read, a path whose size
+    is not known)."""
+
+    file: str | FileIdentity
+    size: int
+    start: int = 0
+    end: int = 1
+    whole: bool = False
+
+    @property
+    def path(self) -> str:
+        return self.file.path if isinstance(self.file, FileIdentity) else self.file
+
+
+class _Whole(OffsetRange):
+    """The restriction of a file read whole: never split."""
+
+
+class RangeTracker(OffsetRestrictionTracker):
+    """Beam's offset tracker, that can also claim a run of record starts at once:
+    ``try_claim((first, last))`` claims every position from ``first`` to ``last`` when
+    ``last`` is before the range's end (a dynamic split then lands after ``last``), and
+    otherwise claims nothing and returns False (the caller looks at the end again). A reader
+    that hands out a stream of bytes claims the record starts in the bytes it hands out.
+    ``try_claim(None)``: the reader has finished (a file that ended early): done."""
+
+    def try_claim(self, position: Any) -> bool:
+        if position is None:  # the reader is done: nothing more will be claimed
+            stop = self._range.stop
+            if self._last_claim_attempt is None or self._last_claim_attempt < stop:
+                self._last_claim_attempt = stop
+            return False
+        if not isinstance(position, tuple):
+            return super().try_claim(position)
+        first, last = position
+        if self._last_claim_attempt is not None and first <= self._last_claim_attempt:
+            raise ValueError(f"positions claimed must increase: {first} after "
+                             f"{self._last_claim_attempt}")
+        if first < self._range.start or last < first:
+            raise ValueError(f"cannot claim {first}-{last} of {self._range}")
+        if last >= self._range.stop:
+            return False
+        self._last_claim_attempt = self._current_position = last
+        return True
+
+
+class _RangeProvider(RestrictionProvider):
+    """A :class:`FileRange`'s restriction: its offsets, planned already (no further initial
+    split: the plan made one element per range, so that they spread over workers)."""
+
+    def initial_restriction(self, element: FileRange) -> OffsetRange:
+        return _Whole(0, 1) if element.whole else OffsetRange(element.start, element.end)
+
+    def create_tracker(self, restriction: OffsetRange) -> Any:
+        if isinstance(restriction, _Whole):
+            return UnsplittableRestrictionTracker(OffsetRestrictionTracker(restriction))
+        return RangeTracker(restriction)
+
+    def split(self, element: FileRange, restriction: OffsetRange) -> Iterator[OffsetRange]:
+        yield restriction
+
+    def restriction_size(self, element: FileRange, restriction: OffsetRange) -> int:
+        if isinstance(restriction, _Whole):
+            return max(element.size, 1)
+        return max(restriction.size(), 1)
+
+
+_RESTRICTION = beam.DoFn.RestrictionParam(_RangeProvider())
+
+
+class ClaimedWindow(io.RawIOBase):
+    """A file's bytes from ``first`` (a record start) as a stream, handed out only as far as
+    the range may claim the record starts in them (:class:`RangeTracker`): up to the range's
+    end, then on to ``next_start(end)`` -- the first record start at or after the end, where
+    the next range begins -- to finish the last record. The end is the tracker's at the
+    moment the stream reaches it, so a split made while the range is read moves it.
+    ``end_at`` is where the stream ended (None until then)."""
+
+    def __init__(self, handle: Any, first: int, tracker: Any,
+                 next_start: Callable[[int], int]) -> None:
+        self._handle = handle
+        self._pos = first
+        self._tracker = tracker
+        self._next_start = next_start
+        self.end_at: int | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def _settle(self, want: int) -> int:
+        """How many bytes from ``_pos`` may be handed out (claiming the record starts among
+        them); fixes ``end_at`` when the range's end is reached."""
+        while self.end_at is None:
+            stop = self._tracker.current_restriction().stop
+            if self._pos + want <= stop:
+                if self._tracker.try_claim((self._pos, self._pos + want - 1)):
+                    return want
+                continue  # a split moved the end meanwhile
+            if self._pos < stop and not self._tracker.try_claim((self._pos, stop - 1)):
+                continue
+            self._tracker.try_claim(max(stop, self._pos))  # the range is done
+            self.end_at = max(self._next_start(stop), self._pos)
+        return min(want, self.end_at - self._pos)
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._settle(len(buffer)) if len(buffer) else 0
+        if n <= 0:
+            return 0
+        self._handle.seek(self._pos)
+        data = self._handle.read(n)
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        if len(data) < n:  # the file ends early (it shrank): nothing more to hand out
+            self.end_at = self._pos
+        return len(data)
+
+
+def text_plan(fmt: str, path: str, size: int, split_bytes: int
+              ) -> tuple[int, list[int]] | None:
+    """A CSV or JSON Lines file's plan (``ReadFileFn.plan``): byte ranges
+    (``formats.plan_file``), or None -- logged with its reason -- when its name or first bytes
+    say compressed or foreign text, which is read whole."""
+    with storage.open_read(path) as handle:
+        head = handle.read(HEAD_BYTES)
+    ranges, why = plan_file(descriptor(fmt), path, size, split_bytes, head)
+    if why is not None:
+        _LOG.warning("%s", why)
+    if len(ranges) < 2 or unsplittable_text(path, head) is not None:
+        return None
+    return size, [span.start for span in ranges] + [size]
+
+
+def handle_reader(handle: Any) -> Callable[[int, int], bytes]:
+    """A ``ranges.ReadAt`` over a seekable handle."""
+    def read_at(offset: int, n: int) -> bytes:
+        handle.seek(offset)
+        return handle.read(n)
+
+    return read_at
+
+
+class PlanRanges(beam.DoFn):
+    """A file (path or identity) -> its :class:`FileRange` s, in file order: the format's
+    plan (``ReadFileFn.plan``) for a file larger than ``split_bytes``, else one whole."""
+
+    def __init__(self, reader: ReadFileFn, split_bytes: int) -> None:
+        self._reader = reader
+        self._split_bytes = split_bytes
+
+    def process(self, element: str | FileIdentity) -> Iterator[FileRange]:
+        listed = element if isinstance(element, FileIdentity) else None
+        if (listed is None or listed.size <= self._split_bytes
+                or not_a_file(listed) is not None):
+            yield FileRange(element, listed.size if listed is not None else 0, whole=True)
+            return
+        try:
+            planned = self._reader.plan(listed.path, listed.size, self._split_bytes)
+        except Exception:  # noqa: BLE001 - the reader reports what it cannot read, whole
+            planned = None
+        if not planned or len(planned[1]) <= 2:
+            yield FileRange(element, listed.size, whole=True)
+            return
+        units, cuts = planned
+        for start, end in zip(cuts, cuts[1:]):
+            yield FileRange(element, units, start, end)
+
+
+class ReadRangesFn(beam.DoFn):
+    """A :class:`FileRange` -> the reader outputs of its records, as a splittable DoFn over
+    the range's offsets: a whole file through the file reader (:class:`ReadFileFn`) as it
+    always was read, with its six counts; a range through the format's ``range_events``,
+    claiming each record start (so a runner that rebalances work -- Dataflow -- can split a
+    straggling range further), with one ``(RANGES, RangePart)`` count that the commit merges
+    with the file's other ranges."""
+
+    def __init__(self, reader: ReadFileFn) -> None:
+        self._reader = reader
+
+    def setup(self) -> None:
+        self._reader.setup()
+
+    def process(self, element: FileRange,
+                tracker: Any = _RESTRICTION) -> Iterator[Any]:
+        if element.whole:
+            if tracker.try_claim(0):
+                yield from self._reader.process(element.file)
+            return
+        yield from crash_note.noted("reading", element.path, self._range(element, tracker))
+
+    def _range(self, element: FileRange, tracker: Any) -> Iterator[Any]:
+        reader, path = self._reader, element.path
+        listed = element.file if isinstance(element.file, FileIdentity) else None
+        start = tracker.current_restriction().start
+        with storage.open_read(path) as handle:
+            found = RangeFound()
+            events = iter(reader.range_events(path, handle, start, tracker, found))
+            head = list(itertools.islice(events, 1))  # found.range_offset is known by then
+            events = itertools.chain(head, events)
+
+            def close(read: int, rejected: int, unread: list[Unread]) -> RangePart:
+                tracker.try_claim(None)  # done, whatever its reader claimed last
+                end = tracker.current_restriction().stop
+                spans = tuple(UnreadSpan(u.offset, u.bytes, u.rows, u.row, u.reason)
+                              for u in unread if u.changed is None)
+                changed = next(((u.offset, u.bytes, *u.changed) for u in unread
+                                if u.changed is not None), None)
+                return RangePart(path, element.size,
+                                 RangeTally(ByteRange(start, end), read, rejected, spans,
+                                            found.link),
+                                 changed, found.saw_change)
+
+            checked = self._checked(path, listed, handle, events, start, found)
+            yield from read_outputs(path, checked, reader._read, reader._rejected,
+                                    found.range_offset if start else None, close)
+
+    @staticmethod
+    def _checked(path: str, listed: FileIdentity | None, handle: Any, events: Iterable[Any],
+                 start: int, found: RangeFound) -> Iterator[Any]:
+        """The range's events, then -- when the file is no longer the one listed -- its
+        changed part as unread input, reported by the range that starts the file (the others
+        only say they saw it: ranges.RangePart.merge fails the build if that range did not)."""
+        yield from events
+        if listed is None:
+            return
+        seen = storage.observe(path, handle)
+        why = None if seen is None else change(listed, seen)
+        if why is None:
+            return
+        if start:
+            found.saw_change = True
+            return
+        offset, size = changed_region(listed, seen)
+        yield Unread(offset, size, None, None, f"{path} {why} after the launch listed it",
+                     changed=(listed.size, seen.size))
+
+
+@dataclasses.dataclass
+class RangeFound:
+    """What a format's ``range_events`` found: the byte offset of the range's first record
+    (``range_offset``, set before its first event: its rows count from there), and after its
+    events its
+    :class:`ranges.Link` (None: the format needs no join) and whether the file changed."""
+
+    range_offset: int | None = None
+    link: Link | None = None
+    saw_change: bool = False
+
+
+def _parse_paths(paths: Any, reader: ReadFileFn, label: str,
+                 split_bytes: int = DEFAULT_SPLIT_BYTES) -> Any:
     # paths: file paths -> (records: RecordChunk, rejected: dict, counts: (name, n))
     return (
         paths
-        | "SpreadFiles" >> Spread()
-        | label >> beam.ParDo(reader)
+        | "PlanRanges" >> beam.ParDo(PlanRanges(reader, split_bytes))  # FileRange
+        | "SpreadRanges" >> Spread()
+        | label >> beam.ParDo(ReadRangesFn(reader))
         .with_output_types(RecordChunk).with_outputs(REJECTED, COUNTS, main="records")
     )
 
@@ -335,21 +672,25 @@ class ReadFiles(beam.PTransform):
     ``counts``) of one format, whose module names ``_fn`` (its :class:`ReadFileFn`) and
     ``_label`` (the parse step's name).
 
-    ``options`` are the format's options dataclass, ``features`` FeatureSpecs; keyword
-    arguments (``columnar``, ``batch_rows``, CSV's ``block_bytes``) go to the DoFn. The records,
-    their row numbers and the dead letters are the same with ``columnar`` on or off.
+    ``options`` are the format's options dataclass, ``features`` FeatureSpecs; a file larger
+    than ``split_bytes`` is read as ranges that workers share (the format's ``plan``); other
+    keyword arguments (``columnar``, ``batch_rows``, CSV's ``block_bytes``) go to the DoFn.
+    The records, their row numbers and the dead letters are the same with ``columnar`` on or
+    off.
     """
 
     _fn: type[ReadFileFn]
     _label: str
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
-                 extra_fields: Sequence[str] = (), **knobs: Any) -> None:
+                 extra_fields: Sequence[str] = (), *, split_bytes: int = DEFAULT_SPLIT_BYTES,
+                 **knobs: Any) -> None:
         super().__init__()
         self.reader = self._fn(options, features, extra_fields, **knobs)
+        self.split_bytes = split_bytes
 
     def expand(self, paths):
-        return _parse_paths(paths, self.reader, self._label)
+        return _parse_paths(paths, self.reader, self._label, self.split_bytes)
 
 
 # -- the public sources -----------------------------------------------------------------------
@@ -456,9 +797,14 @@ class ReadSource(beam.PTransform):
     _files: type[ReadFiles]
 
     def __init__(self, file_pattern: str | Sequence[str], features: Any, options: Any,
-                 extra_fields: Sequence[str] = ()) -> None:
+                 extra_fields: Sequence[str] = (),
+                 split_bytes: int | str = DEFAULT_SPLIT_BYTES) -> None:
         super().__init__()
         name = type(self).__name__
+        try:
+            self.split_bytes = parse_split_bytes(split_bytes, f"{name}.split_bytes")
+        except ValueError as err:
+            raise SourceError(_argument_message(name, err)) from None
         if not isinstance(file_pattern, str) and (
                 isinstance(file_pattern, (bytes, Mapping)) or not isinstance(file_pattern,
                                                                              Iterable)):
@@ -478,7 +824,8 @@ class ReadSource(beam.PTransform):
             raise SourceError(f"{name}: extra_fields must be a list of field names, not "
                               f"{extra_fields!r}")
         self.options = options
-        self._reader = self._files(options, self.features, tuple(extra_fields))
+        self._reader = self._files(options, self.features, tuple(extra_fields),
+                                   split_bytes=self.split_bytes)
 
     def file_reader(self) -> ReadFileFn:
         """The DoFn that reads one file, for callers that sample a file before the pipeline

@@ -49,12 +49,15 @@ from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks.format.shard_plan import parse_size
 from beam_tfrecords.transforms.readers.events import unreadable_text
 
-__all__ = ["COMPRESSED_SUFFIXES", "DEFAULT_SPLIT_BYTES", "ByteRange", "FileTally", "Link",
-           "RangeError", "RangeTally", "ReadAt", "UnreadSpan", "WindowStream", "bytes_reader",
-           "check_links", "file_tally", "merge_unread", "owner_of", "parse_split_bytes",
-           "plan_ranges", "unsplittable_text"]
+__all__ = ["COMPRESSED_SUFFIXES", "DEFAULT_SPLIT_BYTES", "RANGES", "ByteRange", "FileTally",
+           "Link", "RangeError", "RangePart", "RangeTally", "ReadAt", "UnreadSpan",
+           "WindowStream", "bytes_reader", "check_links", "file_tally", "merge_unread",
+           "owner_of", "parse_split_bytes", "plan_ranges", "unsplittable_text"]
 
 DEFAULT_SPLIT_BYTES = 64 << 20
+# The name under which a range's :class:`RangePart` travels among the build's ``(name, n)``
+# counts: the commit merges them per file (:meth:`RangePart.merge`) instead of adding them up.
+RANGES = "ranges"
 # Compressed files our text readers cannot enter in the middle (Beam's CompressionTypes
 # suffixes and the other compressors events.COMPRESSED names).
 COMPRESSED_SUFFIXES = (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".xz", ".lzma", ".zip",
@@ -373,3 +376,61 @@ def file_tally(path: str, size: int, tallies: Iterable[RangeTally],
     regions = merge_unread(path, [s for t in ordered for s in t.unread])
     return FileTally(sum(t.read for t in ordered), sum(t.rejected for t in ordered),
                      tuple(regions))
+
+
+@dataclasses.dataclass(frozen=True)
+class RangePart:
+    """One range's tally as it travels among a build's ``(name, n)`` counts, as
+    ``(RANGES, part)``: the file, its size in the units its ranges tile (bytes; row groups for
+    Parquet), the range's :class:`RangeTally`, and -- for a file that changed after the launch
+    listed it -- the unread region and sizes the range starting at 0 reports
+    (``changed``: ``(offset, bytes, size listed, size read)``), or whether any other range saw
+    the change (``saw_change``).
+
+    The counts a whole-file read emits are sums; a file's ranges' counts are not (a file with
+    unread regions in two ranges is one unread file), so the step that adds the counts up
+    merges parts with :meth:`merge`, which also checks that the ranges tile the file and join
+    up (:func:`file_tally`) -- the one place every range of a file meets."""
+
+    path: str
+    size: int
+    tally: RangeTally
+    changed: tuple[int, int, int, int] | None = None
+    saw_change: bool = False
+
+    @classmethod
+    def merge(cls, parts: Iterable[RangePart]) -> dict[str, int]:
+        """The counts of every file the parts cover, as its whole-file read gives them
+        (``read``, ``rejected_at_read``, the four ``unread_*`` and, for a changed file,
+        ``changed_files`` and ``changed_bytes``), added up over the files.
+
+        Raises:
+          RangeError: a file's ranges do not tile it, do not join up, count a region twice,
+            or one saw the file change while the range that reports changes did not."""
+        from beam_tfrecords.transforms.readers.csv_ranges import describe_state
+
+        by_file: dict[str, list[RangePart]] = {}
+        for part in parts:
+            by_file.setdefault(part.path, []).append(part)
+        totals: dict[str, int] = {}
+        for path, mine in sorted(by_file.items()):
+            sizes = {part.size for part in mine}
+            if len(sizes) != 1:
+                raise RangeError(f"{path}: its ranges were planned on sizes {sorted(sizes)}")
+            counts = file_tally(path, sizes.pop(), [p.tally for p in mine],
+                                describe_state).counts()
+            changed = [part.changed for part in mine if part.changed is not None]
+            if not changed and any(part.saw_change for part in mine):
+                seen = min(p.tally.span.start for p in mine if p.saw_change)
+                raise RangeError(f"{path}: byte {seen}: the file changed while its ranges were "
+                                 f"read (its first range saw it unchanged): rebuild")
+            if changed:
+                _, size, listed, seen = changed[0]
+                counts["unread_files"] = 1
+                counts["unread_bytes"] += size
+                counts["unread_regions"] += 1
+                counts["changed_files"] = 1
+                counts["changed_bytes"] = seen - listed
+            for name, n in counts.items():
+                totals[name] = totals.get(name, 0) + n
+        return totals

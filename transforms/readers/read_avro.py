@@ -26,15 +26,24 @@ from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.specs import _mapping
 from beam_tfrecords.transforms.codec.wire import varint
 from beam_tfrecords.transforms.readers.avro_ranges import AvroDamage as _AvroDamage
-from beam_tfrecords.transforms.readers.avro_ranges import read_long
+from beam_tfrecords.transforms.readers.avro_ranges import (
+    avro_head,
+    avro_link,
+    block_start,
+    frame_block,
+    read_long,
+)
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 from beam_tfrecords.transforms.readers.framework import (
+    RangeFound,
     ReadFileFn,
     ReadFiles,
     ReadSource,
+    handle_reader,
     max_record_bytes_of,
     parse_arguments,
 )
+from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES, plan_ranges
 
 __all__ = ["AvroOptions", "ReadAvro", "ReadAvroFiles", "avro_fields", "parse_avro_options"]
 
@@ -327,6 +336,61 @@ class _ReadAvroFile(ReadFileFn):
     def events(self, path: str, handle: Any) -> Iterator[Any]:
         return _avro_events(handle, max_record_bytes_of(self._options))
 
+    def plan(self, path: str, size: int, split_bytes: int) -> tuple[int, list[int]] | None:
+        """Byte ranges, whose blocks avro_ranges finds by their sync markers; a file whose
+        header cannot be read is read whole (and reported unread as a whole)."""
+        with storage.open_read(path) as handle:
+            _AvroFile(handle, max_record_bytes_of(self._options)).read_header()
+        ranges = plan_ranges(size, split_bytes)
+        return size, [span.start for span in ranges] + [size]
+
+    def range_events(self, path: str, handle: Any, start: int, tracker: Any,
+                     found: RangeFound) -> Iterator[Any]:
+        """The blocks starting in the range (avro_ranges), each claimed at its start and
+        decoded on its own; rows count from the range's first block. Its Link says where it
+        began and where its walk stopped, for ranges.check_links."""
+        import fastavro
+
+        limit = max_record_bytes_of(self._options)
+        read_at = handle_reader(handle)
+        handle.seek(0)
+        header = _AvroFile(handle, limit).read_header()
+        head = avro_head(read_at, limit)
+        at = first = block_start(read_at, head, start)
+        found.range_offset = first
+        row = 0
+        while True:
+            if not read_at(at, 1):  # the file's end: the range is done
+                tracker.try_claim(max(at, tracker.current_restriction().stop))
+                break
+            if not tracker.try_claim(at):  # a block of the next range
+                break
+            block = frame_block(read_at, head, at, limit)
+            at = block.end
+            if block.damaged:
+                yield Unread(block.offset, block.size, None, row + 1,
+                             f"a damaged Avro block ({block.damaged}): the records lost are "
+                             f"not known; reading goes on at the next sync marker")
+                continue
+            data = read_at(block.data_offset, block.data_size)
+            try:
+                records = _avro_block(fastavro, header, block.count, data, limit)
+            except Exception as err:  # noqa: BLE001 - corrupt data inside sound framing
+                yield Unread(block.offset, block.size, block.count, row + 1,
+                             f"an Avro block that cannot be decoded: its {block.count} "
+                             f"records are lost, reading goes on after it "
+                             f"({type(err).__name__}: {err})")
+                row += block.count
+                continue
+            for record in records:
+                row += 1
+                if not isinstance(record, dict):
+                    yield Reject(row, "", f"not an Avro record: a {type(record).__name__}",
+                                 record, record)
+                    continue
+                yield row, record
+        found.link = avro_link(first, at)
+
 
 class ReadAvroFiles(ReadFiles):
     """Avro object container file paths -> RecordChunks of dicts (main ``records``),
@@ -345,6 +409,8 @@ class ReadAvro(ReadSource):
         (records keep every field; nested records are dicts: ``source: address.city``).
       max_record_bytes: the largest header or block held in memory (bytes, or a size such as
         "64MiB"); a larger block is skipped as unread input.
+      split_bytes: a file larger than this (bytes, or a size such as "64MiB") is read as
+        ranges of about this size that workers share (default 64 MiB).
 
     Returns a :class:`ReadResult` (``records``, ``rejected``: damaged blocks and files as
     dead-letter dicts, ``counts``); a bad argument raises an error naming it.
@@ -353,6 +419,7 @@ class ReadAvro(ReadSource):
     _files = ReadAvroFiles
 
     def __init__(self, file_pattern: str | Sequence[str], features: Any = None, *,
-                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES,
+                 split_bytes: int | str = DEFAULT_SPLIT_BYTES) -> None:
         super().__init__(file_pattern, features, parse_arguments(
-            "ReadAvro", parse_avro_options, {}, max_record_bytes))
+            "ReadAvro", parse_avro_options, {}, max_record_bytes), split_bytes=split_bytes)

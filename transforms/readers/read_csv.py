@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
 from beam_tfrecords.transforms.codec.text_values import (
@@ -49,19 +50,25 @@ from beam_tfrecords.transforms.codec.text_values import (
     json_number,
 )
 from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.csv_ranges import IN, OUT, Dialect, csv_range_start
 from beam_tfrecords.transforms.readers.csv_typing import type_batch
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
 from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
+    ClaimedWindow,
+    RangeFound,
     ReadFileFn,
     ReadFiles,
     ReadSource,
     RecordChunk,
+    handle_reader,
     listed,
     max_record_bytes_of,
     parse_arguments,
     records_chunk,
+    text_plan,
 )
+from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES, Link, RangeError
 from beam_tfrecords.transforms.readers.read_parquet import needed_columns
 
 __all__ = ["CsvOptions", "ReadCsv", "ReadCsvFiles", "parse_cell", "parse_csv_options",
@@ -192,9 +199,12 @@ def _too_large(row: int, span: cc.RowSpan, limit: int) -> Reject:
                            f"{span.start})", span.head.decode("utf-8", "replace"), "")
 
 
+_UNTERMINATED = "unterminated quoted field:"
+
+
 def _unterminated(row: int, span: cc.RowSpan) -> Unread:
     return Unread(span.start, span.size, None, row,
-                  f"unterminated quoted field: the file ends inside a quoted field opened in "
+                  f"{_UNTERMINATED} the file ends inside a quoted field opened in "
                   f"row {row}, so its last {span.size} bytes (from byte {span.start}) cannot "
                   f"be split into rows")
 
@@ -230,6 +240,69 @@ class _ReadCsvFile(ReadFileFn):
         if self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
             return self._columnar_events(path, raw)
         return self._row_events(raw, 0, True, None, 0)
+
+    # -- ranges -----------------------------------------------------------------------------
+
+    def plan(self, path: str, size: int, split_bytes: int) -> tuple[int, list[int]] | None:
+        planned = text_plan("csv", path, size, split_bytes)
+        if planned is not None and self._header_of(path) is None:
+            return None  # a header the reader cannot read: the whole file says so, unread
+        return planned
+
+    def _header_of(self, path: str, handle: Any = None) -> list[str] | None:
+        """The columns of a file's rows (its header's or the options'); None when its header
+        cannot be read."""
+        opts = self._options
+        if not opts.header:
+            return list(opts.columns)
+        if handle is None:
+            with storage.open_read(path) as opened:
+                return self._header_of(path, opened)
+        handle.seek(0)
+        limit = max_record_bytes_of(opts)
+        splitter = cc.RowSplitter(handle, opts.quotechar.encode(), opts.delimiter.encode(),
+                                  limit, strip_bom=True)
+        head = next(iter(splitter), None)
+        header = None if head is None else _parse_header(head, _csv_cells(opts), limit)[0]
+        return header if header else None
+
+    def range_events(self, path: str, handle: Any, start: int, tracker: Any,
+                     found: RangeFound) -> Iterator[Any]:
+        """The rows of the range (csv_ranges): from its first row start, as the range's
+        start guesses it, to the next range's; its Link says what it assumed at its start and
+        found at its end (a row start, or the inside of a quoted field: the parse reached the
+        next range's first row inside a quoted field), for ranges.check_links."""
+        opts = self._options
+        read_at = handle_reader(handle)
+        columns = self._header_of(path, handle)
+        if columns is None:  # planned with a readable header: the file changed since
+            raise RangeError(f"{path}: byte 0: its header cannot be read any more")
+        dialect = Dialect.of(opts)
+
+        def first_of(offset: int) -> int:
+            return csv_range_start(read_at, offset, dialect, ncols=len(columns)).first
+
+        first = 0 if not start else first_of(start)
+        found.range_offset = first
+        window = ClaimedWindow(handle, first, tracker, first_of)
+        stream = io.BufferedReader(window, 1 << 20)
+        if not start:
+            events = self.events(path, stream)
+        elif self._columnar and cc.dialect_supported(opts.delimiter, opts.quotechar):
+            events = self._columnar_events(path, stream, columns, first)
+        else:
+            events = self._row_events(stream, first, False, columns, 0)
+        inside = False
+        for event in events:
+            if (type(event) is Unread and event.offset + event.bytes == window.end_at
+                    and event.reason.startswith(_UNTERMINATED)
+                    and read_at(event.offset + event.bytes, 1)):
+                inside = True  # not the file's end: the next range starts inside quotes
+                continue
+            yield event
+        end = window.end_at if window.end_at is not None else first
+        found.link = Link(first, OUT if start else None, max(end, first),
+                          IN if inside else OUT)
 
     def _specs(self) -> dict[str, FeatureSpec]:
         """Column -> the spec that types it: the first feature whose source starts there."""
@@ -308,20 +381,24 @@ class _ReadCsvFile(ReadFileFn):
 
     # -- column-wise ------------------------------------------------------------------------
 
-    def _columnar_events(self, path: str, raw: Any) -> Iterator[Any]:
+    def _columnar_events(self, path: str, raw: Any, given: list[str] | None = None,
+                         offset: int = 0) -> Iterator[Any]:
         """The events of ``_row_events`` over the whole file, except that the rows of blocks
-        Arrow read arrive as one RecordChunk (``batch`` set) each."""
+        Arrow read arrive as one RecordChunk (``batch`` set) each. ``given``: the columns of
+        a stream that starts at row start ``offset`` inside the file (a range's), no header."""
         opts = self._options
         limit = max_record_bytes_of(opts)
         quote = opts.quotechar.encode()
         blocks = cc.ByteBlocks(raw, quote, self._block_bytes,
-                               max(self._block_bytes, min(cc.MAX_PENDING_BYTES, limit)))
-        columns = list(opts.columns)
+                               max(self._block_bytes, min(cc.MAX_PENDING_BYTES, limit)),
+                               offset)
+        columns = list(opts.columns) if given is None else given
+        header = opts.header and given is None
         specs = self._specs()
         state = [0]  # rows read so far
-        known: list[str] | None = None if opts.header else columns  # None: header unread
+        known: list[str] | None = None if header else columns  # None: header unread
         try:
-            if opts.header:
+            if header:
                 start = blocks.offset
                 head = blocks.first_row()
                 if head is None:
@@ -585,6 +662,8 @@ class ReadCsv(ReadSource):
         with a cell too many is still malformed -- but never become values, so a wide file
         reads in about the time of its named columns. None (the default): every column, as
         text where no feature types it.
+      split_bytes: a file larger than this (bytes, or a size such as "64MiB") is read as
+        ranges of about this size that workers share (default 64 MiB).
 
     Returns a dict of PCollections, also readable as attributes: ``records`` (chunks of
     records), ``rejected`` (dead-letter dicts) and ``counts``; apply ``btf.ToExamples`` or
@@ -597,6 +676,7 @@ class ReadCsv(ReadSource):
                  delimiter: str = ",", quotechar: str = '"', header: bool = True,
                  columns: Sequence[str] = (), null_values: Sequence[str] = ("",),
                  max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES,
+                 split_bytes: int | str = DEFAULT_SPLIT_BYTES,
                  extra_fields: Sequence[str] | None = None) -> None:
         raw = {"delimiter": delimiter, "quotechar": quotechar, "header": header,
                "null_values": listed(null_values)}
@@ -604,6 +684,7 @@ class ReadCsv(ReadSource):
             raw["columns"] = listed(columns)
         super().__init__(file_pattern, features, parse_arguments(
             "ReadCsv", parse_csv_options, raw, max_record_bytes),
-            () if extra_fields is None else extra_fields)
+            () if extra_fields is None else extra_fields, split_bytes)
         if extra_fields is None:  # ReadSource checked the rest; None means every column
-            self._reader = self._files(self.options, self.features, None)
+            self._reader = self._files(self.options, self.features, None,
+                                       split_bytes=self.split_bytes)

@@ -34,12 +34,18 @@ from beam_tfrecords.transforms.readers.events import (
 )
 from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
+    ClaimedWindow,
+    RangeFound,
     ReadFileFn,
     ReadFiles,
     ReadSource,
+    handle_reader,
     parse_arguments,
     records_chunk,
+    text_plan,
 )
+from beam_tfrecords.transforms.readers.jsonl_ranges import line_start
+from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES
 
 __all__ = ["JsonlOptions", "ReadJsonl", "ReadJsonlFiles", "parse_jsonl_options"]
 
@@ -113,9 +119,29 @@ class _ReadJsonlFile(ReadFileFn):
         else:
             yield from self._line_items(handle, 0)
 
-    def _line_items(self, handle: Any, line_number: int) -> Iterator[Any]:
+    def plan(self, path: str, size: int, split_bytes: int) -> tuple[int, list[int]] | None:
+        return text_plan("jsonl", path, size, split_bytes)
+
+    def range_events(self, path: str, handle: Any, start: int, tracker: Any,
+                     found: RangeFound) -> Iterator[Any]:
+        """The lines starting in the range (jsonl_ranges), numbered from its first; no join
+        is needed (a line starts after every LF)."""
+        read_at = handle_reader(handle)
+        first = line_start(read_at, start)
+        found.range_offset = first
+        window = io.BufferedReader(
+            ClaimedWindow(handle, first, tracker, lambda end: line_start(read_at, end)),
+            _JSONL_BLOCK)
+        bom = first == 0  # only the file's first line may start with a BOM
+        if self._columnar:
+            yield from self._columnar_items(path, window, bom)
+        else:
+            yield from self._line_items(window, 0, bom)
+
+    def _line_items(self, handle: Any, line_number: int, bom: bool = True) -> Iterator[Any]:
         """Every line of ``handle``, numbered after ``line_number``; long lines are skipped
-        without being held."""
+        without being held. ``bom``: line 1 is the file's first (a BOM before it is
+        dropped)."""
         limit = self._options.max_line_bytes
         while True:
             line, size = bounded_line(handle, limit)
@@ -127,14 +153,14 @@ class _ReadJsonlFile(ReadFileFn):
                                               f"source.max_record_bytes ({limit})",
                              line[:PREVIEW_BYTES], "")
                 continue
-            event = self._line_event(line_number, line)
+            event = self._line_event(line_number, line, bom)
             if event is not None:
                 yield event
 
-    def _line_event(self, line_number: int, line: bytes) -> Any:
+    def _line_event(self, line_number: int, line: bytes, bom: bool = True) -> Any:
         """One line (at most max_line_bytes) -> its event; None for a blank line."""
         max_depth = self._options.max_depth
-        if line_number == 1 and line.startswith(BOM):
+        if bom and line_number == 1 and line.startswith(BOM):
             line = line[len(BOM):]
         if not line.strip():  # blank: not a record, not counted
             return None
@@ -160,7 +186,7 @@ class _ReadJsonlFile(ReadFileFn):
                           text, text)
         return line_number, record
 
-    def _columnar_items(self, path: str, handle: Any) -> Iterator[Any]:
+    def _columnar_items(self, path: str, handle: Any, bom: bool = True) -> Iterator[Any]:
         limit = self._options.max_line_bytes
         line = 0  # lines before ``pending``
         pending = b""
@@ -172,7 +198,7 @@ class _ReadJsonlFile(ReadFileFn):
                 if not cut:
                     if len(buf) > limit:  # a long line: the streaming reader skips it
                         rest = io.BufferedReader(Prefixed(buf, handle))
-                        yield from self._line_items(rest, line)
+                        yield from self._line_items(rest, line, bom)
                         return
                     pending = buf
                     continue
@@ -182,7 +208,7 @@ class _ReadJsonlFile(ReadFileFn):
             if block:
                 if line == 0 and block.startswith(BOM):  # line 1 keeps its own rules
                     end = block.find(b"\n") + 1 or len(block)
-                    yield from self._line_items(io.BytesIO(block[:end]), 0)
+                    yield from self._line_items(io.BytesIO(block[:end]), 0, bom)
                     block, line = block[end:], 1
                 yield from self._block_items(path, block, line)
                 line += block.count(b"\n") + (bool(block) and not block.endswith(b"\n"))
@@ -324,6 +350,8 @@ class ReadJsonl(ReadSource):
       max_depth: a line nesting objects/arrays deeper than this (1 to 512) is a dead letter.
       max_record_bytes: the longest line held in memory (bytes, or a size such as "64MiB");
         a longer one is a dead letter, skipped without being held.
+      split_bytes: a file larger than this (bytes, or a size such as "64MiB") is read as
+        ranges of about this size that workers share (default 64 MiB).
 
     Returns a dict of PCollections, also readable as attributes: ``records``, ``rejected``
     (dead-letter dicts) and ``counts``. A bad argument raises an error naming it.
@@ -333,9 +361,10 @@ class ReadJsonl(ReadSource):
 
     def __init__(self, file_pattern: str | Sequence[str], features: Any = None, *,
                  max_depth: int = JsonlOptions.max_depth,
-                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES,
+                 split_bytes: int | str = DEFAULT_SPLIT_BYTES) -> None:
         super().__init__(file_pattern, features, parse_arguments(
             "ReadJsonl", parse_jsonl_options, {"max_depth": max_depth}, max_record_bytes,
-            limit_field="max_line_bytes"))
+            limit_field="max_line_bytes"), split_bytes=split_bytes)
 
 

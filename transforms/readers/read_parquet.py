@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, U
 from beam_tfrecords.transforms.readers.framework import (
     BATCH_BYTES,
     CHUNK_ROWS,
+    RangeFound,
     ReadFileFn,
     ReadFiles,
     ReadSource,
@@ -35,10 +37,13 @@ from beam_tfrecords.transforms.readers.framework import (
     max_record_bytes_of,
     parse_arguments,
 )
-from beam_tfrecords.transforms.readers.parquet_ranges import group_span
+from beam_tfrecords.transforms.readers.parquet_ranges import group_span, plan_row_groups
+from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES
 
 __all__ = ["ParquetOptions", "ReadParquet", "ReadParquetFiles", "needed_columns",
            "parquet_fields", "parse_parquet_options"]
+
+_LOG = logging.getLogger(__name__)
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -105,7 +110,34 @@ class _ReadParquetFile(ReadFileFn):
     """Row group by row group (see the module doc); the needed columns only, when the
     features are known."""
 
+    def plan(self, path: str, size: int, split_bytes: int) -> tuple[int, list[int]] | None:
+        """Row groups gathered into ranges (parquet_ranges); a file of one group is read
+        whole (logged with the writer's option that would make it split)."""
+        import pyarrow.parquet as pq
+
+        with storage.open_read(path) as handle:
+            _check_parquet_footer(handle, max_record_bytes_of(self._options))
+            meta = pq.ParquetFile(handle).metadata
+            ranges, why = plan_row_groups(meta, split_bytes, path)
+        if why is not None:
+            _LOG.warning("%s", why)
+        if len(ranges) < 2:
+            return None
+        return meta.num_row_groups, [r.groups[0] for r in ranges] + [meta.num_row_groups]
+
+    def range_events(self, path: str, handle: Any, start: int, tracker: Any,
+                     found: RangeFound) -> Iterator[Any]:
+        """The row groups the range claims, one by one; rows stay the file's (the footer
+        says how many come before)."""
+        yield from self._events(path, handle, start, tracker)
+
     def events(self, path: str, handle: Any) -> Iterator[Any]:
+        return self._events(path, handle)
+
+    def _events(self, path: str, handle: Any, first: int = 0, tracker: Any = None
+                ) -> Iterator[Any]:
+        """The events of the row groups from ``first`` (each claimed on ``tracker``, when
+        given, before it is read)."""
         import pyarrow.parquet as pq
 
         size = 0
@@ -122,6 +154,10 @@ class _ReadParquetFile(ReadFileFn):
             sizes = [group.num_rows for group in groups]
             spans = [group_span(group) for group in groups]
         except Exception as err:  # noqa: BLE001 - any failure here means an unreadable file
+            if first:  # the range starting the file reports it
+                if tracker is not None:
+                    tracker.try_claim(tracker.current_restriction().stop)
+                return
             yield Unread(0, size, None, None,
                          f"not a readable Parquet file ({type(err).__name__}: {err}); the "
                          f"whole file ({size} bytes) is unread")
@@ -129,8 +165,10 @@ class _ReadParquetFile(ReadFileFn):
         # Row group by row group: a damaged group costs its own rows only (the footer still
         # says where the next one starts).
         pending = _Batches(path, self._batch_rows) if self._columnar else None
-        start = 0  # rows before this group
-        for group, rows in enumerate(sizes):
+        start = sum(sizes[:first])  # rows before this group
+        for group, rows in enumerate(sizes[first:], first):
+            if tracker is not None and not tracker.try_claim(group):
+                break
             row = start
             try:
                 batches = parquet.iter_batches(batch_size=CHUNK_ROWS, row_groups=[group],
@@ -169,6 +207,8 @@ class _ReadParquetFile(ReadFileFn):
                              f"lost, reading goes on with the next group: "
                              f"{type(failure).__name__}: {failure}")
             start += rows
+        if tracker is not None:  # done: past the last group, or the range's end
+            tracker.try_claim(max(len(sizes), tracker.current_restriction().stop))
         if pending is not None:
             yield from pending.flush()
 
@@ -228,6 +268,8 @@ class ReadParquet(ReadSource):
       extra_fields: further top-level columns to read, e.g. the split key's column when no
         feature reads it (``splits={"key": "id", ...}``).
       max_record_bytes: the largest footer held in memory (bytes, or a size such as "64MiB").
+      split_bytes: a file larger than this (bytes, or a size such as "64MiB") is read as
+        ranges of about this size that workers share (default 64 MiB).
 
     The result: ``records`` (RecordBatch chunks), ``rejected`` (unreadable files and row
     groups as dead-letter dicts) and ``counts``, as a :class:`ReadResult`. A bad argument is
@@ -238,8 +280,10 @@ class ReadParquet(ReadSource):
 
     def __init__(self, file_pattern: str | Sequence[str], features: Any = None, *,
                  extra_fields: Sequence[str] = (),
-                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES) -> None:
+                 max_record_bytes: int | str = DEFAULT_MAX_RECORD_BYTES,
+                 split_bytes: int | str = DEFAULT_SPLIT_BYTES) -> None:
         super().__init__(file_pattern, features, parse_arguments(
-            "ReadParquet", parse_parquet_options, {}, max_record_bytes), extra_fields)
+            "ReadParquet", parse_parquet_options, {}, max_record_bytes), extra_fields,
+            split_bytes)
 
 

@@ -1,0 +1,128 @@
+"""One big file, two local workers: does the second core help?
+
+    .venv/bin/python bench/one_file.py [--rows 10000000] [--formats csv,jsonl,parquet]
+        [--split-bytes 64MiB] [--data-dir bench/.data] [--json-out FILE]
+
+For each format, one file of the tutorial's rows (bench/datasets.py's values; Parquet written
+with row groups of 100,000 rows, so that it splits) is built twice by the command line, each
+a whole process (start-up, launch checks, pipeline, commit): with ``--direct_num_workers 1``
+and with ``--direct_running_mode multi_processing --direct_num_workers 2``. The file is read
+in ranges of ``source.split_bytes`` (transforms/readers/ranges.py) that the two worker
+processes share. Both outputs are checked (records written = rows, a sample decoded and
+matched to its input rows) and the ratio of the two wall times printed, against the target of
+1.5x at 10M rows on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from checks import check_sample  # noqa: E402
+from cli_build import build_process, write_config  # noqa: E402
+from datasets import TUTORIAL_FEATURES, _tutorial_table  # noqa: E402
+
+TARGET = 1.5
+RUNS = {"1 worker": ["--direct_num_workers", "1"],
+        "2 workers": ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]}
+_PIECE = 1_000_000  # rows generated at a time
+
+
+def make_file(fmt: str, rows: int, folder: pathlib.Path) -> pathlib.Path:
+    """``<folder>/one-<rows>.<fmt>``, made once (a ``.done`` marker beside it)."""
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    path = folder / f"one-{rows}.{fmt}"
+    done = path.with_suffix(path.suffix + ".done")
+    if done.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    writer = None
+    with open(path, "wb") as out:
+        for k, start in enumerate(range(0, rows, _PIECE)):
+            table = _tutorial_table(min(_PIECE, rows - start), k)
+            if fmt == "csv":
+                if not k:
+                    out.write((",".join(table.column_names) + "\n").encode())
+                pcsv.write_csv(table, out, pcsv.WriteOptions(include_header=False,
+                                                             quoting_style="none"))
+            elif fmt == "jsonl":
+                for batch in table.to_batches(100_000):
+                    out.write("".join(json.dumps(r) + "\n"
+                                      for r in batch.to_pylist()).encode())
+            else:
+                if writer is None:
+                    writer = pq.ParquetWriter(out, table.schema)
+                writer.write_table(table, row_group_size=100_000)
+        if writer is not None:
+            writer.close()
+    done.write_text("")
+    return path
+
+
+def run_case(fmt: str, rows: int, data_dir: pathlib.Path, split_bytes: str | None) -> dict:
+    path = make_file(fmt, rows, data_dir / "one_file")
+    meta = {"format": fmt, "files": [path.name], "glob": path.name,
+            "features": TUTORIAL_FEATURES, "key": "feature3"}
+    features = {f["name"]: {"type": f["type"]} for f in TUTORIAL_FEATURES}
+    result = {"format": fmt, "rows": rows, "bytes": path.stat().st_size}
+    for name, flags in RUNS.items():
+        out = data_dir / "one_file_out" / f"{fmt}-{name.replace(' ', '')}"
+        shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        source = {"format": fmt, "path": str(path)}
+        if split_bytes:
+            source["split_bytes"] = split_bytes
+        config = write_config(out.parent, f"{fmt}-{name.replace(' ', '')}", source, features,
+                              out)
+        run = build_process(config, "--version", "v", *flags)
+        if run["exit"]:
+            raise SystemExit(f"{fmt} with {name} failed: {run['said']}")
+        manifest = json.loads((out / "v" / "manifest.json").read_text())
+        written = manifest["counts"]["written"]
+        if written != rows or manifest["counts"]["read"] != rows:
+            raise SystemExit(f"{fmt} with {name}: wrote {written} of {rows} rows")
+        shards = sorted((out / "v").glob("*/*.tfrecord"))
+        run["checked"] = check_sample({**meta, "folder": str(path.parent)}, shards)
+        result[name] = run
+        shutil.rmtree(out, ignore_errors=True)
+    result["ratio"] = result["1 worker"]["seconds"] / result["2 workers"]["seconds"]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--formats", default="csv,jsonl,parquet")
+    parser.add_argument("--data-dir", type=pathlib.Path, default=HERE / ".data")
+    parser.add_argument("--split-bytes", help="source.split_bytes (default: the config's, "
+                        "64 MiB); a run at fewer rows than 10M needs smaller ranges to have "
+                        "as many as the 10M-row file has, e.g. 8MiB at 2M rows")
+    parser.add_argument("--json-out", type=pathlib.Path)
+    args = parser.parse_args()
+    results = []
+    for fmt in args.formats.split(","):
+        result = run_case(fmt, args.rows, args.data_dir, args.split_bytes)
+        results.append(result)
+        one, two = result["1 worker"], result["2 workers"]
+        verdict = "PASS" if result["ratio"] >= TARGET else "MISS"
+        print(f"{fmt:8} {args.rows:>11,} rows {result['bytes'] / 1e6:8.0f} MB   "
+              f"1 worker {one['seconds']:7.1f} s ({one['peak_mb']:6.0f} MB)   "
+              f"2 workers {two['seconds']:7.1f} s ({two['peak_mb']:6.0f} MB)   "
+              f"ratio {result['ratio']:.2f}x   {verdict} (target {TARGET}x at 10M rows)",
+              flush=True)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"when": time.time(), "results": results},
+                                            indent=1))
+
+
+if __name__ == "__main__":
+    main()
