@@ -23,7 +23,7 @@ from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format.file_identity import FileIdentity, not_a_file
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.transforms.codec.splits import SplitSpec
-from beam_tfrecords.transforms.readers import top_level_fields
+from beam_tfrecords.transforms.readers.declared_fields import top_level_fields
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, unreadable_text
 from beam_tfrecords.transforms.readers.read_csv import read_csv_header
 from beam_tfrecords.transforms.readers.read_images import (

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from beam_tfrecords.transforms.build_examples import BuildExamples
 from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.readers import top_level_fields
+from beam_tfrecords.transforms.readers.declared_fields import top_level_fields
 from beam_tfrecords.transforms.readers.framework import CHUNK_ROWS, COUNTS, REJECTED, UNREAD_COUNTS
 from beam_tfrecords.transforms.readers.read_avro import (
     AvroOptions,

@@ -27,7 +27,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords.pipelines import build, build_inputs
 from beam_tfrecords.pipelines.config import ConfigError, CsvOptions, parse_config
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
-from beam_tfrecords.transforms.readers import top_level_fields
+from beam_tfrecords.transforms.readers.declared_fields import top_level_fields
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, UNREAD_COUNTS, RecordChunk
 from beam_tfrecords.transforms.readers.read_avro import AvroOptions, ReadAvroFiles, _ReadAvroFile

@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from beam_tfrecords.transforms.readers.csv_columnar import BOM, RowSpan, RowSplitter
-from beam_tfrecords.transforms.readers.ranges import Link, ReadAt, WindowStream
+from beam_tfrecords.transforms.readers.ranges import Link, ReadAt, WindowStream, describe_state
 
 __all__ = ["IN", "OUT", "CsvStart", "Dialect", "Hypothesis", "RangeRows", "csv_link",
            "csv_range_start", "describe_state", "first_start", "point_at"]
@@ -68,11 +68,6 @@ QUIET = 1 << 14
 _CHUNK = 1 << 16
 _LF, _CR = 0x0A, 0x0D
 _FIELD, _UNQUOTED, _QUOTED = 0, 1, 2  # at a field's start / in an unquoted / a quoted field
-
-
-def describe_state(state: str) -> str:
-    """A join state in words, for errors."""
-    return {OUT: "a row start", IN: "the inside of a quoted field"}.get(state, state)
 
 
 @dataclasses.dataclass(frozen=True)

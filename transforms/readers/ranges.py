@@ -51,8 +51,8 @@ from beam_tfrecords.transforms.readers.events import unreadable_text
 
 __all__ = ["COMPRESSED_SUFFIXES", "DEFAULT_SPLIT_BYTES", "RANGES", "ByteRange", "FileTally",
            "Link", "RangeError", "RangePart", "RangeTally", "ReadAt", "UnreadSpan",
-           "WindowStream", "bytes_reader", "check_links", "file_tally", "merge_unread",
-           "owner_of", "parse_split_bytes", "plan_ranges", "unsplittable_text"]
+           "WindowStream", "bytes_reader", "check_links", "describe_state", "file_tally",
+           "merge_unread", "owner_of", "parse_split_bytes", "plan_ranges", "unsplittable_text"]
 
 DEFAULT_SPLIT_BYTES = 64 << 20
 # The name under which a range's :class:`RangePart` travels among the build's ``(name, n)``
@@ -210,6 +210,16 @@ class Link:
     @property
     def passes(self) -> bool:
         return self.start_state is None and self.start_point == self.end_point
+
+
+# The join states formats assume at a range's start, in words for errors (csv_ranges' OUT and
+# IN): here, below the formats, so that merging any format's ranges can name them.
+_STATE_WORDS = {"out": "a row start", "in": "the inside of a quoted field"}
+
+
+def describe_state(state: str) -> str:
+    """A join state in words, for errors (the state itself when it has none)."""
+    return _STATE_WORDS.get(state, state)
 
 
 def check_links(path: str, links: Sequence[Link | None], describe: Callable[[str], str] = str
@@ -407,8 +417,6 @@ class RangePart:
         Raises:
           RangeError: a file's ranges do not tile it, do not join up, count a region twice,
             or one saw the file change while the range that reports changes did not."""
-        from beam_tfrecords.transforms.readers.csv_ranges import describe_state
-
         by_file: dict[str, list[RangePart]] = {}
         for part in parts:
             by_file.setdefault(part.path, []).append(part)
