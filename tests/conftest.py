@@ -82,8 +82,50 @@ def chromium():
         driver.quit()
 
 
+class TfOracle:
+    """One TensorFlow process answering many reads (tests/tf_oracle/read_with_tf.py
+    ``--serve``): importing TensorFlow costs several CPU seconds, once per test process
+    instead of once per read. Started on first use; a process that died (TensorFlow crashed
+    on a file) is started afresh for the next read, and the read that killed it fails
+    with its log."""
+
+    def __init__(self, python: str, log: pathlib.Path) -> None:
+        self.python, self.log = python, log
+        self.proc: subprocess.Popen | None = None
+
+    def run(self, args: list[str]) -> tuple[int, str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [self.python, str(TF_READER), "--serve"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=self.log.open("ab"), text=True,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        self.proc.stdin.write(json.dumps(args) + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            self.proc.wait()
+            raise AssertionError(f"TensorFlow died ({self.proc.returncode}): "
+                                 f"{self.log.read_text(errors='replace')[-3000:]}")
+        answer = json.loads(reply)
+        return answer["status"], answer["stderr"]
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def tf_oracle(tf_python, tmp_path_factory):
+    oracle = TfOracle(tf_python, tmp_path_factory.mktemp("tf-oracle") / "stderr.log")
+    try:
+        yield oracle
+    finally:
+        oracle.close()
+
+
 @pytest.fixture
-def read_with_tf(tf_python, tmp_path):
+def read_with_tf(tf_oracle, tmp_path):
     """Run TensorFlow over files: ``read_with_tf(files, spec=path | raw=True, compression)``."""
 
     def run(files, *, spec=None, compression="none", example_type="Example"):
@@ -92,14 +134,10 @@ def read_with_tf(tf_python, tmp_path):
             mode = ["--spec", str(spec), "--validate-ragged"]
         else:
             mode = ["--dump-raw", "--example-type", example_type]
-        done = subprocess.run(
-            [tf_python, str(TF_READER), *mode, "--compression", compression, "--out", str(out),
-             *map(str, files)],
-            capture_output=True, text=True,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"TensorFlow failed ({done.returncode}): {done.stderr[-3000:]}")
+        status, stderr = tf_oracle.run(
+            [*mode, "--compression", compression, "--out", str(out), *map(str, files)])
+        if status != 0:
+            raise AssertionError(f"TensorFlow failed ({status}): {stderr[-3000:]}")
         return json.loads(out.read_text())
 
     return run
@@ -123,7 +161,8 @@ def _gcs_emulator_module():
 
 
 # The tiers a fixture puts a test in (markers registered in pytest.ini).
-_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "read_with_tf": "tf",
+_FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "tf_oracle": "tf",
+                  "read_with_tf": "tf",
                   "tfdv_python": "tfdv", "chromium": "browser"}
 
 

@@ -18,6 +18,10 @@ spec built only from the spec file, and writes ``{"count": N, "records": [...]}`
 Raw mode decodes every record with ``tf.train.Example.FromString`` (or
 ``SequenceExample.FromString``) and writes the same raw form as ``tests/golden/expected.json``.
 
+``--serve`` (alone) reads such command lines as JSON lists from stdin, one per line, and
+answers each with a JSON line on stdout (``{"status": N, "stderr": ...}``): the tests keep one
+such process per worker, since importing TensorFlow costs seconds of CPU each time.
+
 Exit status: 0 on success; 1 when TensorFlow fails to read, decompress, decode or parse
 (the TensorFlow error text goes to stderr); 2 for a bad command line or a bad spec file.
 """
@@ -407,5 +411,27 @@ def main(argv=None):
     return 0
 
 
+def serve(requests, replies) -> int:
+    """Answer many requests in one process, so TensorFlow is imported once: each line of
+    ``requests`` is a JSON list of the arguments ``main`` takes; each reply is one JSON line,
+    ``{"status": N, "stderr": "..."}``. Anything ``main`` prints goes to the reply's stderr,
+    never to ``replies``. Ends at the end of ``requests``."""
+    import contextlib
+    import io
+
+    for line in requests:
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            try:
+                status = main(json.loads(line))
+            except SystemExit as e:  # argparse's errors
+                status = e.code if isinstance(e.code, int) else 2
+        replies.write(json.dumps({"status": status, "stderr": said.getvalue()}) + "\n")
+        replies.flush()
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        sys.exit(serve(sys.stdin, sys.stdout))
     sys.exit(main())
