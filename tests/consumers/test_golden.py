@@ -15,7 +15,7 @@ from beam_tfrecords_tests_helpers import read_records
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.transforms.codec import wire
 
-GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
+GOLDEN = pathlib.Path(__file__).resolve().parents[1] / "golden"
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())
 FILES = sorted(EXPECTED["files"])
 

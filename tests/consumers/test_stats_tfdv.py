@@ -32,9 +32,10 @@ from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_li
 
 pytestmark = pytest.mark.slow  # whole builds, and TFDV's Beam pipelines
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMPARE = ROOT / "tests" / "tfdv_oracle" / "compare.py"
-# The sample configs whose input ships with the repository (as tests/test_consumers.py).
+# The sample configs whose input ships with the repository (as
+# tests/consumers/test_tfds_ray_loaders.py).
 LOCAL = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")
                if (ROOT / load_config(str(p)).source.path).exists())
 

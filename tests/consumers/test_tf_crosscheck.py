@@ -18,7 +18,7 @@ from beam_tfrecords.transforms.codec.example_codec import ExampleEncoder
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec as F
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
-TF_READER = pathlib.Path(__file__).resolve().parent / "tf_oracle" / "read_with_tf.py"
+TF_READER = pathlib.Path(__file__).resolve().parents[1] / "tf_oracle" / "read_with_tf.py"
 
 SPECS = [
     F("i", "int64"),

@@ -36,7 +36,7 @@ from beam_tfrecords.pipelines.config import load_config
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONSUMERS = ROOT / "tests" / "tf_oracle" / "read_with_consumers.py"
 # The sample configs whose input ships with the repository (dataflow.yaml and flink.yaml name
 # cluster paths).

@@ -24,7 +24,7 @@ from beam_tfrecords.transforms.codec import wire
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
 
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_sample_data  # noqa: E402
 

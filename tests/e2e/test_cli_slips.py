@@ -16,7 +16,7 @@ from beam_tfrecords.sinks.format.redact import REDACTED, SafeLines, printable, s
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"

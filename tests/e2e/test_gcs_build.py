@@ -29,7 +29,7 @@ pytestmark = pytest.mark.e2e  # whole builds through the console script or a run
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
 
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
 TINY_BAND = {"target": "20KB", "min": "12KB", "max": "40KB"}

@@ -19,7 +19,7 @@ from beam_tfrecords.pipelines.config import ConfigError, load_config
 from beam_tfrecords.sinks import ownership
 from beam_tfrecords.sinks.format.redact import REDACTED, redact, redact_text
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
 JSONL = ROOT / "configs" / "jsonl.yaml"

@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
 DATA = ROOT / "configs" / "data"
 TIMEOUT = 180  # seconds: a FIFO that is opened hangs until this kills the test

@@ -26,7 +26,7 @@ from beam_tfrecords.runtime import storage
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 
 # The command users run is the one killed and signalled: the installed console script, whose

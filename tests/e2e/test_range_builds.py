@@ -5,7 +5,7 @@ processes -- the ranges of one file are read in two processes and commit what th
 build commits.
 
 The runner matrix (in-process, 2 and 4 worker processes, the embedded PortableRunner) over one
-file in many ranges is in tests/test_shuffle_runners.py.
+file in many ranges is in tests/e2e/test_shuffle_runners.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from beam_tfrecords.runtime import gcs, storage
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
 ROWS = 2000

@@ -26,7 +26,7 @@ from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.transforms.codec.splits import key_bytes
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DATA = ROOT / "configs" / "data"
 sys.path.insert(0, str(ROOT / "scripts"))
 import make_sample_data  # noqa: E402  (the generator knows the image sizes it wrote)

@@ -79,7 +79,7 @@ def builds(inputs, tmp_path_factory):
 def one_file_builds(tmp_path_factory):
     """The same 10,000 rows as one file read in ranges of 20 kB (about 19), on every
     runner: its ranges spread over the workers."""
-    demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+    demo = pathlib.Path(__file__).resolve().parents[2] / "configs" / "data" / "demo.csv"
     out = {}
     for runner, args in RUNNERS.items():
         folder = tmp_path_factory.mktemp(f"one-file-{runner}")

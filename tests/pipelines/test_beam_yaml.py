@@ -32,7 +32,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "beam_yaml" / "demo.yaml"
 TIMEOUT = 300
 

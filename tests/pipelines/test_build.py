@@ -20,7 +20,7 @@ from beam_tfrecords.sinks import commit
 from beam_tfrecords.transforms.codec.example_codec import ExampleDecoder
 from beam_tfrecords.transforms.codec.splits import key_bytes
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
 

@@ -195,7 +195,7 @@ def test_the_console_script_exits_with_mains_status_and_flushes_its_output(tmp_p
     import subprocess
     import sys
 
-    demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
+    demo = pathlib.Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     ok = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "schema",
                          "--config", str(demo)], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and json.loads(ok.stdout), ok.stderr

@@ -702,7 +702,7 @@ def test_a_refused_name_message_stays_short():
 
 # --- Loading YAML: duplicate keys, sample configs -------------------------------------------------
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 DEMO_TEXT = """\
 name: demo

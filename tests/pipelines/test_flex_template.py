@@ -16,7 +16,7 @@ from beam_tfrecords.pipelines.flex_template import template_argv
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import dockerfile  # noqa: E402 -- scripts/dockerfile.py, the Dockerfile as Docker reads it

@@ -28,7 +28,7 @@ from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.pipelines.init_config import init_config
 from beam_tfrecords.pipelines.init_inference import InitError, features_from_arrow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = {"csv": "configs/data/people.csv", "jsonl": "configs/data/events.jsonl",
            "parquet": "configs/data/products.parquet", "avro": "configs/data/users.avro",
            "images": "configs/data/images"}

@@ -29,7 +29,7 @@ from beam_tfrecords.pipelines.launch_check import (
 )
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROWS = 5000
 
 

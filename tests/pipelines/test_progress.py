@@ -23,7 +23,7 @@ from beam_tfrecords.sinks import progress_files as pf
 from beam_tfrecords.sinks import tfrecord_sink as sink
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^progress: [\d,]+ records, [\d.]+ (B|KB|MB|GB|TB) written, [\d,]+ rejected, "
                   r"[\d,]+ records/s, [\d.]+ (B|KB|MB|GB|TB)/s, \S+( s)? elapsed"
                   r"(; top reason: [\d,]+ x .+)?$")

@@ -22,7 +22,7 @@ import beam_tfrecords as btf
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines import read as rd
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Each sample config, with the compression it is built with here: every codec is read.
 SAMPLES = {"csv": "gzip", "jsonl": "zlib", "parquet": "none", "avro": "gzip",
            "images": "none", "images_manifest": "zlib"}

@@ -20,7 +20,7 @@ from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.runners import runner_for, runs_in_process
 from beam_tfrecords.sinks import progress_files
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "configs" / "demo.yaml")
 
 

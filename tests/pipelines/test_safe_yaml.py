@@ -6,7 +6,7 @@ keys) and what does not (a merge key's values overridden: YAML's documented sema
 that nesting is bounded by our own pass over the text, which must fire before any PyYAML
 version's own limit (libyaml refuses 1,000 flow levels with its own message) and must never
 refuse a document the exact measure accepts. The size and alias limits are tested in
-tests/test_hostile_input.py.
+tests/e2e/test_hostile_input.py.
 """
 
 from __future__ import annotations

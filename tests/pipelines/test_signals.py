@@ -1,7 +1,7 @@
 """Whose signals ``handle_signals`` takes: a program that calls the API with handlers of its own
 (a notebook, Airflow) keeps them; Python's defaults are replaced for the block and restored.
 
-What a signal then does to a build is tested through the console script (tests/test_kill.py);
+What a signal then does to a build is tested through the console script (tests/e2e/test_kill.py);
 these run in-process and never deliver one.
 """
 

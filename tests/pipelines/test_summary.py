@@ -8,7 +8,7 @@ import pathlib
 from beam_tfrecords.pipelines.summary import format_summary, summary_rows
 
 NOTHING_UNREAD = {"files": 0, "bytes": 0, "rows": 0}
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 MANIFEST = {
     "counts": {"read": 10_012, "written": 10_000, "rejected": 12},

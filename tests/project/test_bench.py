@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 
 

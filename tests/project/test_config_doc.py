@@ -23,7 +23,7 @@ from beam_tfrecords.transforms.readers.read_images import ImagesOptions
 from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions
 from beam_tfrecords.transforms.stats.drift import Thresholds
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "config.md").read_text()
 # The object holding each section's defaults, as the code builds it.
 DEFAULTS = {"source.csv": CsvOptions(), "source.jsonl": JsonlOptions(),

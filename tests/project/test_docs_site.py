@@ -16,7 +16,7 @@ import pytest
 
 import beam_tfrecords
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _hooks():

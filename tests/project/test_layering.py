@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The folders that install as beam_tfrecords (setup.py maps the package onto the repository root).
 PACKAGE_DIRS = ("pipelines", "runtime", "sinks", "transforms")
 

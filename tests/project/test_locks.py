@@ -20,7 +20,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "locks"
 sys.path.insert(0, str(ROOT / "scripts"))
 

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import dockerfile  # noqa: E402 -- scripts/dockerfile.py, the Dockerfile as Docker reads it

@@ -8,7 +8,8 @@ mark it:
   in an empty temporary directory (a python snippet with this interpreter, a yaml one with
   ``python -m apache_beam.yaml.main``). It passes when it exits 0 and every data set it wrote
   (``output/**/LATEST``) is a committed version that ``verify`` accepts.
-- ``<!-- consumer: NAME -->``: a reader of a data set, run by tests/test_consumers.py on every
+- ``<!-- consumer: NAME -->``: a reader of a data set, run by
+  tests/consumers/test_tfds_ray_loaders.py on every
   sample config (PyTorch, DALI and TFX by tests/consumers/run_heavy.py, by hand).
 - ``<!-- check-only -->``: commands for clouds, schedulers and installs that cannot run here;
   parsed only.
@@ -41,7 +42,7 @@ import yaml
 from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.pipelines.verify import verify_path
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # RELIABILITY.md is a page of the site too (docs/reliability.md includes it).
 PAGES = [ROOT / "README.md", ROOT / "RELIABILITY.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "RELIABILITY.md"
-REFERENCE = re.compile(r"tests/(test_\w+\.py)::(test_\w+)")
+REFERENCE = re.compile(r"tests/((?:\w+/)*test_\w+\.py)::(test_\w+)")
 
 
 def defined_tests(path: pathlib.Path) -> set[str]:

@@ -326,7 +326,7 @@ def test_a_local_folder_listing_equals_beams_match(tmp_path):
 def test_the_retry_variables_are_the_names_the_docs_give():
     """The environment variables bounding our Cloud Storage retries are read under the names
     docs/cli.md and RELIABILITY.md tell operators to set."""
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     docs = (root / "docs" / "cli.md").read_text() + (root / "RELIABILITY.md").read_text()
     assert gcs.RETRY_TIMEOUT_ENV == "BEAM_TFRECORDS_GCS_RETRY_TIMEOUT"
     assert gcs.RETRY_TIMEOUT_ENV in docs

@@ -1,7 +1,7 @@
 """sinks/lease.py: one build at a time per output, on local disk, the GCS emulator and a fake.
 
 Each behaviour runs on local disk, on gs:// over the real emulator, and on gs:// over the
-precondition-enforcing fake from tests/test_conditional.py. Races need preconditions the
+precondition-enforcing fake from tests/sinks/test_conditional.py. Races need preconditions the
 emulator ignores (NOTES.md): they run on local disk (processes) and the fake (threads) and are
 skipped on the emulator with that reason. Expiry uses an injected clock, so nothing waits for
 a TTL; the kill -9 test kills a real process holding a lease with the default TTL.
@@ -42,16 +42,16 @@ from beam_tfrecords.sinks.lease import (
     lease_path,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 HOST = socket.gethostname()
 
 
 def _conditional_tests():
-    """tests/test_conditional.py (for FakeGcs), loaded by path: tests/ is not a package."""
+    """tests/sinks/test_conditional.py (for FakeGcs), loaded by path: tests/ is not a package."""
     name = "beam_tfrecords_tests_conditional"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" /
-                                                      "test_conditional.py")
+        spec = importlib.util.spec_from_file_location(
+            name, pathlib.Path(__file__).with_name("test_conditional.py"))
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

@@ -44,16 +44,17 @@ from beam_tfrecords.sinks.lease import (
     lease_path,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 
 
 def _load(name: str):
-    """A sibling test module, loaded by path (tests/ is not a package)."""
+    """A test module of this folder, loaded by path (tests/ is not a package)."""
     key = f"beam_tfrecords_tests_{name}"
     if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "tests" / f"{name}.py")
+        path = pathlib.Path(__file__).with_name(f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module
         spec.loader.exec_module(module)

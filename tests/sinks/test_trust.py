@@ -24,7 +24,7 @@ from beam_tfrecords.runtime import storage, threaded_file
 from beam_tfrecords.sinks import commit, conditional, ownership
 from beam_tfrecords.sinks.lease import Lease
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 DEMO_CSV = ROOT / "configs" / "data" / "demo.csv"
 HEADER = "id,feature0,feature1,feature2,feature3\n"

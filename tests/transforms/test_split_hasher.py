@@ -2,8 +2,8 @@
 
 The child (transforms/split_hash_child.py) is a real process fed real requests; a child that
 dies mid-request and a machine with one CPU fall back to hashing in the build's process with
-the same digests. tests/test_build_examples.py holds the DoFn to the same splits whichever
-path hashed.
+the same digests. tests/transforms/test_build_examples.py holds the DoFn to the same splits
+whichever path hashed.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from beam_tfrecords.transforms.stats.statistics_wire import (
 
 pytestmark = pytest.mark.e2e  # whole builds
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOCAL = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")
                if (ROOT / load_config(str(p)).source.path).exists())
 REL = 1e-9

@@ -5,7 +5,7 @@ needs -- the numbers, the comparison, the anomalies -- is on the page.
 The statistics are real: computed by the build's accumulators over small data and passed
 through our wire encoder and decoder, as a version's ``FeatureStats.pb`` is
 (tests/helpers.py ``report_sample``). The page is parsed by the standard library's HTML
-parser, which tokenizes as browsers do; tests/test_report_browser.py opens it in Chromium.
+parser, which tokenizes as browsers do; tests/consumers/test_report_browser.py opens it in Chromium.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The files other readers need, built from the feature specs and the manifest (pure parts).
 
-tests/test_consumers.py proves them with TFDS, tensorflow_metadata and Ray; these cases pin
+tests/consumers/test_tfds_ray_loaders.py proves them with TFDS, tensorflow_metadata and Ray; these
+cases pin
 the decisions behind them: what TFDS can and cannot be told, how a name nests, how a ragged
 feature's parts are described, and that names of any kind survive the text format.
 """

@@ -359,7 +359,7 @@ def test_longer_text_files_always_join_up(texts, draw):
                                          ("demo.csv", (20000, 100000))])
 def test_the_sample_files_split_without_refusal(name, splits):
     """The project's sample CSVs (a BOM, CRLF, quoted JSON arrays; 370 KB of plain rows)."""
-    data = (pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / name
+    data = (pathlib.Path(__file__).resolve().parents[3] / "configs" / "data" / name
             ).read_bytes()
     ncols = len(data.split(b"\n", 1)[0].split(b","))
     for split in splits:

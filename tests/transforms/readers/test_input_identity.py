@@ -5,7 +5,7 @@ Where it is decided: the pure comparison of a file as listed with the file as fo
 file truncated, appended to, rewritten or replaced between the listing and the reading and
 while it is read (a hook at the filesystem boundary, never timing); special files, which no
 reader opens; and on the Cloud Storage emulator, a re-uploaded object (a new generation).
-End to end through the console script: tests/test_input_slips.py.
+End to end through the console script: tests/e2e/test_input_slips.py.
 """
 
 from __future__ import annotations
@@ -302,7 +302,7 @@ def test_a_binary_file_among_text_files_is_unread_as_a_whole_naming_its_format(t
     import shutil
 
     path = tmp_path / "in.data"
-    shutil.copy(pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / data, path)
+    shutil.copy(pathlib.Path(__file__).resolve().parents[3] / "configs" / "data" / data, path)
     records, letters, counts = run(READERS[reader][1](), _listed(path))
     assert records == [] and len(letters) == 1, letters
     assert letters[0]["reason"].startswith(f"the file is {name} data (magic bytes ")
@@ -367,10 +367,10 @@ def test_a_fifo_among_images_is_refused_at_launch(tmp_path):
     from beam_tfrecords.pipelines.config import load_config
 
     root = tmp_path / "images"
-    shutil.copytree(pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" /
+    shutil.copytree(pathlib.Path(__file__).resolve().parents[3] / "configs" / "data" /
                     "images", root)
     os.mkfifo(root / "train" / "cat" / "zz.jpg")
-    config = load_config(str(pathlib.Path(__file__).resolve().parent.parent / "configs" /
+    config = load_config(str(pathlib.Path(__file__).resolve().parents[3] / "configs" /
                              "images.yaml"))
     config = dataclasses.replace(config, source=dataclasses.replace(config.source,
                                                                     path=str(root)))

@@ -1,6 +1,7 @@
 """The public sources (btf.ReadCsv, ReadJsonl, ReadParquet, ReadAvro, ReadImages): each, applied
 to the pipeline and piped into btf.WriteTFRecordDataset, commits a data set whose counts and
-values are those of its sample file (configs/data, expected values as tests/test_formats.py
+values are those of its sample file (configs/data, expected values as
+tests/e2e/test_sample_configs.py
 derives them from the source itself); bad arguments are refused naming the argument; a pattern
 that matches nothing is one clear error."""
 
@@ -21,10 +22,11 @@ from beam_tfrecords.pipelines import verify
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 # What each sample file holds, derived from the file by its format's own library, and our
-# decoder's view of a shard: test_formats.py's, for the command line's builds of the samples.
-_FORMATS = runpy.run_path(str(ROOT / "tests" / "test_formats.py"))
+# decoder's view of a shard: tests/e2e/test_sample_configs.py's, for the command line's builds of
+# the samples.
+_FORMATS = runpy.run_path(str(ROOT / "tests" / "e2e" / "test_sample_configs.py"))
 CASES, ours = _FORMATS["CASES"], _FORMATS["ours"]
 
 

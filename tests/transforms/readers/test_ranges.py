@@ -31,7 +31,7 @@ from beam_tfrecords.transforms.readers.ranges import (
     unsplittable_text,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 FAST = settings(max_examples=100, deadline=None)
 
 
@@ -193,7 +193,9 @@ def test_csv_ranges_tally_to_the_whole_files_counts(body, split):
     try:
         got = file_tally("f.csv", len(data), tallies, cr.describe_state).counts()
     except RangeError:
-        return  # a refused join (see tests/test_csv_ranges.py): loud, never a wrong count
+        # A refused join (see tests/transforms/readers/test_csv_ranges.py): loud, never a wrong
+        # count.
+        return
     whole = list(RowSplitter(io.BytesIO(data), b'"', b",", 1 << 20))
     lost = [r for r in whole[1:] if type(r) is not bytes]
     assert got["read"] == len(whole) - 1 - len(lost)

@@ -5,7 +5,7 @@ records cannot be joined up fails loudly, naming the file and byte.
 
 The DoFns are driven by hand (plan, then each range with its own tracker, as a runner would
 after spreading them), so the quick tier needs no pipeline; the whole builds are in
-tests/test_range_builds.py.
+tests/e2e/test_range_builds.py.
 """
 
 from __future__ import annotations

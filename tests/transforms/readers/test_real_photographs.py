@@ -29,7 +29,7 @@ from beam_tfrecords.transforms.readers.image_header import (
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 CACHE = ROOT / ".cache" / "real-photographs"  # gitignored; filled once per checkout
 WHEEL = "scikit-learn==1.9.1"
 PHOTOS = {"china.jpg": "8378025ad2519d649d02e32bd98990db4ab572357d9f09841c2fbfbb4fefad29",

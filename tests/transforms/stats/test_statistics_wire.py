@@ -30,7 +30,7 @@ from beam_tfrecords.transforms.stats.statistics_wire import (
     encode_statistics_list,
 )
 
-ORACLE = Path(__file__).parent / "tf_oracle" / "read_statistics.py"
+ORACLE = Path(__file__).resolve().parents[2] / "tf_oracle" / "read_statistics.py"
 # Fields of a oneof: only one of each group may be set in one message.
 ONEOFS = {"FeatureNameStatistics": [("name", "path"),
                                     ("num_stats", "string_stats", "bytes_stats",

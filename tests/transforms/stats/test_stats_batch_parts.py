@@ -4,8 +4,8 @@ The build takes each split's statistics from the values the columnar encoder wro
 (``ColumnarEncoder.encode(batch, columns)`` -> ``batch_parts.part_for_rows``), not from the
 serialized Examples. The reference is the slow, general way in: the same Examples serialized,
 decoded one by one (``DatasetAccumulator.add_serialized``). Hypothesis draws the encoder's own
-test cases (tests/test_columnar_encoder.py: every Arrow type, nulls, NaN, defaults, ragged and
-fixed shapes, dates, scales, rows it rejects) and the rows of a split.
+test cases (tests/transforms/codec/test_columnar_encoder.py: every Arrow type, nulls, NaN, defaults,
+ragged and fixed shapes, dates, scales, rows it rejects) and the rows of a split.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_li
 
 
 def _encoder_cases():
-    """tests/test_columnar_encoder.py as a module, for its strategies."""
+    """tests/transforms/codec/test_columnar_encoder.py as a module, for its strategies."""
     name = "beam_tfrecords_tests_columnar_cases"
     if name not in sys.modules:
-        path = pathlib.Path(__file__).with_name("test_columnar_encoder.py")
+        path = pathlib.Path(__file__).parents[1] / "codec" / "test_columnar_encoder.py"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

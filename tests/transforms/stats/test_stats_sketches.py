@@ -55,7 +55,7 @@ def test_order_sketch_is_exact_up_to_its_capacity():
 
 def test_top_values_break_ties_as_tfdv_does_and_key_long_values_by_digest():
     """Ties go to the larger value first, as TFDV's ``Top.PerKey`` of (count, value) does,
-    so the values a tie cut at its 20th keeps are TFDV's (tests/test_stats_tfdv.py)."""
+    so the values a tie cut at its 20th keeps are TFDV's (tests/consumers/test_stats_tfdv.py)."""
     top = TopValues(capacity=8)
     long = b"L" * 100
     top.add_counts([value_key(v) for v in (b"b", b"a", long, b"c")], [2, 2, 5, 1])
