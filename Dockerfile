@@ -2,7 +2,7 @@
 # workers (the SDK image's entry point, /opt/apache/beam/boot, stays), and the Flex Template
 # launcher (Dataflow runs the launcher binary copied in below, which runs
 # FLEX_TEMPLATE_PYTHON_PY_FILE with the template's parameters).
-# The Beam version here must equal BEAM_VERSION in setup.py (tests/test_packaging.py checks
+# The Beam version here must equal BEAM_VERSION in setup.py (tests/project/test_packaging.py checks
 # that the two agree); the SDK image brings the matching Python and the worker boot loader.
 ARG BEAM_VERSION=2.77.0
 # Google's Python 3.11 launcher base image; only its launcher binary is used. Pin a release

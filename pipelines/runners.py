@@ -38,7 +38,8 @@ __all__ = ["DIRECT_NAMES", "LOCAL_PARALLEL_BYTES", "TESTED_RUNNERS", "UNSUPPORTE
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
 DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
-# The runners a build is tested on (tests/test_runners.py, test_dataflow_staging.py), by
+# The runners a build is tested on (tests/e2e/test_sink_runners.py,
+# tests/pipelines/test_dataflow_staging.py), by
 # runner_key; FnApiRunner and BundleBasedDirectRunner are the DirectRunner's engines.
 TESTED_RUNNERS = DIRECT_NAMES | {"fnapirunner", "bundlebaseddirectrunner", "portable",
                                  "portablerunner", "dataflow", "dataflowrunner", "flink",

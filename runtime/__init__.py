@@ -7,5 +7,5 @@ that move batch elements between steps (``batch_coders``), and the line a native
 (``crash_note``).
 
 Nothing here imports ``transforms/``, ``sinks/`` (but for its Beam-free ``format`` core) or
-``pipelines/`` (tests/test_layering.py).
+``pipelines/`` (tests/project/test_layering.py).
 """

@@ -1,7 +1,7 @@
 """Regenerate the small sample data sets under configs/data/, one per source format.
 
-Each sample exercises what its format can express, so that tests/test_formats.py can build
-every configs/<format>.yaml and compare each value read back with the source:
+Each sample exercises what its format can express, so that tests/e2e/test_sample_configs.py can
+build every configs/<format>.yaml and compare each value read back with the source:
 
     people.csv        CSV: UTF-8 BOM, CRLF, quoted delimiters and newlines, NA null markers,
                       true/false, exponents, nan/inf, a JSON-array cell for a list feature

@@ -31,7 +31,7 @@ Backends, one per filesystem:
   writers must write distinct content (the lease does: build id, pid, times).
   ``read`` takes the generation from the object's metadata and downloads that generation.
   The ``gcp-storage-emulator`` used by the tests ignores preconditions (and generation
-  pinning); tests/test_conditional.py checks the precondition logic against a fake client
+  pinning); tests/sinks/test_conditional.py checks the precondition logic against a fake client
   that enforces them as the service does.
 - Anything else raises ``NotImplementedError``: only local disk and ``gs://`` give atomic
   conditional writes here, so only they support output leases.

@@ -410,7 +410,7 @@ class LeaseLost(UserError, RuntimeError):
 # --- the lease --------------------------------------------------------------------------------
 
 # Called with (lease, step) as a fenced step begins, before its check: a seam where tests
-# stall a build exactly there (tests/test_lease_fence.py). None in normal use.
+# stall a build exactly there (tests/sinks/test_lease_fence.py). None in normal use.
 before_fence: Callable[[Lease, str], object] | None = None
 
 

@@ -170,12 +170,12 @@ _FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "tf_oracle": "tf",
 # test command hands whole files to pytest-xdist's workers in collection order, so starting
 # with these keeps one long file from running alone at the end while the other cores idle.
 # A stale entry costs balance, never correctness.
-_LONGEST_FIRST = ("test_kill.py", "test_runners.py", "test_consumers.py", "test_cli_slips.py",
-                  "test_gcs_build.py", "test_trust.py", "test_shuffle_runners.py",
-                  "test_bench.py", "test_formats.py", "test_readme_snippets.py",
-                  "test_init_mixed.py", "test_stats_tfdv.py", "test_read_examples.py",
-                  "test_beam_yaml.py", "test_early_stop.py", "test_api.py",
-                  "test_tf_crosscheck.py", "test_launch.py", "test_build.py")
+_LONGEST_FIRST = ("test_kill.py", "test_sink_runners.py", "test_tfds_ray_loaders.py",
+                  "test_cli_slips.py", "test_gcs_build.py", "test_trust.py",
+                  "test_shuffle_runners.py", "test_bench.py", "test_sample_configs.py",
+                  "test_readme_snippets.py", "test_init_mixed.py", "test_stats_tfdv.py",
+                  "test_read_examples.py", "test_beam_yaml.py", "test_early_stop.py",
+                  "test_api.py", "test_tf_crosscheck.py", "test_launch.py", "test_build.py")
 
 
 def _file_rank(item) -> int:

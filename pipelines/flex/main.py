@@ -3,7 +3,7 @@
 It lives in a folder of its own because Python puts the script's folder first on sys.path:
 next to the modules of ``pipelines/`` it would make each importable a second time under a
 top-level name (``config``, ``progress``), and any named like a standard-library module would
-shadow it (tests/test_layering.py keeps the package free of those). All the logic is in the
+shadow it (tests/project/test_layering.py keeps the package free of those). All the logic is in the
 installed package, ``beam_tfrecords.pipelines.flex_template``.
 """
 

@@ -1,5 +1,5 @@
 """The Beam-free TFRecord format pieces: framing and compression, shard planning,
 the output layout's names and the manifest document.
 
-Nothing here imports Beam, a filesystem client or ``pipelines/`` (tests/test_layering.py).
+Nothing here imports Beam, a filesystem client or ``pipelines/`` (tests/project/test_layering.py).
 """

@@ -4,7 +4,8 @@ environment; the results, with the versions that gave them, go to tests/consumer
     .venv/bin/python tests/consumers/run_heavy.py [--consumers pytorch,dali,tfx]
         [--configs demo,csv,...] [--setup-only] [--keep DIR]
 
-The test suite runs the light consumers (tf.data, TFDS, Ray, Beam: tests/test_consumers.py);
+The test suite runs the light consumers (tf.data, TFDS, Ray, Beam:
+tests/consumers/test_tfds_ray_loaders.py);
 these three need installs of gigabytes and minutes, so they run here, by hand. Steps:
 
 1. environments, made once under ``.venv-consumers/<name>/`` (gitignored) and reused after:
@@ -53,7 +54,7 @@ ENVS = ROOT / ".venv-consumers"
 HARNESS = HERE / "harness.py"
 RESULTS = HERE / "RESULTS.md"
 CONSUMERS = ("pytorch", "dali", "tfx")
-# Same pattern as tests/test_consumers.py.
+# Same pattern as tests/consumers/test_tfds_ray_loaders.py.
 SNIPPET = re.compile(r"<!-- consumer: ([\w.-]+) -->\n```python\n(.*?)^```", re.S | re.M)
 PIP_TIMEOUT = 1800  # seconds for one pip install (torch and tfx-bsl are hundreds of MB)
 RUN_TIMEOUT = 900  # seconds for one snippet run
@@ -192,7 +193,8 @@ SETUP = {"pytorch": setup_pytorch, "dali": setup_dali, "tfx": setup_tfx}
 # -- data sets and what each consumer should see ------------------------------------------------
 
 def local_configs() -> list[str]:
-    """The sample configs whose input ships with the repository (as tests/test_consumers.py),
+    """The sample configs whose input ships with the repository (as
+    tests/consumers/test_tfds_ray_loaders.py),
     then VARIANTS."""
     from beam_tfrecords.pipelines.config import load_config
 

@@ -4,8 +4,8 @@ Why not the generated messages: the bytes must not depend on which protobuf back
 installed, building one message object per record is where per-row pipelines spend their time,
 and the columnar encoder needs the same primitives. The output equals
 ``SerializeToString(deterministic=True)`` of the equivalent message (feature maps sorted by
-key); ``tests/test_wire.py`` proves it against the generated module and TensorFlow's own
-golden files.
+key); ``tests/transforms/codec/test_wire.py`` proves it against the generated module and
+TensorFlow's own golden files.
 
 Field numbers (TensorFlow's feature.proto / example.proto):
   Example{features=1}  SequenceExample{context=1, feature_lists=2}

@@ -7,7 +7,8 @@ that is not the file's last byte. A range ``[a, b)`` therefore owns the line sta
 byte after the first LF at or after ``a``; it reads on past ``b`` to finish its last line.
 No line break hides inside a JSON line (JSON escapes it), so unlike CSV nothing needs
 joining up: the lines of all ranges, in range order, are the whole file's lines by
-construction, whatever the cuts (tests/test_jsonl_ranges.py checks it byte for byte).
+construction, whatever the cuts (tests/transforms/readers/test_jsonl_ranges.py checks it byte for
+byte).
 
 Row numbers are physical lines: a range not at the file's start does not know how many lines
 came before it, so its dead letters carry the byte offset instead.

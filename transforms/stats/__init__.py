@@ -15,5 +15,5 @@ and error bounds, and which of their results depend on how rows were split into 
 * :mod:`distinct` -- unique counts (exact up to a capacity, then HyperLogLog);
 * :mod:`top_values` -- frequent values (exact up to a capacity, then Misra-Gries).
 
-Pure: numpy, pyarrow and the standard library; no Beam, no I/O (tests/test_layering.py).
+Pure: numpy, pyarrow and the standard library; no Beam, no I/O (tests/project/test_layering.py).
 """

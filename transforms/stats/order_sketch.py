@@ -13,7 +13,8 @@ whole at any level, so no part's level exceeds ``L*``, the smallest level at whi
 fits; a merge coarsens both sides to the higher level and rises while the union does not
 fit, which ends exactly at ``L*``. The result is the whole multiset's histogram at level
 ``L*``, and every statistic derived from it (quantiles, both histogram types) is the same
-double, bit for bit. ``tests/test_stats_determinism.py`` checks it on random partitions.
+double, bit for bit. ``tests/transforms/stats/test_stats_determinism.py`` checks it on random
+partitions.
 
 Error: exact (the true order statistics) while at most ``capacity`` distinct values were
 seen. Beyond, a quantile lies in the same bucket as the true order statistic: its value is

@@ -13,8 +13,8 @@ The encoding is what ``SerializeToString(deterministic=True)`` of the same messa
 fields in field-number order; as proto3 wants, a scalar field holding its default (0, 0.0,
 "", the first enum value) is left out unless it belongs to a oneof (``FeatureNameStatistics``'
 ``name``/``path`` and its ``*_stats``; ``CustomStatistic``'s value), and a message field that
-is given is written even when empty. ``tests/test_statistics_wire.py`` parses the bytes with
-the real tensorflow_metadata classes and checks every field and the bytes themselves.
+is given is written even when empty. ``tests/transforms/stats/test_statistics_wire.py`` parses the
+bytes with the real tensorflow_metadata classes and checks every field and the bytes themselves.
 
 Field numbers, from tensorflow_metadata/proto/v0/statistics.proto and path.proto (1.21.0):
 

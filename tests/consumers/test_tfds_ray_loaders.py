@@ -1,0 +1,264 @@
+"""Every sample config's committed version, loaded as it is by TensorFlow Datasets and by Ray
+with our ``schema.pbtxt``, gives the values TensorFlow parses with ``feature_spec.json``.
+
+The readers run in the TensorFlow environment (tests/tf_oracle/read_with_consumers.py), one
+process per reader for all the versions. What each check proves:
+
+- TFDS: ``builder_from_directory(<version>)`` + ``as_dataset(split=...)`` yields, split by
+  split, the records ``tf.io.parse_example`` yields with our exported spec (ragged features put
+  together from their parts as the README shows); image folders' images are TFDS images whose
+  undecoded bytes are the stored file and whose decoded shape is the header's;
+- schema.pbtxt: tensorflow_metadata parses it; it lists exactly the keys the records hold, with
+  their types, a shape only where every record has that many values, and presence 1 only
+  where every record has the key; with it Ray's ``read_tfrecords(tf_schema=...)`` (README's
+  snippet) reads every record, lists as lists, with the values TensorFlow decodes;
+- gzip and zlib versions carry no TFDS metadata, and the manifest says why;
+- README's consumer snippets, run unchanged with ``output/demo`` linked to each version's
+  root: tf.data and TFDS yield TensorFlow's parse, Ray the stored values, Beam every record
+  (PyTorch, DALI and TFX: tests/consumers/run_heavy.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from beam_tfrecords.pipelines import cli
+from beam_tfrecords.pipelines.config import load_config
+
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONSUMERS = ROOT / "tests" / "tf_oracle" / "read_with_consumers.py"
+# The sample configs whose input ships with the repository (dataflow.yaml and flink.yaml name
+# cluster paths).
+LOCAL = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")
+               if (ROOT / load_config(str(p)).source.path).exists())
+
+
+def _consumer(tf_python: str, tmp: pathlib.Path, reader: str, paths) -> dict:
+    out = tmp / f"{reader}.json"
+    done = subprocess.run(
+        [tf_python, str(CONSUMERS), reader, "--out", str(out), *map(str, paths)],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RAY_DEDUP_LOGS="0"),
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory) -> dict[str, pathlib.Path]:
+    """Each local sample config built once, uncompressed as configured."""
+    root = tmp_path_factory.mktemp("consumers")
+    built = {}
+    for name in LOCAL:
+        config = ROOT / "configs" / f"{name}.yaml"
+        out = root / name
+        cli.run_build(["--config", str(config), "--input",
+                       str(ROOT / load_config(str(config)).source.path), "--output", str(out),
+                       "--version", "v1"])
+        built[name] = out / "v1"
+    return built
+
+
+@pytest.fixture(scope="module")
+def tfds_read(versions, tf_python, tmp_path_factory) -> dict:
+    return _consumer(tf_python, tmp_path_factory.mktemp("tfds"), "tfds", versions.values())
+
+
+@pytest.fixture(scope="module")
+def schema_read(versions, tf_python, tmp_path_factory) -> dict:
+    return _consumer(tf_python, tmp_path_factory.mktemp("schema"), "schema-raw",
+                     versions.values())
+
+
+def _multiset(records) -> Counter:
+    return Counter(json.dumps(r, sort_keys=True) for r in records)
+
+
+def test_the_sample_configs_are_all_here():
+    assert {"csv", "jsonl", "parquet", "avro", "images", "images_manifest", "demo"} <= set(LOCAL)
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_tfds_loads_the_version_with_the_values_of_our_spec(name, versions, tfds_read):
+    manifest = json.loads((versions[name] / "manifest.json").read_text())
+    assert manifest["tfds"] == {"loadable": True}
+    assert manifest["metadata_files"] == ["schema.pbtxt", "features.json", "dataset_info.json"]
+    result = tfds_read[str(versions[name])]
+    assert result["loadable"]
+    assert set(result["splits"]) == set(manifest["splits"])
+    total = 0
+    for split, read in result["splits"].items():
+        assert len(read["tfds"]) == manifest["splits"][split]["records"]
+        assert _multiset(read["tfds"]) == _multiset(read["tf"]), split
+        total += len(read["tfds"])
+    assert total == manifest["counts"]["written"] > 0
+
+
+@pytest.mark.parametrize("name", [n for n in LOCAL if n.startswith("images")])
+def test_tfds_images_are_the_stored_files_and_decode_to_the_header_shape(name, versions,
+                                                                          tfds_read):
+    result = tfds_read[str(versions[name])]
+    image = "image_raw"  # both image configs name it so
+    assert result["images"] == [image]
+    for split, read in result["splits"].items():
+        assert read["image_shapes"], split
+        headers = sorted([r["height"], r["width"], r["channels"]] for r in read["tfds"])
+        assert sorted(s[image] for s in read["image_shapes"]) == headers
+
+
+def test_schema_matches_the_records(versions, schema_read):
+    for name, version in versions.items():
+        result = schema_read[str(version)]
+        schema = {f["name"]: f for f in result["schema"]["feature"]}
+        records = [r for read in result["splits"].values() for r in read["raw"]]
+        assert records, name
+        keys = {k for r in records for k in r}
+        assert set(schema) == keys, name  # every stored key, nothing else
+        kinds = {"INT": "int64_list", "FLOAT": "float_list", "BYTES": "bytes_list"}
+        for key, feature in schema.items():
+            seen = [r[key] for r in records if key in r]
+            assert {s["kind"] for s in seen if s["kind"]} <= {kinds[feature["type"]]}, key
+            if feature.get("presence", {}).get("minFraction") == 1.0:
+                assert len(seen) == len(records), (name, key)
+            if "shape" in feature:
+                size = math.prod(int(d["size"]) for d in feature["shape"].get("dim", []))
+                assert {len(s["value"]) for s in seen} == {size}, (name, key)
+
+
+def test_schema_has_ragged_and_dense_representations(versions, schema_read):
+    schema = schema_read[str(versions["jsonl"])]["schema"]
+    group = schema["tensorRepresentationGroup"][""]["tensorRepresentation"]
+    assert group["tokens"] == {"raggedTensor": {
+        "featurePath": {"step": ["tokens/flat_values"]},
+        "partition": [{"rowLength": "tokens/row_lengths_1"}],
+        "rowPartitionDtype": "INT64"}}
+    assert group["matrix"] == {"denseTensor": {"columnName": "matrix",
+                                               "shape": {"dim": [{"size": "2"}, {"size": "2"}]}}}
+    assert group["tags"] == {"varlenSparseTensor": {"columnName": "tags"}}
+
+
+def test_tensorflow_metadata_parses_any_name_and_sequence_features(tf_python, tmp_path):
+    from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+    from beam_tfrecords.transforms.codec.tfmd_schema import schema_pbtxt
+
+    name = 'a "q" \\ é'
+    path = tmp_path / "schema.pbtxt"
+    path.write_text(schema_pbtxt([FeatureSpec(name, "int64"),
+                                  FeatureSpec("steps", "float", (2,), sequence=True),
+                                  FeatureSpec("words", "string", (-1,), sequence=True)]))
+    schema = _consumer(tf_python, tmp_path, "schema", [path])[str(path)]
+    context, sequence = schema["feature"]
+    assert context["name"] == name and context["type"] == "INT"
+    assert sequence["name"] == "##SEQUENCE##" and sequence["type"] == "STRUCT"
+    steps, words = sequence["structDomain"]["feature"]
+    assert (steps["name"], steps["type"], words["name"]) == ("steps", "FLOAT", "words")
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_compressed_versions_say_tfds_cannot_read_them(compression, tmp_path):
+    config = ROOT / "configs" / "demo.yaml"
+    out = tmp_path / "out"
+    manifest = _build_compressed(config, out, compression)
+    assert manifest["tfds"]["loadable"] is False
+    assert "uncompressed" in manifest["tfds"]["why"]
+    assert manifest["metadata_files"] == ["schema.pbtxt"]
+    assert sorted(p.name for p in (out / "v1").iterdir() if p.is_file()) == [
+        ".beam-tfrecords-build", "feature_spec.json", "manifest.json", "schema.pbtxt"]
+
+
+def _build_compressed(config: pathlib.Path, out: pathlib.Path, compression: str) -> dict:
+    import yaml
+
+    raw = yaml.safe_load(config.read_text())
+    raw["source"]["path"] = str(ROOT / raw["source"]["path"])
+    raw["output"] = {**raw["output"], "path": str(out), "compression": compression}
+    path = out.parent / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return cli.run_build(["--config", str(path), "--version", "v1"])
+
+
+# -- README's snippets --------------------------------------------------------------------------
+
+SNIPPET = re.compile(r"<!-- consumer: ([\w.-]+) -->\n```python\n(.*?)^```", re.S | re.M)
+
+
+def readme_snippets() -> dict[str, str]:
+    """``{consumer: code}`` of the ``<!-- consumer: NAME -->`` blocks of docs/reading.md (the
+    page README.md sends readers to)."""
+    return dict(SNIPPET.findall((ROOT / "docs" / "reading.md").read_text()))
+
+
+def test_readme_has_a_snippet_for_every_consumer():
+    assert set(readme_snippets()) == {"tf.data", "tfds", "ray", "beam", "pytorch", "dali",
+                                      "tfx"}
+
+
+@pytest.fixture(scope="module")
+def snippet_runs(versions, tf_python, tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("snippets")
+    args = []
+    for name, code in readme_snippets().items():
+        if name in ("tf.data", "tfds", "ray"):
+            (tmp / f"{name}.py").write_text(code)
+            args += ["--snippet", f"{name}={tmp / f'{name}.py'}"]
+    roots = [v.parent for v in versions.values()]
+    out = tmp / "snippets.json"
+    done = subprocess.run(
+        [tf_python, str(CONSUMERS), "snippet", "--out", str(out), *args, *map(str, roots)],
+        capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("consumer", ["tf.data", "tfds", "ray"])
+def test_readme_snippet_reads_every_sample_config(consumer, versions, snippet_runs):
+    for name, version in versions.items():
+        run = snippet_runs[str(version.parent)][consumer]
+        assert run["records"], (consumer, name)
+        expected = run["raw"] if consumer == "ray" else run["tf"]
+        got = run["records"]
+        if consumer == "tfds" and name.startswith("images"):
+            # Decoded to pixels (the stored bytes: test_tfds_images_...): the header's shape.
+            for record in got:
+                pixels = record.pop("image_raw")
+                assert [len(pixels), len(pixels[0]), len(pixels[0][0])] == [
+                    record["height"], record["width"], record["channels"]]
+            expected = [{k: v for k, v in r.items() if k != "image_raw"} for r in expected]
+        if consumer == "ray":  # an absent key and an empty list read alike in Ray
+            got = [{k: v for k, v in r.items() if v} for r in got]
+            expected = [{k: v for k, v in r.items() if v} for r in expected]
+        assert _multiset(got) == _multiset(expected), (consumer, name)
+
+
+def test_readme_beam_snippet_reads_every_record(versions, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = readme_snippets()["beam"]
+
+    def run(name: str, version: pathlib.Path) -> subprocess.CompletedProcess:
+        folder = tmp_path / name
+        (folder / "output").mkdir(parents=True)
+        (folder / "output" / "demo").symlink_to(version.parent)
+        (folder / "snippet.py").write_text(code)
+        return subprocess.run([sys.executable, "snippet.py"], cwd=folder, capture_output=True,
+                              text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # one per core: each is mostly start-up
+        runs = dict(zip(versions, pool.map(run, versions, versions.values())))
+    for name, version in versions.items():
+        done = runs[name]
+        assert done.returncode == 0, done.stderr[-3000:]
+        manifest = json.loads((version / "manifest.json").read_text())
+        assert done.stdout.split() == [str(manifest["splits"]["train"]["records"])], name

@@ -1,0 +1,209 @@
+"""Whole builds of one file read as many ranges: the shards are the bytes of the same file
+read whole, for every format (in-process, unshuffled: ranges in range order), and on the Fn
+API path Dataflow and Flink use -- a PortableRunner job on an external pool of SDK worker
+processes -- the ranges of one file are read in two processes and commit what the in-process
+build commits.
+
+The runner matrix (in-process, 2 and 4 worker processes, the embedded PortableRunner) over one
+file in many ranges is in tests/e2e/test_shuffle_runners.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from beam_tfrecords_tests_helpers import job_service_and_pool, misguessed_csv
+
+from beam_tfrecords.pipelines import build
+
+pytestmark = pytest.mark.e2e  # whole builds
+
+ROWS = 3000
+FEATURES = {"id": {"type": "int64"}, "name": {"type": "string"}, "x": {"type": "float"}}
+
+
+def _rows():
+    return [{"id": i, "name": f"multi\nline {i}, \"q\"" if i % 7 == 0 else f"n{i}",
+             "x": i / 4} for i in range(ROWS)]
+
+
+def _write(fmt: str, folder) -> str:
+    rows = _rows()
+    path = folder / f"data.{fmt}"
+    if fmt == "csv":
+        def cell(text):
+            return '"' + text.replace('"', '""') + '"' if any(c in text for c in ',"\n') else text
+        lines = ["id,name,x"] + [f"{r['id']},{cell(r['name'])},{r['x']}" for r in rows]
+        lines[500] = "500,broken,not-a-number"  # a dead letter, in a range not at the start
+        path.write_text("\n".join(lines) + "\n")
+    elif fmt == "jsonl":
+        lines = [json.dumps(r) for r in rows]
+        lines[800] = "{not json"
+        path.write_text("\n".join(lines) + "\n")
+    elif fmt == "parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=100)
+    else:
+        schema = {"type": "record", "name": "r", "fields": [
+            {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+            {"name": "x", "type": "double"}]}
+        with open(path, "wb") as out:
+            fastavro.writer(out, schema, rows, sync_interval=1000)
+    return str(path)
+
+
+def _build(path: str, fmt: str, out, split_bytes, seed=None, args=()):
+    config = {"name": "ranges", "source": {"format": fmt, "path": path,
+                                           "split_bytes": split_bytes},
+              "features": FEATURES, "splits": {"key": "id", "train": 80, "eval": 20},
+              "output": {"path": str(out), "shard_size": {"target": "20KB", "min": 10_000,
+                                                          "max": 40_000}},
+              "errors": {"max_bad_fraction": 0.01}}
+    if seed is not None:
+        config["output"]["shuffle"] = {"seed": seed}
+    config_path = out.parent / f"{out.name}.yaml"
+    config_path.write_text(json.dumps(config))
+    manifest = build.run(["--config", str(config_path), "--version", "v", *args])
+    shards = {p.relative_to(out / "v").as_posix(): p.read_bytes()
+              for p in sorted((out / "v").glob("*/*.tfrecord"))}
+    return manifest, shards
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "avro"])
+def test_one_file_in_many_ranges_builds_the_bytes_of_the_whole_file(fmt, tmp_path):
+    path = _write(fmt, tmp_path)
+    size = os.path.getsize(path)
+    whole, whole_shards = _build(path, fmt, tmp_path / "whole", size)
+    split = 2000 if fmt != "parquet" else 1500  # Parquet: a few row groups per range
+    ranged, ranged_shards = _build(path, fmt, tmp_path / "ranged", split)
+    assert size > 10 * split
+    assert ranged_shards == whole_shards and len(whole_shards) >= 4
+    assert ranged["splits"] == whole["splits"]
+    assert ranged["counts"] == whole["counts"]
+    assert whole["counts"]["read"] == ROWS
+
+
+# -- the Fn API path: a job service and a pool of SDK worker processes --------------------------
+
+_PIDS = textwrap.dedent("""
+    import os, sys
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    import beam_tfrecords as btf
+
+    path, out, pids, split, *args = sys.argv[1:]
+    features = {"id": {"type": "int64"}, "name": {"type": "string"}, "x": {"type": "float"}}
+
+    def note(chunk):  # fused with the read: the process that read the chunk's range
+        with open(os.path.join(pids, f"{os.getpid()}-{chunk.range_offset or 0}"), "w"):
+            pass
+        return chunk
+
+    with beam.Pipeline(options=PipelineOptions(args)) as p:
+        read = p | btf.ReadCsv(path, features, split_bytes=int(split))
+        noted = {"records": read.records | beam.Map(note), "rejected": read.rejected,
+                 "counts": read.counts}
+        _ = noted | btf.WriteTFRecordDataset(
+            output=out, name="pool", features=features, shuffle_seed=7, version="v",
+            max_bad_fraction=0.01, splits={"key": "id", "train": 80, "eval": 20},
+            shard_size={"target": "20KB", "min": 10_000, "max": 40_000})
+""")
+
+
+def _pool_build(path, out, pids, args, env=None):
+    pids.mkdir()
+    done = subprocess.run([sys.executable, "-c", _PIDS, path, str(out), str(pids), "4000",
+                           *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((out / "v" / "manifest.json").read_text())
+    shards = {p.relative_to(out / "v").as_posix(): p.read_bytes()
+              for p in sorted((out / "v").glob("*/*.tfrecord"))}
+    processes = {}
+    for name in os.listdir(pids):
+        pid, offset = name.split("-")
+        processes.setdefault(pid, set()).add(int(offset))
+    return manifest, shards, processes
+
+
+# A job service that runs each job on as many SDK workers as its --direct_num_workers asks,
+# as a Flink or Dataflow job runs on many: Beam's local job service leaves its FnApiRunner at
+# one (run_pipeline reads the option, run_via_runner_api -- the job service's entry -- not).
+_JOB_SERVICE = textwrap.dedent("""
+    import signal, sys
+    from apache_beam.options.pipeline_options import DirectOptions
+    from apache_beam.runners.portability import local_job_service_main
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    real = fn_runner.FnApiRunner.run_via_runner_api
+
+    def run_via_runner_api(self, proto, options):
+        self._num_workers = int(options.view_as(DirectOptions).direct_num_workers or 1)
+        return real(self, proto, options)
+
+    fn_runner.FnApiRunner.run_via_runner_api = run_via_runner_api
+    signal.signal(signal.SIGTERM, lambda *args: sys.exit(0))
+    local_job_service_main.run(sys.argv[1:])
+""")
+
+
+@pytest.fixture
+def job_service(tmp_path):
+    """The job service above and an SDK worker pool (worker processes)."""
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+               + os.environ.get("PATH", ""))
+    with job_service_and_pool(tmp_path, env, ["-c", _JOB_SERVICE]) as (job, pool):
+        yield job, pool, env
+
+
+@pytest.mark.slow
+def test_a_worker_pool_of_two_processes_reads_ranges_of_one_file_in_both(tmp_path,
+                                                                        job_service):
+    """The ranges cross a Reshuffle to the pool's two SDK worker processes: each process
+    notes (its pid, in a file per chunk) the ranges it read, so both are seen reading ranges
+    of the one file -- shown by what they wrote, not by timing; the committed shards are
+    the in-process build's, byte for byte."""
+    job, pool, env = job_service
+    path = _write("csv", tmp_path)
+    local, local_shards, local_pids = _pool_build(path, tmp_path / "local", tmp_path / "p0",
+                                                  [], env)
+    assert len(local_pids) == 1  # in-process: one process read every range
+    pooled, shards, processes = _pool_build(
+        path, tmp_path / "pooled", tmp_path / "p1",
+        ["--runner=PortableRunner", f"--job_endpoint=localhost:{job}",
+         "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool}",
+         "--direct_num_workers=2"], env)
+    assert len(processes) == 2, processes  # two worker processes read chunks
+    assert all(offsets for offsets in processes.values())
+    assert len(set().union(*processes.values())) > 2  # of many ranges of the one file
+    assert shards == local_shards and len(shards) >= 4
+    assert pooled["counts"] == local["counts"]
+    assert pooled["shards_digest"] == local["shards_digest"]
+
+
+def test_a_build_whose_ranges_cannot_be_joined_up_fails_naming_file_and_byte(tmp_path,
+                                                                             monkeypatch,
+                                                                             capsys):
+    """A quoted cell that reads like rows, longer than the (shortened) lookahead: a range
+    start's guess is wrong, and the build fails at its commit in one line naming the file
+    and the byte -- no version is committed."""
+    from beam_tfrecords.pipelines.cli import main
+
+    path = tmp_path / "a.csv"
+    misguessed_csv(path, monkeypatch)
+    out = tmp_path / "out"
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({
+        "name": "bad", "source": {"format": "csv", "path": str(path), "split_bytes": 30_000},
+        "features": FEATURES, "output": {"path": str(out)}}))
+    assert main(["build", "--config", str(config), "--version", "v"]) != 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith(f"beam-tfrecords build: RangeError: {path}: byte ")
+    assert "range 1 assumed a row start there" in lines[-1]
+    assert not (out / "v" / "manifest.json").exists()

@@ -1,0 +1,147 @@
+"""Seeded shuffle on every runner we claim: the same shard files, byte for byte.
+
+Four runners (Beam's direct runner in-process, with 2 and with 4 worker processes, and the
+PortableRunner with the embedded job service -- the protocol Flink and Dataflow speak) times
+three compressions, on 10,000 rows in 40 files and a size band small enough for several
+shards per split. Every build of a compression must write the same files with the same
+bytes, and the manifest the same seed and digest; TensorFlow reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from beam_tfrecords_tests_helpers import checked_records, demo_csv_parts
+
+from beam_tfrecords.pipelines import build, build_inputs
+from beam_tfrecords.pipelines.config import parse_config
+from beam_tfrecords.sinks.commit import claim_version
+from beam_tfrecords.sinks.format import tfrecord_format as tff
+from beam_tfrecords.sinks.format.layout import Layout
+
+pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
+
+MIN, MAX = 12_000, 40_000
+SEED = 20261124
+
+RUNNERS = {
+    "in_process": [],
+    "multi_processing_2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    "multi_processing_4": ["--direct_running_mode=multi_processing", "--direct_num_workers=4"],
+    "portable": ["--runner=PortableRunner", "--job_endpoint=embed",
+                 "--environment_type=LOOPBACK"],
+}
+COMPRESSIONS = (tff.NONE, tff.GZIP, tff.ZLIB)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> str:
+    """The demo rows cut into 40 CSV files, so reads spread over workers."""
+    return demo_csv_parts(tmp_path_factory.mktemp("inputs"))
+
+
+def run_build(args, compression, inputs, out, split_bytes="64MiB"):
+    config = parse_config({
+        "name": "tiny",
+        "source": {"format": "csv", "path": "unused", "split_bytes": split_bytes},
+        "features": {"feature0": {"type": "int64"}, "feature1": {"type": "int64"},
+                     "feature2": {"type": "string"}, "feature3": {"type": "float"}},
+        "splits": {"key": "id", "train": 80, "eval": 20},
+        "output": {"path": str(out), "compression": compression,
+                   "shard_size": {"target": "20KB", "min": MIN, "max": MAX},
+                   "shuffle": {"seed": SEED}},
+    })
+    files, fingerprint = build_inputs.input_fingerprint(inputs)
+    layout = Layout(str(out), "v")
+    claim_version(layout, "r" * 32, "test")
+    spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)
+    p = beam.Pipeline(options=PipelineOptions(args))
+    build.build_pipeline(p, config, spec, files)
+    p.run().wait_until_finish()
+    return json.loads((out / "v" / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def builds(inputs, tmp_path_factory):
+    out = {}
+    for runner, args in RUNNERS.items():
+        for compression in COMPRESSIONS:
+            folder = tmp_path_factory.mktemp(f"{runner}-{compression}")
+            out[runner, compression] = folder, run_build(args, compression, inputs, folder)
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_file_builds(tmp_path_factory):
+    """The same 10,000 rows as one file read in ranges of 20 kB (about 19), on every
+    runner: its ranges spread over the workers."""
+    demo = pathlib.Path(__file__).resolve().parents[2] / "configs" / "data" / "demo.csv"
+    out = {}
+    for runner, args in RUNNERS.items():
+        folder = tmp_path_factory.mktemp(f"one-file-{runner}")
+        out[runner] = folder, run_build(args, tff.NONE, str(demo), folder, "20KB")
+    return out
+
+
+def files_of(folder):
+    version = folder / "v"
+    return {str(p.relative_to(version)): p.read_bytes()
+            for p in sorted(version.glob("*/*.tfrecord*"))}
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_every_runner_writes_the_same_bytes(builds, compression):
+    folder, manifest = builds["in_process", compression]
+    reference = files_of(folder)
+    assert len(reference) >= 4  # several shards
+    for split, info in manifest["splits"].items():
+        sizes = [s["bytes"] for s in info["shards"]]
+        assert len(sizes) > 1 or split == "eval", (split, sizes)
+        assert sum(not MIN <= s <= MAX for s in sizes) <= 1, (split, sizes)
+        for shard in info["shards"]:
+            checked_records(folder / "v" / shard["path"], shard)
+    assert manifest["shuffle"] == {"seed": SEED}
+    assert manifest["counts"]["written"] == 10_000
+    for runner in RUNNERS:
+        other_folder, other = builds[runner, compression]
+        assert files_of(other_folder) == reference, runner
+        assert other["shards_digest"] == manifest["shards_digest"], runner
+        assert other["splits"] == manifest["splits"], runner
+
+
+def test_compressions_hold_the_same_records_in_the_same_order(builds):
+    orders = {}
+    for compression in COMPRESSIONS:
+        folder, manifest = builds["in_process", compression]
+        orders[compression] = {split: [r for s in info["shards"]
+                                       for r in checked_records(folder / "v" / s["path"], s)]
+                               for split, info in manifest["splits"].items()}
+    assert orders[tff.NONE] == orders[tff.GZIP] == orders[tff.ZLIB]
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_tensorflow_reads_the_shuffled_shards(builds, read_with_tf, compression):
+    folder, manifest = builds["portable", compression]
+    files = [folder / "v" / s["path"] for info in manifest["splits"].values()
+             for s in info["shards"]]
+    parsed = read_with_tf(files, spec=folder / "v" / "feature_spec.json",
+                          compression=compression)
+    assert parsed["count"] == 10_000
+
+
+def test_one_file_in_ranges_writes_the_bytes_of_forty_files_on_every_runner(builds,
+                                                                            one_file_builds):
+    """A seeded build's shards depend on its records only: one file read in ranges -- by one
+    process, by 2 or 4 worker processes, or by the portable runner's workers -- writes the
+    bytes the 40 files write in-process, and the manifest the same shard list."""
+    folder, manifest = builds["in_process", tff.NONE]
+    reference = files_of(folder)
+    for runner, (other_folder, other) in one_file_builds.items():
+        assert files_of(other_folder) == reference, runner
+        assert other["splits"] == manifest["splits"], runner
+        assert other["shards_digest"] == manifest["shards_digest"], runner
+        assert other["counts"] == manifest["counts"], runner

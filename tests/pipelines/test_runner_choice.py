@@ -1,0 +1,150 @@
+"""A DirectRunner build runs on the in-process FnApiRunner, never on a Prism attempt.
+
+pipelines/runners.py says why: Beam's DirectRunner would first try Prism (a download from
+GitHub), so the engine would depend on the network.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability import prism_runner
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+from beam_tfrecords.pipelines import cli
+from beam_tfrecords.pipelines.runners import runner_for, runs_in_process
+from beam_tfrecords.sinks import progress_files
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEMO = str(ROOT / "configs" / "demo.yaml")
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--runner=DirectRunner"], ["--runner", "direct"], ["--runner=SwitchingDirectRunner"],
+    ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+])
+def test_direct_runner_names_get_the_fn_api_runner(args):
+    assert isinstance(runner_for(PipelineOptions(args)), fn_runner.FnApiRunner)
+
+
+@pytest.mark.parametrize("args", [
+    ["--runner=DataflowRunner"], ["--runner=PortableRunner"], ["--runner=FlinkRunner"],
+    ["--runner=PrismRunner"], ["--streaming"],
+])
+def test_other_runners_and_streaming_are_left_to_beam(args):
+    assert runner_for(PipelineOptions(args)) is None
+
+
+def test_the_worker_processes_get_the_pipeline_options():
+    options = PipelineOptions(["--direct_running_mode=multi_processing",
+                               "--tfrecords_progress_dir=/somewhere"])
+    runner = runner_for(options)
+    encoded = runner._provision_info.provision_info.pipeline_options
+    assert encoded["beam:option:tfrecords_progress_dir:v1"] == "/somewhere"
+
+
+@pytest.fixture
+def no_prism(monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a DirectRunner build must not try the Prism runner")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
+
+
+def test_a_direct_runner_build_never_tries_prism(tmp_path, no_prism):
+    manifest = cli.run_build(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+                              "--runner=DirectRunner"])
+    assert manifest is not None and manifest["counts"]["written"] == 10_000
+    assert manifest["runner"] == "DirectRunner"
+
+
+@pytest.mark.slow
+def test_two_worker_processes_see_the_progress_option(tmp_path, no_prism, monkeypatch):
+    """The workers only learn the progress directory from the provision info we pass."""
+    seen = []
+    real = progress_files.read_totals
+    monkeypatch.setattr(progress_files, "read_totals",
+                        lambda path: seen.append(real(path)) or seen[-1])
+    manifest = cli.run_build(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+                              "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+                             progress_interval=0.05)
+    assert manifest is not None
+    assert json.loads((tmp_path / "v" / "manifest.json").read_text())["counts"]["read"] == 10_000
+    # Without the option the workers write no progress files and every poll reads 0.
+    assert seen and max(totals.records for totals in seen) > 0
+
+
+# --- runners that cannot run a build say so, through the installed console script ---
+
+CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+REFUSED = {
+    "DaskRunner": "--runner DaskRunner: Beam's DaskRunner translates only Create, ParDo, "
+                  "GroupByKey and Flatten: it drops Impulse",
+    "apache_beam.runners.dask.dask_runner.DaskRunner": "--runner apache_beam.runners.dask."
+                                                       "dask_runner.DaskRunner: Beam's DaskRunner",
+    "NoSuchRunner": "--runner NoSuchRunner: Beam knows no runner of that name",
+    "nowhere.NoSuchRunner": "--runner nowhere.NoSuchRunner: Beam cannot load it "
+                            "(ModuleNotFoundError: No module named 'nowhere')",
+}
+
+
+def _build_command(out: pathlib.Path, runner: str) -> subprocess.Popen:
+    return subprocess.Popen([str(CONSOLE_SCRIPT), "build", "--config", DEMO, "--output",
+                             str(out), "--runner", runner], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_runners_that_cannot_run_a_build_are_refused_in_one_line_before_any_write(tmp_path):
+    started = {runner: _build_command(tmp_path / f"out{index}", runner)
+               for index, runner in enumerate(REFUSED)}
+    for index, (runner, proc) in enumerate(started.items()):
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 1, (runner, stderr)
+        assert len(stderr.splitlines()) == 1, stderr  # no traceback
+        assert stderr.startswith(f"beam-tfrecords build: UnsupportedRunner: {REFUSED[runner]}")
+        assert stdout == ""
+        assert not (tmp_path / f"out{index}").exists()  # nothing written to the output
+
+
+@pytest.mark.slow
+def test_a_runner_we_do_not_test_is_tried_after_one_warning_line(tmp_path):
+    proc = _build_command(tmp_path / "out", "TestDirectRunner")  # Beam's, runs on Direct
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    warned = [line for line in stderr.splitlines() if "TestDirectRunner" in line]
+    assert len(warned) == 1 and warned[0].endswith(
+        "--runner TestDirectRunner is not a runner beam-tfrecords is tested on (DirectRunner, "
+        "PortableRunner, DataflowRunner, FlinkRunner); trying it"), stderr
+    assert stdout.startswith("built demo version ")
+
+
+@pytest.mark.parametrize("args,inside", [
+    ([], True), (["--direct_running_mode=multi_processing"], True),
+    (["--runner=PortableRunner", "--job_endpoint=embed"], True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], False),
+    (["--runner=DataflowRunner"], False), (["--runner=FlinkRunner"], False),
+])
+def test_which_runners_run_the_job_in_this_process(args, inside):
+    """A job elsewhere outlives the command: a signal must cancel it (pipelines/signals.py)."""
+    assert runs_in_process(PipelineOptions(args)) is inside
+
+
+@pytest.mark.parametrize(("args", "size", "ranges", "expected"), [
+    ([], 1 << 30, 16, ["--direct_running_mode=multi_processing", "--direct_num_workers=4"]),
+    ([], 1 << 30, 3, ["--direct_running_mode=multi_processing", "--direct_num_workers=3"]),
+    ([], 100 << 20, 16, []),  # small: starting processes costs more than they give back
+    ([], 1 << 30, 1, []),  # one range: one worker would read it all
+    (["--direct_num_workers=1"], 1 << 30, 16, []),  # the user's choice stands
+    (["--direct_running_mode", "multi_threading"], 1 << 30, 16, []),
+    (["--runner=PortableRunner"], 1 << 30, 16, []),
+])
+def test_a_large_input_uses_every_core_unless_told(args, size, ranges, expected):
+    from beam_tfrecords.pipelines.runners import local_workers
+
+    assert local_workers(args, size, ranges, cores=4) == expected

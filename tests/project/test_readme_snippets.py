@@ -1,0 +1,292 @@
+"""Every code block of README.md and docs/**/*.md runs as printed, or is parsed if it cannot.
+
+A block's fence names its language (``python``, ``sh``, ``yaml``, ``json``, or ``text`` for
+output shown as a command prints it, which is not code); the line right before the fence may
+mark it:
+
+- ``<!-- snippet: python -->`` / ``<!-- snippet: yaml -->``: a complete pipeline, run unchanged
+  in an empty temporary directory (a python snippet with this interpreter, a yaml one with
+  ``python -m apache_beam.yaml.main``). It passes when it exits 0 and every data set it wrote
+  (``output/**/LATEST``) is a committed version that ``verify`` accepts.
+- ``<!-- consumer: NAME -->``: a reader of a data set, run by
+  tests/consumers/test_tfds_ray_loaders.py on every
+  sample config (PyTorch, DALI and TFX by tests/consumers/run_heavy.py, by hand).
+- ``<!-- check-only -->``: commands for clouds, schedulers and installs that cannot run here;
+  parsed only.
+- no mark: run in order, one page's blocks in one workspace -- a temporary directory holding
+  ``configs/`` (this repository's) and a build of ``configs/demo.yaml`` in ``output/demo`` --
+  with ``.venv/bin`` first on the PATH: shell with ``bash -e -o pipefail``, python with this
+  interpreter (with the TensorFlow oracle's when it imports TensorFlow), a yaml data set config
+  through the config validation, json through the JSON parser.
+
+Every block of code is also parsed, marked or not: YAML loaded, shell through ``bash -n``,
+Python compiled, JSON parsed. The snippets and the pages start together, three at a time, and
+each test awaits its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+
+from beam_tfrecords.pipelines.config import parse_config
+from beam_tfrecords.pipelines.verify import verify_path
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# RELIABILITY.md is a page of the site too (docs/reliability.md includes it).
+PAGES = [ROOT / "README.md", ROOT / "RELIABILITY.md", *sorted((ROOT / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
+MARK = re.compile(r"<!-- (snippet: (?:python|yaml)|consumer: [\w.-]+|check-only) -->\n\Z")
+LANGUAGES = {"python", "sh", "yaml", "json", "text"}
+CONSUMERS = {"tf.data", "tfds", "ray", "beam", "pytorch", "dali", "tfx"}
+BIN = pathlib.Path(sys.executable).parent
+TIMEOUT = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    page: str  # relative to the repository root
+    line: int  # of the opening fence, 1-based
+    lang: str
+    code: str
+    mark: str  # "" | "snippet: python" | "consumer: ray" | "check-only" ...
+
+    @property
+    def name(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks() -> list[Block]:
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for fence in FENCE.finditer(text):
+            before = text[:fence.start()]
+            mark = MARK.search(before)
+            found.append(Block(str(page.relative_to(ROOT)), before.count("\n") + 1,
+                               fence.group(1).strip(), fence.group(2),
+                               mark.group(1) if mark else ""))
+    return found
+
+
+BLOCKS = blocks()
+CODE = [b for b in BLOCKS if b.lang != "text"]
+SNIPPETS = [b for b in BLOCKS if b.mark.startswith("snippet:")]
+TENSORFLOW = re.compile(r"^\s*(import tensorflow|from tensorflow)\b", re.M)
+TF_BLOCKS = [b for b in CODE if not b.mark and b.lang == "python" and TENSORFLOW.search(b.code)]
+WORKSPACE = [b for b in CODE if not b.mark and b not in TF_BLOCKS]
+
+
+def test_every_block_names_its_language_and_a_known_mark():
+    assert len(PAGES) > 10 and len(BLOCKS) > 40
+    for block in BLOCKS:
+        assert block.lang in LANGUAGES, f"{block.name}: ```{block.lang}: not one of {LANGUAGES}"
+        if block.mark.startswith("snippet:"):
+            assert block.mark == f"snippet: {block.lang}", (block.name, block.mark, block.lang)
+        if block.mark.startswith("consumer:"):
+            assert block.lang == "python" and block.page == "docs/reading.md", block.name
+        assert not (block.lang == "text" and block.mark), f"{block.name}: output is not marked"
+
+
+def test_the_readers_snippets_are_the_ones_test_consumers_runs():
+    names = [b.mark.split(": ")[1] for b in BLOCKS if b.mark.startswith("consumer:")]
+    assert sorted(names) == sorted(CONSUMERS)
+
+
+def test_the_pipeline_pages_keep_their_runnable_examples():
+    kinds = [b.lang for b in SNIPPETS if b.page == "docs/pipelines.md"]
+    assert kinds.count("python") >= 5 and kinds.count("yaml") >= 2, kinds
+    assert [b.lang for b in SNIPPETS if b.page == "README.md"] == ["python"]
+
+
+def test_readme_is_short_and_keeps_the_quick_start():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    assert "python3 scripts/dev.py demo" in text and "python3 scripts/dev.py test" in text
+    assert "pip install beam-tfrecords" not in text and "pip install 'beam-tfrecords" not in text
+
+
+@pytest.mark.parametrize("block", CODE, ids=lambda b: b.name)
+def test_every_code_block_parses(block, tmp_path):
+    if block.lang == "python":
+        compile(block.code, block.name, "exec")
+    elif block.lang == "yaml":
+        assert list(yaml.safe_load_all(block.code)), block.name
+    elif block.lang == "json":
+        json.loads(block.code)
+    else:
+        script = tmp_path / "block.sh"
+        script.write_text(block.code)
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, (block.name, done.stderr)
+
+
+# -- running them -------------------------------------------------------------------------------
+
+
+def run_snippet(block: Block, folder: pathlib.Path) -> tuple[subprocess.CompletedProcess,
+                                                              pathlib.Path]:
+    folder.mkdir(parents=True)
+    if block.lang == "python":
+        (folder / "snippet.py").write_text(block.code)
+        command = [sys.executable, "snippet.py"]
+    else:
+        (folder / "pipeline.yaml").write_text(block.code)
+        command = [sys.executable, "-m", "apache_beam.yaml.main",
+                   "--yaml_pipeline_file=pipeline.yaml"]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore")), folder
+
+
+def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
+    """A folder holding ``configs/`` and a copy of the demo build in ``output/demo``."""
+    folder.mkdir(parents=True)
+    (folder / "configs").symlink_to(ROOT / "configs")
+    shutil.copytree(demo, folder / "output" / "demo")
+    return folder
+
+
+def workspace_env() -> dict:
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                PYTHONWARNINGS="ignore")
+
+
+def run_block(block: Block, folder: pathlib.Path):
+    """Run one block in ``folder``: a CompletedProcess for shell and python, else what parsing
+    returned (a failed parse raises)."""
+    if block.lang == "json":
+        return json.loads(block.code)
+    if block.lang == "yaml":
+        return parse_config(yaml.safe_load(block.code))
+    if block.lang == "python":
+        (folder / "block.py").write_text(block.code)
+        command = [sys.executable, "block.py"]
+    else:
+        (folder / "block.sh").write_text(block.code)
+        command = ["bash", "-e", "-o", "pipefail", "block.sh"]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=workspace_env())
+
+
+def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> dict:
+    """Run a page's unmarked blocks in order in one workspace, as a reader following the page
+    would (a later block may use what an earlier one wrote); after a failure the rest are not
+    run."""
+    folder = make_workspace(demo, folder)
+    results = {}
+    for block in blocks:
+        try:
+            done = run_block(block, folder)
+        except Exception as error:  # noqa: BLE001 -- reported by the block's own test
+            done = error
+        results[block] = done
+        if isinstance(done, Exception) or getattr(done, "returncode", 0) != 0:
+            break
+    return results
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> pathlib.Path:
+    """``output/demo`` as ``python3 scripts/dev.py demo`` leaves it."""
+    base = tmp_path_factory.mktemp("demo")
+    (base / "configs").symlink_to(ROOT / "configs")
+    done = subprocess.run([str(BIN / "beam-tfrecords"), "build", "--config", "configs/demo.yaml"],
+                          cwd=base, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=workspace_env())
+    assert done.returncode == 0, done.stderr[-4000:]
+    return base / "output" / "demo"
+
+
+@pytest.fixture(scope="module")
+def results(demo, tmp_path_factory):
+    """``block -> result``: the snippets (a snippet printed twice, on README.md and on its
+    page, runs once) and the pages' workspace blocks, three runs at a time."""
+    tmp = tmp_path_factory.mktemp("blocks")
+    pages: dict[str, list[Block]] = {}
+    for block in WORKSPACE:
+        pages.setdefault(block.page, []).append(block)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        snippets: dict[tuple[str, str], object] = {}
+        for block in SNIPPETS:
+            if (block.lang, block.code) not in snippets:
+                snippets[block.lang, block.code] = pool.submit(
+                    run_snippet, block, tmp / f"snippet-{len(snippets)}")
+        runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}")
+                for i, (page, blocks) in enumerate(pages.items())}
+
+        def result(block: Block):
+            if block.mark:
+                return snippets[block.lang, block.code].result()
+            return runs[block.page].result().get(block, "not run: an earlier block failed")
+
+        yield result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", SNIPPETS, ids=lambda b: b.name)
+def test_snippet_runs_and_commits_a_verified_version(results, block):
+    done, folder = results(block)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    latest = list(folder.glob("output/**/LATEST"))
+    assert latest, "the snippet wrote no data set"
+    for path in latest:
+        version_dir = path.parent / path.read_text().strip()
+        manifest = json.loads((version_dir / "manifest.json").read_text())
+        checks = verify_path(str(version_dir))
+        assert checks and all(c.ok for c in checks), [c.problems for c in checks]
+        assert manifest["counts"]["written"] == sum(c.records for c in checks) > 0
+        assert manifest["feature_spec"]["features"], "feature_spec.json describes the data"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", WORKSPACE, ids=lambda b: b.name)
+def test_block_runs_in_a_workspace(results, block):
+    done = results(block)
+    if isinstance(done, Exception | str):
+        pytest.fail(f"{block.name}: {done}")
+    if isinstance(done, subprocess.CompletedProcess):
+        assert done.returncode == 0, (block.name, done.stdout[-2000:], done.stderr[-4000:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", TF_BLOCKS, ids=lambda b: b.name)
+def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_python, tmp_path):
+    folder = make_workspace(demo, tmp_path / "workspace")
+    (folder / "block.py").write_text(block.code)
+    done = subprocess.run([tf_python, "block.py"], cwd=folder, capture_output=True, text=True,
+                          timeout=TIMEOUT, env=dict(workspace_env(), TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, (block.name, done.stdout[-2000:], done.stderr[-4000:])
+
+
+# -- the install section ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_install_from_a_git_url_gives_the_command(tmp_path):
+    """README's ``pip install 'git+file:///path/to/clone'``, with this clone's path (committed
+    HEAD; ``--no-deps`` keeps it to the package itself: the locks install its dependencies)."""
+    block = next(b for b in CODE if b.page == "README.md" and "git+file://" in b.code)
+    assert "pip install 'git+file:///path/to/clone'" in block.code
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=TIMEOUT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
+         "--disable-pip-version-check", f"git+file://{ROOT}"],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)
+    shown = subprocess.run([str(env_dir / "bin" / "beam-tfrecords"), "--version"],
+                           capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=env)
+    assert shown.stdout.strip() == f"beam-tfrecords {version.group(1)}", shown
