@@ -78,6 +78,7 @@ from beam_tfrecords.transforms.readers.read_images import (
 from beam_tfrecords.transforms.readers.read_jsonl import ReadJsonl
 from beam_tfrecords.transforms.readers.read_parquet import ReadParquet
 from beam_tfrecords.transforms.to_examples import ToExamples
+from beam_tfrecords.transforms.version_report import VersionReport
 
 __all__ = ["BuildError", "build_pipeline", "commit_spec", "input_fingerprint", "run"]
 
@@ -204,7 +205,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         max_unread_fraction=config.errors.max_unread_fraction,
         abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
-        statistics=statistics, gate=gate,
+        statistics=statistics, gate=gate, report=VersionReport(),
     )
 
 

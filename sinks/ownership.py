@@ -42,7 +42,7 @@ TOOL = "beam-tfrecords"
 # index/<split>/<shard>.index (<split>/<shard>.index: versions written before).
 _SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.zlib|\.deflate)?"
 _ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, lay.ANOMALIES,
-                                       *lay.METADATA_FILES)))
+                                       lay.REPORT, *lay.METADATA_FILES)))
 _BUILD_FILES = re.compile(
     rf"({_ROOT_FILES}"
     rf"|[^/]+/{_SHARD}(\.index)?"
@@ -264,9 +264,10 @@ def listed_by_manifest(entry: Entry) -> list[str]:
         for extra in doc.get(key, []) if isinstance(doc.get(key), list) else []:
             if isinstance(extra, str):
                 listed.add(extra)
-    gate = doc.get("gate")
-    if isinstance(gate, dict) and isinstance(gate.get("path"), str):
-        listed.add(gate["path"])
+    for key in ("gate", "report"):
+        item = doc.get(key)
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            listed.add(item["path"])
     stats = doc.get("statistics")
     for listed_stats in stats.values() if isinstance(stats, dict) else []:
         if isinstance(listed_stats, dict) and isinstance(listed_stats.get("path"), str):

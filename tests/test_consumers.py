@@ -174,7 +174,8 @@ def test_compressed_versions_say_tfds_cannot_read_them(compression, tmp_path):
     assert "uncompressed" in manifest["tfds"]["why"]
     assert manifest["metadata_files"] == ["schema.pbtxt"]
     assert sorted(p.name for p in (out / "v1").iterdir() if p.is_file()) == [
-        ".beam-tfrecords-build", "feature_spec.json", "manifest.json", "schema.pbtxt"]
+        ".beam-tfrecords-build", "feature_spec.json", "manifest.json", "report.html",
+        "schema.pbtxt"]
 
 
 def _build_compressed(config: pathlib.Path, out: pathlib.Path, compression: str) -> dict:

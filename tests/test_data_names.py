@@ -137,7 +137,7 @@ def test_manifest_cells_naming_no_usable_split_are_dead_letters(place):
     version = place / "out" / "v1"
     assert all(check.ok for check in verify_path(str(version)))
     assert sorted(p.name for p in version.iterdir() if p.is_dir()) == [
-        "dead_letter", "eval", "train"]
+        "dead_letter", "eval", "statistics", "train"]
     dead = dead_letters(version)
     assert len(dead) == len(HOSTILE_CELLS)
     assert all("split name" in row["reason"] for row in dead), dead

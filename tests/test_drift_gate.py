@@ -14,6 +14,8 @@ import csv
 import json
 import pathlib
 import random
+import re
+import shutil
 
 import pytest
 
@@ -21,6 +23,7 @@ from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import ConfigError, parse_config
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks.commit import apply_retention
+from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 
 pytestmark = pytest.mark.e2e  # whole builds
 
@@ -104,6 +107,30 @@ def test_drifted_data_is_committed_but_leaves_latest(story, capsys):
     assert {("missing", "score"), ("linf", "city"), ("count", "")} <= kinds
     assert "score: missing 0.0% -> 100.0%" in found["line"]
     assert all(c.ok for c in verify_path(str(tmp / "out" / "v4")))
+
+
+def test_every_version_carries_its_report_compared_with_the_previous(story, tmp_path):
+    """report.html is committed (listed, checked by verify) into every version, compared
+    with the version LATEST named before the build, the gate's anomalies marked."""
+    out = story["tmp"] / "out"
+    first = (out / "v1" / "report.html").read_text()
+    assert "compared with version" not in first
+    page = (out / "v4" / "report.html").read_text()
+    assert "compared with version <b>v3</b>" in page
+    for feature in ("score", "city"):
+        assert re.search(rf'<section class="feature flagged" id="f\d+"><h3>{feature}<', page)
+    entry = json.loads((out / "v4" / "manifest.json").read_text())["report"]
+    assert entry["path"] == "report.html" and entry["bytes"] == len(page.encode())
+    copy = tmp_path / "v4"
+    shutil.copytree(out / "v4", copy)
+    (copy / "report.html").write_text(page.replace("v3", "v0"))
+    problems = [p for c in verify_path(str(copy)) for p in c.problems]
+    assert any("crc32c" in p for p in problems), problems
+    (copy / "report.html").unlink()
+    problems = [p for c in verify_path(str(copy)) for p in c.problems]
+    assert any("missing: the report" in p for p in problems), problems
+    with pytest.raises(InvalidName, match="reserved"):
+        check_name("split", "Report.html")
 
 
 def test_retention_keeps_the_version_awaiting_promotion(story):

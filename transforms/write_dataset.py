@@ -41,6 +41,7 @@ from beam_tfrecords.transforms.to_examples import (
     as_split_spec,
     is_read_result,
 )
+from beam_tfrecords.transforms.version_report import VersionReport
 
 __all__ = ["DatasetError", "ShardSizeLike", "WriteTFRecordDataset"]
 
@@ -361,6 +362,7 @@ class WriteTFRecordDataset(beam.PTransform):
             documents=documents, tfds_note=tfds_note, shuffle_seed=self.shuffle_seed,
             allow_non_empty=self.allow_non_empty_output, wait_for_lease=self.wait_for_lease,
             statistics=None if kinds is None else empty_statistics(kinds, names),
+            report=VersionReport(),
         )
         manifest = parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
         manifest.version, manifest.version_dir = layout.version, layout.version_dir
