@@ -96,10 +96,11 @@ def _build(argv: Sequence[str], check_flags: bool = True) -> int:
     print(format_summary(manifest, time.monotonic() - started))
     gate = manifest.get("gate") or {}
     if gate.get("passed") is False:
-        print(f"beam-tfrecords build: drift gate: version {manifest['version']} committed, "
-              f"LATEST stays at {gate.get('against')}: {gate.get('line')}; see "
-              f"{manifest['version']}/{gate.get('path')}, then beam-tfrecords promote "
-              "<output>/<version> to publish it", file=sys.stderr)
+        from beam_tfrecords.transforms.drift_gate import held_back_line
+
+        root = ((manifest.get("config") or {}).get("output") or {}).get("path", "<output>")
+        print("beam-tfrecords build: " + held_back_line(
+            manifest, f"{str(root).rstrip('/')}/{manifest['version']}"), file=sys.stderr)
         return EXIT_DRIFT
     if gate.get("note"):
         print(f"drift gate: {gate['note']}")

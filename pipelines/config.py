@@ -116,7 +116,8 @@ class Config:
     splits: SplitSpec
     output: OutputConfig
     errors: ErrorPolicy = ErrorPolicy()
-    # The drift gate's thresholds (``validate:``); None: no gate.
+    # The drift gate's thresholds (``validate:``); None: no gate. parse_config turns it on
+    # with the defaults when statistics are on and the config says nothing.
     validate: Thresholds | None = None
 
     def resolved(self) -> dict[str, Any]:
@@ -139,9 +140,12 @@ class Config:
         seed = resolved["output"].pop("shuffle_seed", None)
         if seed is not None:
             resolved["output"]["shuffle"] = {"seed": seed}
-        # The gate's thresholds change no shard either: shown only when the config has them.
-        if resolved.get("validate", 0) is None:
+        # The gate's thresholds change no shard either: shown only when they are not the
+        # defaults (``false`` when the gate was turned off), so configs keep their hash.
+        if self.validate is None or self.validate == Thresholds():
             resolved.pop("validate")
+            if self.validate is None and self.output.statistics:
+                resolved["validate"] = False
         # Likewise statistics: only when turned off (they change no shard).
         if resolved["output"].pop("statistics", True) is False:
             resolved["output"]["statistics"] = False
@@ -290,7 +294,8 @@ def _parse_errors(raw: Any) -> ErrorPolicy:
 
 
 def _parse_validate(raw: Any) -> Thresholds | None:
-    """``validate:``: absent or ``false`` (no drift gate), or the gate's thresholds."""
+    """``validate:``: ``false`` (no drift gate), or the gate's thresholds (``{}`` or empty:
+    the defaults)."""
     if raw is False:
         return None
     raw = _mapping("validate", {} if raw is None or raw is True else raw, allowed("validate"))
@@ -327,11 +332,14 @@ def parse_config(raw: Any) -> Config:
         splits=parse_splits(raw.get("splits")),
         output=_parse_output(raw["output"], name),
         errors=_parse_errors(raw.get("errors")),
-        validate=_parse_validate(raw.get("validate", False)),
+        validate=_parse_validate(raw.get("validate")),
     )
-    if config.validate is not None and not config.output.statistics:
+    if "validate" not in raw:  # the gate is on by default wherever there are statistics
+        config = dataclasses.replace(
+            config, validate=Thresholds() if config.output.statistics else None)
+    elif config.validate is not None and not config.output.statistics:
         raise _fail("validate", raw["validate"], "the drift gate compares statistics: it "
-                    "needs output.statistics: true")
+                    "needs output.statistics: true (or validate: false)")
     return config
 
 

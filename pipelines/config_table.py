@@ -102,10 +102,11 @@ _ERRORS = (
 )
 _DRIFT = "beam_tfrecords.transforms.stats.drift:Thresholds"
 _VALIDATE = (
-    ConfigKey("validate", "mapping", "The drift gate: compare each build's statistics with the "
-              "version `LATEST` names, and leave `LATEST` where it is when a difference passes "
-              "a threshold below ([Statistics](statistics.md#the-drift-gate)); `{}` for the "
-              "defaults.", default="no gate"),
+    ConfigKey("validate", "mapping or false", "The drift gate: compare each build's "
+              "statistics with the version `LATEST` names, and leave `LATEST` where it is when "
+              "a difference passes a threshold below "
+              "([Statistics](statistics.md#the-drift-gate)); on with statistics, `false` "
+              "turns it off.", default="the defaults below"),
     ConfigKey("validate.max_count_change", "number", "A split's record count may change by "
               "this share of the previous version's.", "0 or more",
               field=f"{_DRIFT}.max_count_change"),

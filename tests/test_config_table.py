@@ -66,7 +66,7 @@ SAMPLES: dict[str, dict] = {
     "output.shuffle": {"output.shuffle": {"seed": 7}},
     "output.shuffle.seed": {"output.shuffle": {"seed": 7}},
     "output.statistics": {"output.statistics": False},
-    "validate": {"validate": {}},
+    "validate": {"validate": False},  # differs from the default: the gate on
     "validate.max_count_change": {"validate": {"max_count_change": 0.5}},
     "validate.max_missing_change": {"validate": {"max_missing_change": 0.5}},
     "validate.max_linf": {"validate": {"max_linf": 0.5}},
@@ -159,10 +159,11 @@ def test_each_default_shown_is_the_one_the_validation_applies(key):
     gets (the parsers spell some defaults out again)."""
     parts = key.key.split(".")
     section = ".".join(parts[:2])
-    optional = {"validate": {}} if parts[0] == "validate" else {}  # a section off when absent
-    config = parse_config(_config({section: {}} if _format_section(section) else optional))
+    config = parse_config(_config({section: {}} if _format_section(section) else {}))
     if parts[0] == "features":  # the resolved config leaves some feature defaults out
         node = getattr(config.features[0], parts[-1])
+    elif parts[0] == "validate":  # likewise the gate's defaults (on, but not shown)
+        node = getattr(config.validate, parts[-1])
     else:
         node = config.resolved()
         for part in parts:

@@ -17,13 +17,16 @@ import random
 import re
 import shutil
 
+import apache_beam as beam
 import pytest
 
+import beam_tfrecords as btf
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import ConfigError, parse_config
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks.commit import apply_retention
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
+from beam_tfrecords.transforms.write_dataset import DatasetError
 
 pytestmark = pytest.mark.e2e  # whole builds
 
@@ -159,6 +162,50 @@ def test_a_baseline_without_statistics_passes_with_a_note(tmp_path):
     found = gate(tmp_path, "v2")
     assert found["passed"] is True and "has no statistics" in found["note"]
     assert latest(tmp_path) == "v2"
+
+
+def test_the_gate_is_on_by_default_and_validate_false_turns_it_off(tmp_path):
+    """No ``validate:`` section: the gate runs with the defaults; ``validate: false``: not."""
+    data = write_rows(tmp_path / "a.csv", 300, 1)
+    assert build(tmp_path, data, "v1") == 0
+    config = tmp_path / "v2.yaml"
+    config.write_text(CONFIG.format(data=write_rows(tmp_path / "b.csv", 100, 3), out=tmp_path
+                                    / "out", extra="").replace("validate: {}\n", ""))
+    assert cli.main(["build", "--config", str(config), "--version", "v2"]) == cli.EXIT_DRIFT
+    assert latest(tmp_path) == "v1" and gate(tmp_path, "v2")["passed"] is False
+    config.write_text(config.read_text() + "validate: false\n")
+    assert cli.main(["build", "--config", str(config), "--version", "v3"]) == 0
+    assert latest(tmp_path) == "v3" and "gate" not in json.loads(
+        (tmp_path / "out" / "v3" / "manifest.json").read_text())
+
+
+def _api_build(out: pathlib.Path, version: str, rows: list[dict], **kwargs) -> None:
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(rows) | btf.WriteTFRecordDataset(
+            str(out), "api", features={"x": {"type": "float", "missing": "omit"},
+                                       "c": {"type": "string"}},
+            version=version, **kwargs)
+
+
+def test_the_library_transform_gates_and_raises_after_the_commit(tmp_path):
+    """WriteTFRecordDataset: the gate is on by default; a held-back version is committed,
+    its manifest's gate says so, LATEST stays, and the pipeline fails with
+    DriftGateError naming the version; validate=False builds it without a gate."""
+    rng = random.Random(1)
+    same = [{"x": rng.gauss(0, 1), "c": rng.choice("ab")} for _ in range(400)]
+    _api_build(tmp_path, "v1", same)
+    gone_null = [{"x": None, "c": row["c"]} for row in same]
+    with pytest.raises(btf.DriftGateError, match=r"version v2 committed, LATEST stays at "
+                       r"v1: .*x: missing 0\.0% -> 100\.0%.*promote"):
+        _api_build(tmp_path, "v2", gone_null)
+    assert (tmp_path / "LATEST").read_text().strip() == "v1"
+    manifest = json.loads((tmp_path / "v2" / "manifest.json").read_text())
+    assert manifest["gate"]["passed"] is False and (tmp_path / "v2" / "report.html").exists()
+    assert all(c.ok for c in verify_path(str(tmp_path / "v2")))
+    _api_build(tmp_path, "v3", gone_null, validate=False)
+    assert (tmp_path / "LATEST").read_text().strip() == "v3"
+    with pytest.raises(DatasetError, match="unknown threshold"):
+        btf.WriteTFRecordDataset(str(tmp_path), "api", validate={"max_lin": 0.2})
 
 
 def test_a_gate_needs_statistics():

@@ -15,12 +15,43 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import storage
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.transforms.stats import drift
 from beam_tfrecords.transforms.stats.statistics_wire import decode_statistics_list
 
-__all__ = ["DriftGate", "counts_for_gate"]
+__all__ = ["DriftGate", "DriftGateError", "check_gate", "counts_for_gate", "held_back_line"]
+
+
+class DriftGateError(UserError):
+    """The drift gate held a version back: it is committed (for inspection) but ``LATEST``
+    still names the version before; ``beam-tfrecords promote`` publishes it after review.
+    The message is one line naming the version, the worst anomalies and the way on."""
+
+
+def held_back_line(manifest: Mapping[str, Any], where: str) -> str:
+    """The one line that says the gate held the version of ``manifest`` back; ``where`` is
+    the version as the reader should name it (its folder, or ``<output>/<version>``)."""
+    gate = manifest.get("gate") or {}
+    return (f"drift gate: version {manifest.get('version')} committed, LATEST stays at "
+            f"{gate.get('against')}: {gate.get('line')}; see {where}/{gate.get('path')}, "
+            f"then beam-tfrecords promote {where} to publish it")
+
+
+def check_gate(manifest: Mapping[str, Any], version_dir: str) -> Mapping[str, Any]:
+    """``manifest`` unchanged when the gate passed or did not run; else DriftGateError.
+
+    Args:
+      manifest: a committed version's manifest document.
+      version_dir: its folder, named in the error.
+
+    Returns:
+      The manifest.
+    """
+    if (manifest.get("gate") or {}).get("passed") is False:
+        raise DriftGateError(held_back_line(manifest, version_dir))
+    return manifest
 
 
 def counts_for_gate(manifest: Mapping[str, Any]) -> dict[str, Any]:

@@ -131,7 +131,8 @@ def facts_from_manifest(manifest: Mapping[str, Any],
       The facts :func:`render_report` shows.
     """
     splits = manifest.get("splits") or {}
-    size = ((manifest.get("config") or {}).get("output") or {}).get("shard_size") or {}
+    output = (manifest.get("config") or {}).get("output")  # the library's: only a path
+    size = (output.get("shard_size") if isinstance(output, dict) else None) or {}
     band = None
     if all(isinstance(size.get(k), int) for k in ("min", "target", "max")):
         band = (size["min"], size["target"], size["max"])
