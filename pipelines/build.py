@@ -185,8 +185,10 @@ def file_source(config: Config, input_files: Sequence[str | FileIdentity]) -> An
 
 def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
                 runner: str = "DirectRunner", keep: int = 5,
-                images: ImagePlan | None = None, use_lease: bool = True) -> CommitSpec:
-    """What the commit step needs to know about this build (sinks/commit.py)."""
+                images: ImagePlan | None = None, use_lease: bool = True,
+                baseline_statistics: str | None = None) -> CommitSpec:
+    """What the commit step needs to know about this build (sinks/commit.py);
+    ``baseline_statistics``: the statistics folder of a baseline built without them."""
     extra = {}
     if images is not None:  # image labels: the int label is the index into this list
         extra["label_vocabulary"] = list(images.vocabulary)
@@ -196,7 +198,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
     if config.output.statistics:
         statistics = empty_statistics(statistics_kinds(config.features), config.splits.names)
         if config.validate is not None:
-            gate = DriftGate(config.validate)
+            gate = DriftGate(config.validate, baseline_statistics)
     return make_commit_spec(
         layout=layout, build_id=build_id, name=config.name,
         compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
@@ -205,7 +207,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         max_unread_fraction=config.errors.max_unread_fraction,
         abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
-        statistics=statistics, gate=gate, report=VersionReport(),
+        statistics=statistics, gate=gate, report=VersionReport(baseline_statistics),
     )
 
 
@@ -433,6 +435,10 @@ def make_parser() -> argparse.ArgumentParser:
     shuffle.add_argument("--no-shuffle", action="store_true",
                          help="write records in the order they arrive (overrides "
                               "output.shuffle)")
+    parser.add_argument("--baseline-statistics", metavar="DIR",
+                        help="the statistics of the version LATEST names when it was built "
+                             "without them (the folder beam-tfrecords stats --out wrote), for "
+                             "the drift gate and the report")
     parser.add_argument("--skip-if-unchanged", action="store_true",
                         help="exit 0 without writing anything when the inputs fingerprint and "
                              "the config hash equal those of the version LATEST names")
@@ -590,7 +596,8 @@ def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,
                                     lambda line: print(line, file=sys.stderr, flush=True),
                                     args.progress_interval)
     spec = commit_spec(config, layout, build.build_id, found.fingerprint, runner,
-                       args.keep_versions, images=found.images)
+                       args.keep_versions, images=found.images,
+                       baseline_statistics=args.baseline_statistics)
     warn_if_class_ordered(config, found.images)
     try:
         with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:

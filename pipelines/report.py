@@ -20,12 +20,12 @@ from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.report_html import VersionFacts, render_report
 from beam_tfrecords.transforms.version_report import ReportError, read_anomalies, version_facts
 
-__all__ = ["ReportError", "load_version", "write_report"]
+__all__ = ["ReportError", "load_version", "read_manifest", "refuse_inside", "write_report"]
 
 
-def load_version(path: str) -> tuple[str, VersionFacts]:
-    """(version directory, its facts) of ``path``: a version directory, its manifest, or an
-    output root (the version its LATEST names)."""
+def read_manifest(path: str) -> tuple[str, dict]:
+    """(version directory, its manifest) of ``path``: a version directory, its manifest, or
+    an output root (the version its LATEST names)."""
     version_dir = version_at(path)
     if version_dir is None:
         raise storage.NoMatch(f"{path} is neither a version directory (no manifest.json) nor "
@@ -37,7 +37,15 @@ def load_version(path: str) -> tuple[str, VersionFacts]:
         raise ManifestError(f"{manifest_path}: not JSON: {err}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
         raise ManifestError(f"{manifest_path}: no 'splits' object; not a manifest")
-    return version_dir, version_facts(version_dir, manifest)
+    return version_dir, manifest
+
+
+def load_version(path: str, statistics_folder: str | None = None
+                 ) -> tuple[str, VersionFacts]:
+    """(version directory, its facts) of ``path`` (as :func:`read_manifest`); its statistics
+    from ``statistics_folder`` when given (``beam-tfrecords stats --out``)."""
+    version_dir, manifest = read_manifest(path)
+    return version_dir, version_facts(version_dir, manifest, statistics_folder)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -47,13 +55,24 @@ def _inside(path: str, folder: str) -> bool:
     return path.rstrip("/").startswith(folder.rstrip("/") + "/")
 
 
-def write_report(path: str, out: str, against: str | None = None) -> tuple[str, int]:
+def refuse_inside(out: str, folders: list[str]) -> None:
+    """ReportError when ``out`` is inside one of the committed version ``folders``."""
+    for folder in folders:
+        if _inside(out, folder):
+            raise ReportError(f"refusing to write {out}: it is inside the committed version "
+                              f"{folder}, which only a build changes; give --out elsewhere")
+
+
+def write_report(path: str, out: str, against: str | None = None,
+                 against_statistics: str | None = None) -> tuple[str, int]:
     """Write the report of the version at ``path`` (compared with ``against``) to ``out``.
 
     Args:
       path: a version directory, its manifest, or an output root (its LATEST version).
       out: where the page goes (local or ``gs://``); never inside either version.
       against: the other version to compare with, or None.
+      against_statistics: the other version's statistics folder when it has none of its own
+        (``beam-tfrecords stats --out``).
 
     Returns:
       (the version directory reported, the page's size in bytes).
@@ -62,12 +81,9 @@ def write_report(path: str, out: str, against: str | None = None) -> tuple[str, 
     previous = None
     folders = [version_dir]
     if against is not None:
-        other_dir, previous = load_version(against)
+        other_dir, previous = load_version(against, against_statistics)
         folders.append(other_dir)
-    for folder in folders:
-        if _inside(out, folder):
-            raise ReportError(f"refusing to write {out}: it is inside the committed version "
-                              f"{folder}, which only a build changes; give --out elsewhere")
+    refuse_inside(out, folders)
     page = render_report(facts, previous, read_anomalies(version_dir)).encode("utf-8")
     storage.write_atomic(out, page, content_type="text/html; charset=utf-8")
     return version_dir, len(page)

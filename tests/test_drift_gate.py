@@ -164,6 +164,37 @@ def test_a_baseline_without_statistics_passes_with_a_note(tmp_path):
     assert latest(tmp_path) == "v2"
 
 
+def test_stats_computes_an_old_versions_statistics_for_the_gate(tmp_path, capsys):
+    """``beam-tfrecords stats`` reads a version built without statistics into a folder of
+    its own (never the version): the very bytes a build of the same data commits; the next
+    build's gate and report use them as the baseline's (--baseline-statistics)."""
+    data = write_rows(tmp_path / "a.csv", 300, 1)
+    config = tmp_path / "off.yaml"
+    config.write_text(CONFIG.format(data=data, out=tmp_path / "out", extra="")
+                      .replace("validate: {}\n", "").replace(
+                          "output: {path: ", "output: {statistics: false, path: "))
+    assert cli.main(["build", "--config", str(config), "--version", "v1"]) == 0
+    v1 = tmp_path / "out" / "v1"
+    assert cli.main(["stats", str(v1), "--out", str(v1 / "x")]) == 1
+    assert "inside the committed version" in capsys.readouterr().err
+    side = tmp_path / "v1-stats"
+    assert cli.main(["stats", str(v1), "--out", str(side)]) == 0
+    assert not (v1 / "statistics").exists()
+    config = tmp_path / "v2.yaml"
+    config.write_text(CONFIG.format(data=data, out=tmp_path / "out", extra=""))
+    assert cli.main(["build", "--config", str(config), "--version", "v2",
+                     "--baseline-statistics", str(side)]) == 0
+    found = gate(tmp_path, "v2")
+    assert found == {"path": "anomalies.json", "passed": True, "against": "v1",
+                     "anomalies": 0, "line": "",
+                     "note": f"version v1's statistics from {side}"}
+    v2 = tmp_path / "out" / "v2"
+    for split, entry in json.loads((v2 / "manifest.json").read_text())["statistics"].items():
+        assert (side / entry["path"]).read_bytes() == (v2 / entry["path"]).read_bytes(), split
+    page = (v2 / "report.html").read_text()
+    assert "compared with version <b>v1</b>" in page and "other version has no" not in page
+
+
 def test_the_gate_is_on_by_default_and_validate_false_turns_it_off(tmp_path):
     """No ``validate:`` section: the gate runs with the defaults; ``validate: false``: not."""
     data = write_rows(tmp_path / "a.csv", 300, 1)
