@@ -16,6 +16,7 @@ version ``LATEST`` names has no statistics of its own.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,9 @@ from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.compute_statistics import split_statistics, statistics_kinds
 from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 
-__all__ = ["kinds_from_manifest", "write_version_statistics"]
+__all__ = ["CHUNK", "kinds_from_manifest", "write_version_statistics"]
+
+CHUNK = 4096  # records decoded at a time: the decoded values of one chunk are all it holds
 
 
 def kinds_from_manifest(manifest: Mapping[str, Any]) -> dict[str, str] | None:
@@ -68,7 +71,9 @@ def write_version_statistics(path: str, out: str) -> tuple[str, dict[str, str]]:
         for shard in info["shards"]:
             shard_path = storage.join(version_dir, shard["path"])
             with storage.open_read(shard_path) as handle:
-                acc.add_serialized(tff.iter_records(handle, compression, path=shard_path))
+                records = tff.iter_records(handle, compression, path=shard_path)
+                while chunk := list(itertools.islice(records, CHUNK)):
+                    acc.add_serialized(chunk)
         target = lay.statistics_path(out.rstrip("/"), split)
         storage.write_atomic(target, split_statistics(split, acc))
         written[split] = target
