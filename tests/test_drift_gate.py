@@ -151,13 +151,19 @@ def test_promote_moves_latest_after_review(story, capsys):
     assert cli.main(["promote", str(tmp / "out" / "nope")]) == 1
 
 
-def test_a_baseline_without_statistics_passes_with_a_note(tmp_path):
-    data = write_rows(tmp_path / "a.csv", 300, 1)
-    config = tmp_path / "off.yaml"
-    config.write_text(CONFIG.format(data=data, out=tmp_path / "out", extra="")
+def _build_without_statistics(tmp: pathlib.Path) -> pathlib.Path:
+    """Version v1 of 300 rows, built without statistics; returns its data."""
+    data = write_rows(tmp / "a.csv", 300, 1)
+    config = tmp / "off.yaml"
+    config.write_text(CONFIG.format(data=data, out=tmp / "out", extra="")
                       .replace("validate: {}\n", "").replace(
                           "output: {path: ", "output: {statistics: false, path: "))
     assert cli.main(["build", "--config", str(config), "--version", "v1"]) == 0
+    return data
+
+
+def test_a_baseline_without_statistics_passes_with_a_note(tmp_path):
+    data = _build_without_statistics(tmp_path)
     assert build(tmp_path, data, "v2") == 0
     found = gate(tmp_path, "v2")
     assert found["passed"] is True and "has no statistics" in found["note"]
@@ -168,12 +174,7 @@ def test_stats_computes_an_old_versions_statistics_for_the_gate(tmp_path, capsys
     """``beam-tfrecords stats`` reads a version built without statistics into a folder of
     its own (never the version): the very bytes a build of the same data commits; the next
     build's gate and report use them as the baseline's (--baseline-statistics)."""
-    data = write_rows(tmp_path / "a.csv", 300, 1)
-    config = tmp_path / "off.yaml"
-    config.write_text(CONFIG.format(data=data, out=tmp_path / "out", extra="")
-                      .replace("validate: {}\n", "").replace(
-                          "output: {path: ", "output: {statistics: false, path: "))
-    assert cli.main(["build", "--config", str(config), "--version", "v1"]) == 0
+    data = _build_without_statistics(tmp_path)
     v1 = tmp_path / "out" / "v1"
     assert cli.main(["stats", str(v1), "--out", str(v1 / "x")]) == 1
     assert "inside the committed version" in capsys.readouterr().err
