@@ -183,6 +183,7 @@ class VersionReport:
         folder = storage.join(root, against)
         try:
             previous = json.loads(storage.read_text(storage.join(folder, lay.MANIFEST)))
-            return version_facts(folder, previous, self.baseline_statistics)
+            own = isinstance(previous.get("statistics"), dict) and previous["statistics"]
+            return version_facts(folder, previous, None if own else self.baseline_statistics)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
