@@ -208,6 +208,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
         statistics=statistics, gate=gate, report=VersionReport(baseline_statistics),
+        about=dataclasses.asdict(config.about),
     )
 
 

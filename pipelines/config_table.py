@@ -130,8 +130,23 @@ _VALIDATE = (
               "checks (ids, timestamps: they drift by design).", "stored feature keys",
               default="none"),
 )
+_ABOUT = (
+    ConfigKey("about", "mapping", "What the data set is, for each version's `croissant.json` "
+              "(Croissant 1.1, [Statistics](statistics.md#croissant)).", default="the "
+              "defaults below"),
+    ConfigKey("about.description", "string", "One paragraph on the data set.",
+              default="\"The <name> data set.\""),
+    ConfigKey("about.license", "string", "Its license: a URL or an SPDX name.",
+              default="`unknown`"),
+    ConfigKey("about.citation", "string", "How to cite it (e.g. BibTeX).",
+              default="\"<name>, version <version>\""),
+    ConfigKey("about.url", "string", "Where it is described.", default="none"),
+    ConfigKey("about.version", "string", "The data set's version (not a version folder's "
+              "name).", "MAJOR.MINOR.PATCH", field=f"{_CONFIG}:About.version"),
+)
 # The config's own sections' keys (the formats', features' and splits' are elsewhere).
-SECTION_KEYS: tuple[ConfigKey, ...] = _ROOT + _SOURCE + _REST + _OUTPUT + _ERRORS + _VALIDATE
+SECTION_KEYS: tuple[ConfigKey, ...] = (_ROOT + _SOURCE + _REST + _OUTPUT + _ERRORS + _VALIDATE
+                                       + _ABOUT)
 
 
 def _format_section(fmt: formats.FormatDescriptor) -> ConfigKey:
@@ -148,7 +163,7 @@ def config_keys() -> tuple[ConfigKey, ...]:
     by_format = tuple(key for fmt in formats.FORMATS
                       for key in (_format_section(fmt), *fmt.config_keys()))
     return (_ROOT + _SOURCE + by_format + _REST[:1] + FEATURE_KEYS + _REST[1:] + SPLIT_KEYS
-            + _OUTPUT + _ERRORS + _VALIDATE)
+            + _OUTPUT + _ERRORS + _VALIDATE + _ABOUT)
 
 
 def allowed(parent: str) -> tuple[str, ...]:

@@ -53,6 +53,7 @@ import beam_tfrecords
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.sinks import conditional, early_stop, ownership, storage
 from beam_tfrecords.sinks.dead_letters import DeadLetterFile, staged_dead_letters, top_reasons
+from beam_tfrecords.sinks.format import croissant
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
@@ -144,6 +145,9 @@ class CommitSpec:
     # manifest document, {split: statistics bytes} or None, the anomalies.json document or
     # None) -> the HTML page, written as ``report.html`` before the manifest. None: no page.
     report: Any = None
+    # The config's ``about:`` (description, license, citation, url, version): the commit
+    # writes the version's ``croissant.json`` from it and the manifest. None: no Croissant.
+    about: Mapping[str, Any] | None = None
 
     @property
     def job_lease(self) -> JobLease | None:
@@ -161,7 +165,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
                      extra: Mapping[str, Any] | None = None, shuffle_seed: int | None = None,
                      allow_non_empty: bool = False, wait_for_lease: float = 0.0,
                      use_lease: bool = True, statistics: Mapping[str, bytes] | None = None,
-                     gate: Any = None, report: Any = None) -> CommitSpec:
+                     gate: Any = None, report: Any = None,
+                     about: Mapping[str, Any] | None = None) -> CommitSpec:
     """The one way a launcher (the command line, the library transform) describes a build to
     its commit step; the tool's version and the lease's time to live are this process's.
 
@@ -184,6 +189,7 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         that gets none); None: no statistics.
       gate: the drift gate (``CommitSpec.gate``), with statistics only; None: no gate.
       report: what makes ``report.html`` (``CommitSpec.report``); None: no page.
+      about: the data set's description for ``croissant.json``; None: no Croissant file.
 
     Returns:
       The CommitSpec.
@@ -197,7 +203,7 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
         allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease,
         statistics=None if statistics is None else dict(statistics), gate=gate,
-        report=report)
+        report=report, about=None if about is None else dict(about))
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -744,6 +750,9 @@ def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[s
             del files[lay.TFDS_FEATURES]
         else:
             files[lay.TFDS_INFO] = json.dumps(info, indent=2) + "\n"
+    if spec.about is not None:
+        files[lay.CROISSANT] = croissant.dumps(croissant.croissant_document(document,
+                                                                           spec.about))
     unknown = sorted(set(files) - set(lay.METADATA_FILES))
     if unknown:
         raise ValueError(f"not a reader file of the layout: {unknown}")

@@ -76,6 +76,12 @@ SAMPLES: dict[str, dict] = {
     "validate.max_unread_increase": {"validate": {"max_unread_increase": 0.5}},
     "validate.schema_changes": {"validate": {"schema_changes": True}},
     "validate.ignore": {"validate": {"ignore": ["a"]}},
+    "about": {"about": {"license": "CC-BY-4.0"}},
+    "about.description": {"about": {"description": "People and their scores."}},
+    "about.license": {"about": {"license": "CC-BY-4.0"}},
+    "about.citation": {"about": {"citation": "@misc{people}"}},
+    "about.url": {"about": {"url": "https://example.org/people"}},
+    "about.version": {"about": {"version": "2.1.0"}},
     "errors": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_bad_fraction": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_unread_fraction": {"errors": {"max_unread_fraction": 0.5}},
@@ -162,8 +168,8 @@ def test_each_default_shown_is_the_one_the_validation_applies(key):
     config = parse_config(_config({section: {}} if _format_section(section) else {}))
     if parts[0] == "features":  # the resolved config leaves some feature defaults out
         node = getattr(config.features[0], parts[-1])
-    elif parts[0] == "validate":  # likewise the gate's defaults (on, but not shown)
-        node = getattr(config.validate, parts[-1])
+    elif parts[0] in ("validate", "about"):  # likewise these defaults (not shown)
+        node = getattr(getattr(config, parts[0]), parts[-1])
     else:
         node = config.resolved()
         for part in parts:

@@ -397,7 +397,7 @@ class WriteTFRecordDataset(beam.PTransform):
             allow_non_empty=self.allow_non_empty_output, wait_for_lease=self.wait_for_lease,
             statistics=None if kinds is None else empty_statistics(kinds, names),
             gate=None if kinds is None or self.validate is None else DriftGate(self.validate),
-            report=VersionReport(),
+            report=VersionReport(), about={},
         )
         manifest = parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
         if spec.gate is not None:  # after the commit, in a stage of its own: a retry of it

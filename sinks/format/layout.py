@@ -13,6 +13,7 @@
     schema.pbtxt          tensorflow_metadata Schema (TFX, TFDV, Ray)
     features.json         TensorFlow Datasets' features and splits, when TFDS can load it
     dataset_info.json
+    croissant.json        its Croissant 1.1 description (MLCommons)
     statistics/Split-<split>/FeatureStats.pb                TFDV statistics, as TFX lays them out
     anomalies.json        the drift gate's findings, when the gate ran
     report.html           the version's report, compared with the version LATEST named before
@@ -42,6 +43,7 @@ from beam_tfrecords.errors import UserError
 
 __all__ = [
     "ANOMALIES",
+    "CROISSANT",
     "DEAD_LETTER",
     "FAILED",
     "FAILURE",
@@ -84,7 +86,8 @@ FEATURE_SPEC = "feature_spec.json"
 SCHEMA = "schema.pbtxt"
 TFDS_FEATURES = "features.json"
 TFDS_INFO = "dataset_info.json"
-METADATA_FILES = (SCHEMA, TFDS_FEATURES, TFDS_INFO)
+CROISSANT = "croissant.json"  # the Croissant 1.1 description (sinks/format/croissant.py)
+METADATA_FILES = (SCHEMA, TFDS_FEATURES, TFDS_INFO, CROISSANT)
 DEAD_LETTER = "dead_letter"
 # Per-split statistics in TFX's layout (StatisticsGen's artifact): TFDV, TFX and TFDS tools
 # open ``statistics/Split-<split>/FeatureStats.pb`` as it is.
