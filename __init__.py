@@ -26,9 +26,9 @@ and ``sinks/`` import as ``beam_tfrecords.pipelines`` and friends.
 
 __version__ = "0.1.0"
 
-__all__ = ["ExampleParser", "ReadAvro", "ReadCsv", "ReadImages", "ReadJsonl", "ReadParquet",
-           "ToExamples", "UnbatchExamples", "UserError", "WriteTFRecordDataset", "__version__",
-           "read_examples"]
+__all__ = ["DriftGateError", "ExampleParser", "ReadAvro", "ReadCsv", "ReadImages", "ReadJsonl",
+           "ReadParquet", "ToExamples", "UnbatchExamples", "UserError", "WriteTFRecordDataset",
+           "__version__", "read_examples"]
 
 _LAZY = {
     "ReadAvro": "beam_tfrecords.transforms.readers.read_avro",
@@ -39,6 +39,7 @@ _LAZY = {
     "ToExamples": "beam_tfrecords.transforms.to_examples",
     "UnbatchExamples": "beam_tfrecords.transforms.to_examples",
     "WriteTFRecordDataset": "beam_tfrecords.transforms.write_dataset",
+    "DriftGateError": "beam_tfrecords.transforms.drift_gate",
     "UserError": "beam_tfrecords.errors",
     "read_examples": "beam_tfrecords.pipelines.read",
     "ExampleParser": "beam_tfrecords.pipelines.read",

@@ -5,6 +5,10 @@ transform lives in ``transforms/write_dataset.py`` and is ``beam_tfrecords.Write
 
 from __future__ import annotations
 
-from beam_tfrecords.transforms.write_dataset import DatasetError, WriteTFRecordDataset
+from beam_tfrecords.transforms.write_dataset import (
+    DatasetError,
+    DriftGateError,
+    WriteTFRecordDataset,
+)
 
-__all__ = ["DatasetError", "WriteTFRecordDataset"]
+__all__ = ["DatasetError", "DriftGateError", "WriteTFRecordDataset"]

@@ -66,6 +66,7 @@ from beam_tfrecords.transforms.readers.read_images import ImagePlan, ReadImages
 from beam_tfrecords.transforms.readers.read_jsonl import ReadJsonl
 from beam_tfrecords.transforms.readers.read_parquet import ReadParquet
 from beam_tfrecords.transforms.to_examples import ToExamples
+from beam_tfrecords.transforms.version_report import VersionReport
 
 __all__ = ["BuildError", "build_pipeline", "commit_spec", "run"]
 
@@ -115,8 +116,10 @@ def file_source(config: Config, input_files: Sequence[str | FileIdentity]) -> An
 
 def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
                 runner: str = "DirectRunner", keep: int = 5,
-                images: ImagePlan | None = None, use_lease: bool = True) -> CommitSpec:
-    """What the commit step needs to know about this build (sinks/commit.py)."""
+                images: ImagePlan | None = None, use_lease: bool = True,
+                baseline_statistics: str | None = None) -> CommitSpec:
+    """What the commit step needs to know about this build (sinks/commit.py);
+    ``baseline_statistics``: the statistics folder of a baseline built without them."""
     extra = {}
     if images is not None:  # image labels: the int label is the index into this list
         extra["label_vocabulary"] = list(images.vocabulary)
@@ -126,7 +129,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
     if config.output.statistics:
         statistics = empty_statistics(statistics_kinds(config.features), config.splits.names)
         if config.validate is not None:
-            gate = DriftGate(config.validate)
+            gate = DriftGate(config.validate, baseline_statistics)
     return make_commit_spec(
         layout=layout, build_id=build_id, name=config.name,
         compression=config.output.compression, feature_spec=tf_parse_spec(config.features),
@@ -135,7 +138,8 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         max_unread_fraction=config.errors.max_unread_fraction,
         abort_window=config.errors.abort_window, keep=keep, extra=extra, use_lease=use_lease,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
-        statistics=statistics, gate=gate,
+        statistics=statistics, gate=gate, report=VersionReport(baseline_statistics),
+        about=dataclasses.asdict(config.about),
     )
 
 
@@ -340,7 +344,8 @@ def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,
                                     lambda line: print(line, file=sys.stderr, flush=True),
                                     args.progress_interval)
     spec = commit_spec(config, layout, build.build_id, found.fingerprint, runner,
-                       args.keep_versions, images=found.images)
+                       args.keep_versions, images=found.images,
+                       baseline_statistics=args.baseline_statistics)
     warn_if_class_ordered(config, found.images)
     try:
         with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:

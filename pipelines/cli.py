@@ -1,5 +1,5 @@
-"""The ``beam-tfrecords`` command: ``build``, ``verify``, ``inspect``, ``schema``,
-``report`` and ``promote``.
+"""The ``beam-tfrecords`` command: ``init``, ``build``, ``verify``, ``inspect``, ``schema``,
+``report``, ``promote`` and ``stats``.
 
 An error the user can act on (a :class:`~beam_tfrecords.errors.UserError`) is one line on
 stderr, because the reader is usually a scheduler's log; anything else is a bug and prints its
@@ -111,6 +111,10 @@ def build_parser(progress_interval: float = 0.0) -> CommandParser:
     shuffle.add_argument("--no-shuffle", action="store_true",
                          help="write records in the order they arrive (overrides "
                               "output.shuffle)")
+    parser.add_argument("--baseline-statistics", metavar="DIR",
+                        help="the statistics of the version LATEST names when it was built "
+                             "without them (the folder beam-tfrecords stats --out wrote), for "
+                             "the drift gate and the report")
     parser.add_argument("--skip-if-unchanged", action="store_true",
                         help="exit 0 without writing anything when the inputs fingerprint and "
                              "the config hash equal those of the version LATEST names")
@@ -169,10 +173,11 @@ def _build(argv: Sequence[str], check_flags: bool = True) -> int:
     print(format_summary(manifest, time.monotonic() - started))
     gate = manifest.get("gate") or {}
     if gate.get("passed") is False:
-        print(f"beam-tfrecords build: drift gate: version {manifest['version']} committed, "
-              f"LATEST stays at {gate.get('against')}: {gate.get('line')}; see "
-              f"{manifest['version']}/{gate.get('path')}, then beam-tfrecords promote "
-              "<output>/<version> to publish it", file=sys.stderr)
+        from beam_tfrecords.transforms.drift_gate import held_back_line
+
+        root = ((manifest.get("config") or {}).get("output") or {}).get("path", "<output>")
+        print("beam-tfrecords build: " + held_back_line(
+            manifest, f"{str(root).rstrip('/')}/{manifest['version']}"), file=sys.stderr)
         return EXIT_DRIFT
     if gate.get("note"):
         print(f"drift gate: {gate['note']}")
@@ -278,13 +283,36 @@ def _report(argv: Sequence[str]) -> int:
                                      "root (its LATEST version); local or gs://")
     parser.add_argument("--against", help="another version to compare with (e.g. the one "
                                            "built before)")
+    parser.add_argument("--against-statistics", metavar="DIR",
+                        help="the --against version's statistics, when it was built without "
+                             "them: the folder beam-tfrecords stats --out wrote")
     parser.add_argument("--out", default="report.html",
                         help="where to write the page, local or gs:// (default ./report.html; "
                              "never inside a version)")
     args = parser.parse_args(argv)
-    version_dir, size = write_report(args.path, args.out, args.against)
+    version_dir, size = write_report(args.path, args.out, args.against,
+                                     args.against_statistics)
     print(f"wrote {args.out} ({size:,} bytes): the report of {version_dir}"
           + (f" against {args.against}" if args.against else ""))
+    return 0
+
+
+def _stats(argv: Sequence[str]) -> int:
+    from beam_tfrecords.pipelines.version_stats import write_version_statistics
+
+    parser = CommandParser(
+        prog="beam-tfrecords stats",
+        description="Compute the statistics of a version built without them, reading its "
+                    "shards, and write them in TFX's layout (statistics/Split-<split>/"
+                    "FeatureStats.pb) below --out -- never into the version. build "
+                    "--baseline-statistics and report --against-statistics take the folder.")
+    parser.add_argument("path", help="a version directory, its manifest.json, or an output "
+                                     "root (its LATEST version); local or gs://")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="the folder to write the statistics/ tree in, local or gs://")
+    args = parser.parse_args(argv)
+    version_dir, written = write_version_statistics(args.path, args.out)
+    print(f"wrote the statistics of {version_dir} ({len(written)} split(s)) below {args.out}")
     return 0
 
 
@@ -323,7 +351,7 @@ def _init(argv: list[str]) -> int:
 
 
 COMMANDS = {"init": _init, "build": _build, "verify": _verify, "inspect": _inspect,
-            "schema": _schema, "report": _report, "promote": _promote}
+            "schema": _schema, "report": _report, "promote": _promote, "stats": _stats}
 # The module each command imports on first use (Beam, pyarrow and the rest come with it).
 COMMAND_MODULES = {"init": "beam_tfrecords.pipelines.init_config",
                    "build": "beam_tfrecords.pipelines.build",
@@ -331,9 +359,10 @@ COMMAND_MODULES = {"init": "beam_tfrecords.pipelines.init_config",
                    "inspect": "beam_tfrecords.pipelines.inspect_examples",
                    "schema": "beam_tfrecords.pipelines.config",
                    "report": "beam_tfrecords.pipelines.report",
-                   "promote": "beam_tfrecords.pipelines.promote"}
+                   "promote": "beam_tfrecords.pipelines.promote",
+                   "stats": "beam_tfrecords.pipelines.version_stats"}
 USAGE = """\
-usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report,promote} ...
+usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report,promote,stats} ...
        (each has --help)
        beam-tfrecords --version
 
@@ -344,6 +373,7 @@ usage: beam-tfrecords [--debug] {init,build,verify,inspect,schema,report,promote
   schema   print the tf.io parse spec of a version or a config
   report   write a version's report.html (statistics, shards, rejects), --against another
   promote  move LATEST to a version the drift gate held back, after review
+  stats    compute the statistics of a version built without them (--out DIR)
 
 An error you can act on is one line on stderr; anything else is a bug of ours and prints its
 traceback. --debug (anywhere on the line) prints the traceback of every error."""

@@ -17,11 +17,13 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from beam_tfrecords.pipelines.config_table import allowed, required
 from beam_tfrecords.sinks.early_stop import DEFAULT_WINDOW
+from beam_tfrecords.sinks.format import croissant
 from beam_tfrecords.sinks.format.shard_plan import ShardSize, derive_band, parse_size
 from beam_tfrecords.sinks.format.shuffle_plan import MAX_SEED
 from beam_tfrecords.sinks.format.tfrecord_format import COMPRESSIONS, normalize_compression
@@ -102,6 +104,17 @@ class OutputConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class About:
+    """What the data set is, for its ``croissant.json`` (the config's ``about:``)."""
+
+    description: str = ""
+    license: str = ""  # a URL or an SPDX name
+    citation: str = ""
+    url: str = ""
+    version: str = croissant.DEFAULT_VERSION  # MAJOR.MINOR.PATCH
+
+
+@dataclasses.dataclass(frozen=True)
 class ErrorPolicy:
     max_bad_fraction: float = 0.0  # rejected / read above this fails the build
     max_unread_fraction: float = 0.0  # unread bytes / input bytes above this fails the build
@@ -120,8 +133,10 @@ class Config:
     splits: SplitSpec
     output: OutputConfig
     errors: ErrorPolicy = ErrorPolicy()
-    # The drift gate's thresholds (``validate:``); None: no gate.
+    # The drift gate's thresholds (``validate:``); None: no gate. parse_config turns it on
+    # with the defaults when statistics are on and the config says nothing.
     validate: Thresholds | None = None
+    about: About = About()
 
     def resolved(self) -> dict[str, Any]:
         """The config with every default filled in, as JSON-ready data (for the manifest);
@@ -145,9 +160,15 @@ class Config:
         seed = resolved["output"].pop("shuffle_seed", None)
         if seed is not None:
             resolved["output"]["shuffle"] = {"seed": seed}
-        # The gate's thresholds change no shard either: shown only when the config has them.
-        if resolved.get("validate", 0) is None:
+        # The gate's thresholds change no shard either: shown only when they are not the
+        # defaults (``false`` when the gate was turned off), so configs keep their hash.
+        if self.validate is None or self.validate == Thresholds():
             resolved.pop("validate")
+            if self.validate is None and self.output.statistics:
+                resolved["validate"] = False
+        # The data set's description changes no shard either: shown only when given.
+        if self.about == About():
+            resolved.pop("about")
         # Likewise statistics: only when turned off (they change no shard).
         if resolved["output"].pop("statistics", True) is False:
             resolved["output"]["statistics"] = False
@@ -300,8 +321,22 @@ def _parse_errors(raw: Any) -> ErrorPolicy:
     return ErrorPolicy(**fractions, abort_window=window)
 
 
+def _parse_about(raw: Any) -> About:
+    """``about:``: text fields for ``croissant.json``; ``version`` is MAJOR.MINOR.PATCH."""
+    raw = _mapping("about", {} if raw is None else raw, allowed("about"))
+    for name, value in raw.items():
+        if not isinstance(value, str):
+            raise _fail(f"about.{name}", value, "must be text")
+    version = raw.get("version", croissant.DEFAULT_VERSION)
+    if not re.fullmatch(croissant.SEMVER, version):
+        raise _fail("about.version", version, "must be MAJOR.MINOR.PATCH, e.g. 1.2.0 "
+                    "(Croissant asks for semantic versions)")
+    return About(**raw)
+
+
 def _parse_validate(raw: Any) -> Thresholds | None:
-    """``validate:``: absent or ``false`` (no drift gate), or the gate's thresholds."""
+    """``validate:``: ``false`` (no drift gate), or the gate's thresholds (``{}`` or empty:
+    the defaults)."""
     if raw is False:
         return None
     raw = _mapping("validate", {} if raw is None or raw is True else raw, allowed("validate"))
@@ -338,11 +373,15 @@ def parse_config(raw: Any) -> Config:
         splits=parse_splits(raw.get("splits")),
         output=_parse_output(raw["output"], name),
         errors=_parse_errors(raw.get("errors")),
-        validate=_parse_validate(raw.get("validate", False)),
+        validate=_parse_validate(raw.get("validate")),
+        about=_parse_about(raw.get("about")),
     )
-    if config.validate is not None and not config.output.statistics:
+    if "validate" not in raw:  # the gate is on by default wherever there are statistics
+        config = dataclasses.replace(
+            config, validate=Thresholds() if config.output.statistics else None)
+    elif config.validate is not None and not config.output.statistics:
         raise _fail("validate", raw["validate"], "the drift gate compares statistics: it "
-                    "needs output.statistics: true")
+                    "needs output.statistics: true (or validate: false)")
     return config
 
 

@@ -109,10 +109,11 @@ _ERRORS = (
 )
 _DRIFT = "beam_tfrecords.transforms.stats.drift:Thresholds"
 _VALIDATE = (
-    ConfigKey("validate", "mapping", "The drift gate: compare each build's statistics with the "
-              "version `LATEST` names, and leave `LATEST` where it is when a difference passes "
-              "a threshold below ([Statistics](statistics.md#the-drift-gate)); `{}` for the "
-              "defaults.", default="no gate"),
+    ConfigKey("validate", "mapping or false", "The drift gate: compare each build's "
+              "statistics with the version `LATEST` names, and leave `LATEST` where it is when "
+              "a difference passes a threshold below "
+              "([Statistics](statistics.md#the-drift-gate)); on with statistics, `false` "
+              "turns it off.", default="the defaults below"),
     ConfigKey("validate.max_count_change", "number", "A split's record count may change by "
               "this share of the previous version's.", "0 or more",
               field=f"{_DRIFT}.max_count_change"),
@@ -136,8 +137,23 @@ _VALIDATE = (
               "checks (ids, timestamps: they drift by design).", "stored feature keys",
               default="none"),
 )
+_ABOUT = (
+    ConfigKey("about", "mapping", "What the data set is, for each version's `croissant.json` "
+              "(Croissant 1.1, [Statistics](statistics.md#croissant)).", default="the "
+              "defaults below"),
+    ConfigKey("about.description", "string", "One paragraph on the data set.",
+              default="\"The <name> data set.\""),
+    ConfigKey("about.license", "string", "Its license: a URL or an SPDX name.",
+              default="`unknown`"),
+    ConfigKey("about.citation", "string", "How to cite it (e.g. BibTeX).",
+              default="\"<name>, version <version>\""),
+    ConfigKey("about.url", "string", "Where it is described.", default="none"),
+    ConfigKey("about.version", "string", "The data set's version (not a version folder's "
+              "name).", "MAJOR.MINOR.PATCH", field=f"{_CONFIG}:About.version"),
+)
 # The config's own sections' keys (the formats', features' and splits' are elsewhere).
-SECTION_KEYS: tuple[ConfigKey, ...] = _ROOT + _SOURCE + _REST + _OUTPUT + _ERRORS + _VALIDATE
+SECTION_KEYS: tuple[ConfigKey, ...] = (_ROOT + _SOURCE + _REST + _OUTPUT + _ERRORS + _VALIDATE
+                                       + _ABOUT)
 
 
 def _format_section(fmt: formats.FormatDescriptor) -> ConfigKey:
@@ -154,7 +170,7 @@ def config_keys() -> tuple[ConfigKey, ...]:
     by_format = tuple(key for fmt in formats.FORMATS
                       for key in (_format_section(fmt), *fmt.config_keys()))
     return (_ROOT + _SOURCE + by_format + _REST[:1] + FEATURE_KEYS + _REST[1:] + SPLIT_KEYS
-            + _OUTPUT + _ERRORS + _VALIDATE)
+            + _OUTPUT + _ERRORS + _VALIDATE + _ABOUT)
 
 
 def allowed(parent: str) -> tuple[str, ...]:

@@ -15,8 +15,9 @@ glob a reader writes may match it. Any other file it does not list (a note at th
 stray ``.jsonl`` under ``dead_letter/``, a leftover ``.staging/``) is a warning: no reader of a
 split reads it, but the version holds more than it says. Each split's statistics file the
 manifest lists (``statistics/Split-<split>/FeatureStats.pb``) must match its size and crc32c,
-decode, and count the split's records. Given a glob of shards instead, every file is checked
-for framing and counted. Exit status 1 on any problem, 0 with warnings only, for schedulers.
+decode, and count the split's records; the ``report.html`` it lists, its size and crc32c.
+Given a glob of shards instead, every file is checked for framing and counted. Exit status 1
+on any problem, 0 with warnings only, for schedulers.
 """
 
 from __future__ import annotations
@@ -208,6 +209,11 @@ def check_manifest(manifest: object) -> dict:
         isinstance(e, dict) and _inside(e.get("path")) and _is_count(e.get("bytes"))
         and isinstance(e.get("crc32c"), str) for e in statistics.values()),
         "'statistics' must map splits to {path, bytes, crc32c} inside the version directory")
+    report = manifest.get("report")
+    _expect(report is None or (isinstance(report, dict) and _inside(report.get("path"))
+                               and _is_count(report.get("bytes"))
+                               and isinstance(report.get("crc32c"), str)),
+            "'report' must be {path, bytes, crc32c} inside the version directory")
     for key in _PATH_LISTS:
         paths = manifest.get(key, [])
         _expect(isinstance(paths, list), f"{key!r} must be a list of paths")
@@ -312,21 +318,28 @@ def _unlisted(version_dir: str, paths: list[str], splits: dict) -> Iterator[Shar
                 "not listed in the manifest (no reader of a split reads it)"])
 
 
-def _check_statistics(path: str, entry: dict, split: str, records: int | None) -> ShardCheck:
-    """A split's statistics file against its manifest entry: size, crc32c, and a
-    ``DatasetFeatureStatisticsList`` of one dataset counting the split's records."""
+def _check_listed_file(path: str, entry: dict, what: str) -> tuple[ShardCheck, bytes]:
+    """A file the manifest lists with its size and crc32c (statistics, the report) against
+    that entry; returns the check and the bytes read."""
     check = ShardCheck(path)
     try:
         with storage.open_read(path) as handle:
             data = handle.read()
     except OSError as err:
-        check.problems.append(f"statistics file unreadable: {err}")
-        return check
+        check.problems.append(f"{what} unreadable: {err}")
+        return check, b""
     check.bytes, check.crc32c = len(data), mf.crc32c_b64(crc32c.crc32c(data))
     if check.bytes != entry["bytes"]:
         check.problems.append(f"{check.bytes} bytes, the manifest says {entry['bytes']}")
     if check.crc32c != entry["crc32c"]:
         check.problems.append(f"crc32c {check.crc32c}, the manifest says {entry['crc32c']}")
+    return check, data
+
+
+def _check_statistics(path: str, entry: dict, split: str, records: int | None) -> ShardCheck:
+    """A split's statistics file against its manifest entry: size, crc32c, and a
+    ``DatasetFeatureStatisticsList`` of one dataset counting the split's records."""
+    check, data = _check_listed_file(path, entry, "statistics file")
     if check.problems:
         return check
     try:
@@ -386,6 +399,15 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
             continue
         records = manifest["splits"].get(split, {}).get("records")
         yield _check_statistics(path, entry, split, records)
+    report = manifest.get("report")
+    if isinstance(report, dict):
+        listed.add(report["path"])
+        path = storage.join(version_dir, report["path"])
+        if report["path"] not in on_disk:
+            yield ShardCheck(path, problems=["missing: the report listed in the manifest, "
+                                             "not on disk"])
+        else:
+            yield _check_listed_file(path, report, "report")[0]
     for path, what in _other_listed(manifest):
         listed.add(path)
         if path not in on_disk:

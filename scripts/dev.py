@@ -11,6 +11,7 @@ Each command creates what it needs and reuses it next time:
              protobuf 7 while Apache Beam needs protobuf 6 (tests talk to it via files)
   .venv-tfdv/  TensorFlow Data Validation 1.16.1, the oracle of our statistics: it pins
              TensorFlow < 2.17, protobuf < 6, pyarrow < 11 and a Beam of its own
+  .venv-croissant/  mlcroissant, the oracle of every version's croissant.json
   .venv-docs/  MkDocs and its plugins (`docs` only), with this package for the API page
 Every package comes from a lock in locks/ (exact versions and hashes, installed with
 --require-hashes --no-deps; scripts/lock.py makes them), so a fresh machine installs what CI
@@ -35,6 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 TF_VENV = ROOT / ".venv-tf"
 TFDV_VENV = ROOT / ".venv-tfdv"
+CROISSANT_VENV = ROOT / ".venv-croissant"
 DOCS_VENV = ROOT / ".venv-docs"
 UV_HOME = ROOT / ".cache" / "uv"
 LOCKS = ROOT / "locks"
@@ -123,6 +125,11 @@ def tfdv_env() -> pathlib.Path:
     return _ensure_env(TFDV_VENV, _lock("tfdv-oracle"), project=False)
 
 
+def croissant_env() -> pathlib.Path:
+    """mlcroissant (``mlcroissant validate``), the oracle of our croissant.json files."""
+    return _ensure_env(CROISSANT_VENV, _lock("croissant-oracle"), project=False)
+
+
 def docs_env() -> pathlib.Path:
     """MkDocs from locks/docs-py3.11.txt, with this package installed editable and without
     its dependencies: mkdocstrings reads the docstrings from the source, never importing it."""
@@ -149,13 +156,15 @@ def run_pytest(python: pathlib.Path, args: list[str], tensorflow: bool = True) -
     oracles made first unless the chosen tests never use them."""
     env = dict(os.environ)
     if tensorflow:
-        tf, tfdv = prepare(tf_env, tfdv_env)
+        tf, tfdv, croissant = prepare(tf_env, tfdv_env, croissant_env)
         env["BEAM_TFRECORDS_TF_PYTHON"] = str(tf)
         env["BEAM_TFRECORDS_TFDV_PYTHON"] = str(tfdv)
+        env["BEAM_TFRECORDS_CROISSANT_PYTHON"] = str(croissant)
     return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
-FAST = ["-m", "not slow and not gcs and not tf and not tfdv and not e2e and not browser"]
+FAST = ["-m", "not slow and not gcs and not tf and not tfdv and not croissant and not e2e "
+        "and not browser"]
 # Whole test files spread over every core (pytest-xdist): a file's module fixtures (builds
 # shared by its tests) run once, and tests/conftest.py puts the longest files first.
 PARALLEL = ["-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"]
@@ -172,7 +181,7 @@ def test(args: list[str]) -> int:
         args = [*PARALLEL, *args]
     if fast:
         return run_pytest(project_env(), [*FAST, *args], tensorflow=False)
-    project, _, _ = prepare(project_env, tf_env, tfdv_env)
+    project, _, _, _ = prepare(project_env, tf_env, tfdv_env, croissant_env)
     return run_pytest(project, args)
 
 

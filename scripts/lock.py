@@ -53,7 +53,8 @@ def runtime_lock(python: str) -> pathlib.Path:
 
 def oracle_lock(name: str) -> pathlib.Path:
     """The lock of a test oracle's or tool's environment (``tf-oracle``: .venv-tf;
-    ``tfdv-oracle``: .venv-tfdv; ``docs``: .venv-docs)."""
+    ``tfdv-oracle``: .venv-tfdv; ``croissant-oracle``: .venv-croissant; ``docs``:
+    .venv-docs)."""
     return LOCKS / f"{name}-py{ORACLE_PYTHON}.txt"
 
 
@@ -147,6 +148,8 @@ def _targets() -> dict[pathlib.Path, tuple[str, list[str], str]]:
                                          ORACLE_PYTHON)
     targets[oracle_lock("tfdv-oracle")] = ("tests/tfdv_oracle/requirements.txt", [],
                                            ORACLE_PYTHON)
+    targets[oracle_lock("croissant-oracle")] = ("tests/croissant_oracle/requirements.txt", [],
+                                                ORACLE_PYTHON)
     targets[oracle_lock("docs")] = ("docs/requirements.txt", [], ORACLE_PYTHON)
     targets[LOCKS / "uv.txt"] = ("scripts/uv.in", [], ORACLE_PYTHON)
     return targets

@@ -24,7 +24,8 @@ A build's life on an output root, every step proven by what it reads back:
    ``.failed/<version>-<build>/`` with ``failure.json``, the version folder rolled back --
    or write ``feature_spec.json``, the files other readers need (``schema.pbtxt``, TFDS's
    ``features.json`` and ``dataset_info.json``), the statistics of every split
-   (``statistics/Split-<split>/FeatureStats.pb``) and ``manifest.json`` (created exclusively:
+   (``statistics/Split-<split>/FeatureStats.pb``), the version's ``report.html`` (compared
+   with the version ``LATEST`` names) and ``manifest.json`` (created exclusively:
    a committed version is never rewritten), move ``LATEST`` (never back to an older version), remove
    staging and apply retention. With a drift gate (``CommitSpec.gate``) it also writes
    ``anomalies.json``; a gate that did not pass commits the version without moving ``LATEST``
@@ -53,6 +54,7 @@ from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks import conditional, early_stop, ownership
 from beam_tfrecords.sinks.dead_letters import DeadLetterFile, staged_dead_letters, top_reasons
+from beam_tfrecords.sinks.format import croissant
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
@@ -140,6 +142,13 @@ class CommitSpec:
     # ({"passed": bool, "against", "line", ...}). A gate that did not pass commits the
     # version but leaves LATEST where it is. None: no gate.
     gate: Any = None
+    # The version's report: called as report(root, the version LATEST names or None, the
+    # manifest document, {split: statistics bytes} or None, the anomalies.json document or
+    # None) -> the HTML page, written as ``report.html`` before the manifest. None: no page.
+    report: Any = None
+    # The config's ``about:`` (description, license, citation, url, version): the commit
+    # writes the version's ``croissant.json`` from it and the manifest. None: no Croissant.
+    about: Mapping[str, Any] | None = None
 
     @property
     def job_lease(self) -> JobLease | None:
@@ -157,7 +166,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
                      extra: Mapping[str, Any] | None = None, shuffle_seed: int | None = None,
                      allow_non_empty: bool = False, wait_for_lease: float = 0.0,
                      use_lease: bool = True, statistics: Mapping[str, bytes] | None = None,
-                     gate: Any = None) -> CommitSpec:
+                     gate: Any = None, report: Any = None,
+                     about: Mapping[str, Any] | None = None) -> CommitSpec:
     """The one way a launcher (the command line, the library transform) describes a build to
     its commit step; the tool's version and the lease's time to live are this process's.
 
@@ -179,6 +189,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
       statistics: write per-split statistics: per split, those of no Examples (for a split
         that gets none); None: no statistics.
       gate: the drift gate (``CommitSpec.gate``), with statistics only; None: no gate.
+      report: what makes ``report.html`` (``CommitSpec.report``); None: no page.
+      about: the data set's description for ``croissant.json``; None: no Croissant file.
 
     Returns:
       The CommitSpec.
@@ -191,7 +203,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         abort_window=abort_window, keep=keep, extra=dict(extra or {}),
         documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
         allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease,
-        statistics=None if statistics is None else dict(statistics), gate=gate)
+        statistics=None if statistics is None else dict(statistics), gate=gate,
+        report=report, about=None if about is None else dict(about))
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -731,7 +744,7 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
     storage.delete_tree(layout.staging)
     storage.delete([layout.feature_spec, layout.marker]
                    + [storage.join(layout.version_dir, n)
-                      for n in (*lay.METADATA_FILES, lay.ANOMALIES)]
+                      for n in (*lay.METADATA_FILES, lay.ANOMALIES, lay.REPORT)]
                    + [lay.statistics_path(layout.version_dir, s) for s in shards])
     if storage.is_local(layout.version_dir):
         _remove_empty_dirs(layout.version_dir)
@@ -751,6 +764,9 @@ def _write_reader_files(spec: CommitSpec, document: Mapping[str, Any]) -> dict[s
             del files[lay.TFDS_FEATURES]
         else:
             files[lay.TFDS_INFO] = json.dumps(info, indent=2) + "\n"
+    if spec.about is not None:
+        files[lay.CROISSANT] = croissant.dumps(croissant.croissant_document(document,
+                                                                           spec.about))
     unknown = sorted(set(files) - set(lay.METADATA_FILES))
     if unknown:
         raise ValueError(f"not a reader file of the layout: {unknown}")
@@ -790,18 +806,31 @@ def _write_statistics(spec: CommitSpec, files: Mapping[str, bytes]) -> dict[str,
     return entries
 
 
-def _judge(spec: CommitSpec, document: dict[str, Any], files: Mapping[str, bytes]) -> bool:
-    """Run the drift gate against the version LATEST names, write ``anomalies.json`` and
-    record the verdict in the manifest's ``gate``; returns whether it passed."""
+def _judge(spec: CommitSpec, document: dict[str, Any], files: Mapping[str, bytes],
+           against: str | None) -> dict[str, Any]:
+    """Run the drift gate against ``against`` (the version LATEST names), write
+    ``anomalies.json`` and record the verdict in the manifest's ``gate``; returns the
+    gate's document."""
     layout = spec.layout
-    found = spec.gate(layout.root, read_latest(layout.root), document, files)
+    found = spec.gate(layout.root, against, document, files)
     storage.write_atomic(lay.resolve_in_version(layout.version_dir, lay.ANOMALIES),
                          mf.dumps(found))
-    passed = bool(found["passed"])
-    document["gate"] = {"path": lay.ANOMALIES, "passed": passed, "against": found["against"],
-                        "anomalies": len(found["anomalies"]), "line": found.get("line", ""),
+    document["gate"] = {"path": lay.ANOMALIES, "passed": bool(found["passed"]),
+                        "against": found["against"], "anomalies": len(found["anomalies"]),
+                        "line": found.get("line", ""),
                         **({"note": found["note"]} if found.get("note") else {})}
-    return passed
+    return found
+
+
+def _write_report(spec: CommitSpec, document: dict[str, Any], against: str | None,
+                  files: Mapping[str, bytes] | None, found: Mapping[str, Any] | None) -> None:
+    """Write the version's ``report.html`` and list it (path, bytes, crc32c) in the
+    manifest's ``report``."""
+    page = spec.report(spec.layout.root, against, document, files, found).encode("utf-8")
+    path = lay.resolve_in_version(spec.layout.version_dir, lay.REPORT)
+    storage.write_atomic(path, page, content_type="text/html; charset=utf-8")
+    document["report"] = {"path": lay.REPORT, "bytes": len(page),
+                          "crc32c": mf.crc32c_b64(crc32c.crc32c(page))}
 
 
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
@@ -850,12 +879,16 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
-    passed = True
+    against = read_latest(layout.root)  # the version this one is compared with
+    files = found = None
     if spec.statistics is not None:
         files = _statistics_files(spec, shards, statistics)
         document["statistics"] = _write_statistics(spec, files)
         if spec.gate is not None:
-            passed = _judge(spec, document, files)
+            found = _judge(spec, document, files, against)
+    passed = found is None or bool(found["passed"])
+    if spec.report is not None:
+        _write_report(spec, document, against, files, found)
     with _fenced(spec, "the commit"):  # no takeover can fall between its check and these
         # Says "the manifest may exist but LATEST may not name it yet" until staging goes,
         # after LATEST moved: what the next build's roll-forward looks for. A version the

@@ -41,7 +41,7 @@ TOOL = "beam-tfrecords"
 # Shards end .tfrecord[.gz|.deflate]; index sidecars are index/<split>/<shard>.index.
 _SHARD = r"[^/]+-\d{5}-of-\d{5}\.tfrecord(\.gz|\.deflate)?"
 _ROOT_FILES = "|".join(map(re.escape, (lay.MANIFEST, lay.FEATURE_SPEC, lay.ANOMALIES,
-                                       *lay.METADATA_FILES)))
+                                       lay.REPORT, *lay.METADATA_FILES)))
 _BUILD_FILES = re.compile(
     rf"({_ROOT_FILES}"
     rf"|[^/]+/{_SHARD}"
@@ -263,9 +263,10 @@ def listed_by_manifest(entry: Entry) -> list[str]:
     for extra in extras if isinstance(extras, list) else []:
         if isinstance(extra, str):
             listed.add(extra)
-    gate = doc.get("gate")
-    if isinstance(gate, dict) and isinstance(gate.get("path"), str):
-        listed.add(gate["path"])
+    for key in ("gate", "report"):
+        item = doc.get(key)
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            listed.add(item["path"])
     stats = doc.get("statistics")
     for listed_stats in stats.values() if isinstance(stats, dict) else []:
         if isinstance(listed_stats, dict) and isinstance(listed_stats.get("path"), str):

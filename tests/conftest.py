@@ -44,6 +44,18 @@ def tfdv_python() -> str:
     return candidate
 
 
+@pytest.fixture(scope="session")
+def croissant_python() -> str:
+    """The mlcroissant venv's interpreter; `python3 scripts/dev.py test` creates it. Missing,
+    it fails the tests that need it (a green run must mean mlcroissant validated our files)."""
+    candidate = (os.environ.get("BEAM_TFRECORDS_CROISSANT_PYTHON")
+                 or str(ROOT / ".venv-croissant/bin/python"))
+    if not pathlib.Path(candidate).exists():
+        pytest.fail(f"no mlcroissant environment at {candidate}; run `python3 scripts/dev.py "
+                    "test`, which creates it, or set BEAM_TFRECORDS_CROISSANT_PYTHON")
+    return candidate
+
+
 # Debian's packages; .ci/run installs them (apt-get install chromium chromium-driver).
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")
 # Set by .ci/run only when the machine cannot install them: the browser tests skip saying why.
@@ -162,8 +174,8 @@ def _gcs_emulator_module():
 
 # The tiers a fixture puts a test in (markers registered in pytest.ini).
 _FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "tf_oracle": "tf",
-                  "read_with_tf": "tf",
-                  "tfdv_python": "tfdv", "chromium": "browser"}
+                  "read_with_tf": "tf", "tfdv_python": "tfdv",
+                  "croissant_python": "croissant", "chromium": "browser"}
 
 
 # The longest test files, longest first (measured with `pytest --durations=0`). The README's

@@ -12,6 +12,7 @@ it under its former path, which Beam YAML files name.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,15 +36,18 @@ from beam_tfrecords.transforms.codec.reader_files import reader_documents
 from beam_tfrecords.transforms.codec.specs import FeaturesLike, SplitsLike
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.compute_statistics import empty_statistics
+from beam_tfrecords.transforms.drift_gate import DriftGate, DriftGateError, check_gate
 from beam_tfrecords.transforms.readers.framework import COUNTS, REJECTED, dead_letter
+from beam_tfrecords.transforms.stats.drift import Thresholds
 from beam_tfrecords.transforms.to_examples import (
     ToExamples,
     as_feature_specs,
     as_split_spec,
     is_read_result,
 )
+from beam_tfrecords.transforms.version_report import VersionReport
 
-__all__ = ["DatasetError", "ShardSizeLike", "WriteTFRecordDataset"]
+__all__ = ["DatasetError", "DriftGateError", "ShardSizeLike", "WriteTFRecordDataset"]
 
 DEFAULT_SPLIT = "train"
 # ``{"target": "150MB", "min": "100MB", "max": "200MB"}`` (sizes as strings or bytes), or a
@@ -70,6 +74,27 @@ def _shard_size(value: ShardSizeLike | None) -> ShardSize:
         return derive_band({k: parse_size(v) for k, v in value.items()})
     except ValueError as err:
         raise DatasetError(f"shard_size {dict(value)!r}: {err}") from None
+
+
+def _thresholds(value: bool | Mapping[str, Any] | Thresholds) -> Thresholds | None:
+    """The drift gate's thresholds: True the defaults, False or None no gate, a mapping
+    (the config's ``validate:`` keys) or Thresholds."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Thresholds()
+    if isinstance(value, Thresholds):
+        return value
+    if not isinstance(value, Mapping):
+        raise DatasetError(f"validate must be True, False or a mapping of thresholds, not "
+                           f"{value!r}")
+    fields = {f.name for f in dataclasses.fields(Thresholds)}
+    unknown = sorted(set(value) - fields)
+    if unknown:
+        raise DatasetError(f"validate: unknown threshold(s) {unknown}; known: "
+                           f"{sorted(fields)}")
+    items = {k: tuple(v) if k == "ignore" else v for k, v in value.items()}
+    return Thresholds(**items)
 
 
 class _SerializedToBatches(beam.DoFn):
@@ -177,6 +202,13 @@ class WriteTFRecordDataset(beam.PTransform):
         order, and the same records with the same seed give the same shard files, byte for
         byte, on every runner (the config's ``output.shuffle: {seed: N}``). None (the
         default): records are written as they arrive.
+      validate: the drift gate, where statistics are committed (rows, or ToExamples' whole
+        result): True (the default) with the default thresholds, a mapping of the config's
+        ``validate:`` keys (``{"max_linf": 0.2}``), or False for none. A version the gate
+        holds back is committed, ``LATEST`` stays, the manifest's ``gate`` says
+        ``passed: false`` and the pipeline then fails with
+        :class:`~beam_tfrecords.transforms.drift_gate.DriftGateError`
+        (``btf.DriftGateError``).
 
     Every argument after ``name`` is keyword-only. A bad argument raises
     :class:`DatasetError` at construction, naming it.
@@ -188,8 +220,9 @@ class WriteTFRecordDataset(beam.PTransform):
 
     Returns:
       A PCollection holding one element, the committed version's manifest document (its
-      ``version``, counts, shards ...). Its attributes ``version`` and ``version_dir`` name
-      the version folder the pipeline writes, known as soon as the transform is applied.
+      ``version``, counts, shards ..., and ``gate``: whether the drift gate passed). Its
+      attributes ``version`` and ``version_dir`` name the version folder the pipeline
+      writes, known as soon as the transform is applied.
     """
 
     def __init__(self, output: str, name: str, *, features: FeaturesLike | None = None,
@@ -198,7 +231,8 @@ class WriteTFRecordDataset(beam.PTransform):
                  max_unread_fraction: float = 0.0, version: str | None = None,
                  keep_versions: int = 5, index: bool = False,
                  allow_non_empty_output: bool = False, wait_for_lease: float = 0.0,
-                 shuffle_seed: int | None = None) -> None:
+                 shuffle_seed: int | None = None,
+                 validate: bool | Mapping[str, Any] | Thresholds = True) -> None:
         super().__init__()
         if not isinstance(output, str) or not output.strip():
             raise DatasetError(f"output must be a local or gs:// path, not {output!r}")
@@ -244,6 +278,7 @@ class WriteTFRecordDataset(beam.PTransform):
             raise DatasetError(f"shuffle_seed must be an integer from 0 to {MAX_SEED} or None, "
                                f"not {shuffle_seed!r}")
         self.shuffle_seed = shuffle_seed
+        self.validate = _thresholds(validate)
 
     def _parts(self, pvalueish: Any) -> tuple[dict, tuple[str, ...]]:
         """The examples, rejected and counts PCollections, and the split names."""
@@ -354,7 +389,13 @@ class WriteTFRecordDataset(beam.PTransform):
             documents=documents, tfds_note=tfds_note, shuffle_seed=self.shuffle_seed,
             allow_non_empty=self.allow_non_empty_output, wait_for_lease=self.wait_for_lease,
             statistics=None if kinds is None else empty_statistics(kinds, names),
+            gate=None if kinds is None or self.validate is None else DriftGate(self.validate),
+            report=VersionReport(), about={},
         )
         manifest = parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
+        if spec.gate is not None:  # after the commit, in a stage of its own: a retry of it
+            # re-raises, never re-runs the commit
+            _ = (manifest | "AfterCommit" >> beam.Reshuffle()
+                 | "CheckDriftGate" >> beam.Map(check_gate, layout.version_dir))
         manifest.version, manifest.version_dir = layout.version, layout.version_dir
         return manifest

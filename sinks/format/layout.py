@@ -13,8 +13,10 @@
     schema.pbtxt          tensorflow_metadata Schema (TFX, TFDV, Ray)
     features.json         TensorFlow Datasets' features and splits, when TFDS can load it
     dataset_info.json
+    croissant.json        its Croissant 1.1 description (MLCommons)
     statistics/Split-<split>/FeatureStats.pb                TFDV statistics, as TFX lays them out
-    anomalies.json        the drift gate's findings, when the config has a gate
+    anomalies.json        the drift gate's findings, when the gate ran
+    report.html           the version's report, compared with the version LATEST named before
     <split>/<name>-00000-of-00007.tfrecord[.gz|.deflate]   shards only, nothing else
     index/<split>/<shard file name>.index                   index sidecars, when written
     dead_letter/rejected-00000-of-00001.jsonl
@@ -41,6 +43,7 @@ from beam_tfrecords.errors import UserError
 
 __all__ = [
     "ANOMALIES",
+    "CROISSANT",
     "DEAD_LETTER",
     "FAILED",
     "FAILURE",
@@ -58,6 +61,7 @@ __all__ = [
     "EARLY_STOP",
     "PROGRESS",
     "PUBLISHING",
+    "REPORT",
     "RESERVED",
     "SHUFFLE",
     "STAGING",
@@ -82,13 +86,15 @@ FEATURE_SPEC = "feature_spec.json"
 SCHEMA = "schema.pbtxt"
 TFDS_FEATURES = "features.json"
 TFDS_INFO = "dataset_info.json"
-METADATA_FILES = (SCHEMA, TFDS_FEATURES, TFDS_INFO)
+CROISSANT = "croissant.json"  # the Croissant 1.1 description (sinks/format/croissant.py)
+METADATA_FILES = (SCHEMA, TFDS_FEATURES, TFDS_INFO, CROISSANT)
 DEAD_LETTER = "dead_letter"
 # Per-split statistics in TFX's layout (StatisticsGen's artifact): TFDV, TFX and TFDS tools
 # open ``statistics/Split-<split>/FeatureStats.pb`` as it is.
 STATISTICS = "statistics"
 STATISTICS_FILE = "FeatureStats.pb"
 ANOMALIES = "anomalies.json"  # the drift gate's findings against the previous version
+REPORT = "report.html"  # the version's self-contained report (sinks/format/report_html.py)
 # Index sidecars live in a tree of their own, so that ``<split>/*`` matches shards only (Beam's
 # ReadFromTFRecord and tf.data users glob split folders).
 INDEX = "index"
@@ -107,8 +113,9 @@ PUBLISHING = "publishing"
 # on case-insensitive filesystems ``latest`` is ``LATEST``).
 RESERVED = frozenset(n.lower() for n in (LATEST, LEASE, MARKER, STAGING, MANIFEST,
                                          FEATURE_SPEC, DEAD_LETTER, FAILURE, STATISTICS,
-                                         STATISTICS_FILE, ANOMALIES, FAILED, INDEX, *METADATA_FILES,
-                                         SHUFFLE, EARLY_STOP, PROGRESS, PUBLISHING))
+                                         STATISTICS_FILE, ANOMALIES, REPORT, FAILED, INDEX,
+                                         *METADATA_FILES, SHUFFLE, EARLY_STOP, PROGRESS,
+                                         PUBLISHING))
 # One path segment of a file or folder the build names itself: a shard, a part, a uuid.
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")

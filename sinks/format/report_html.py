@@ -27,6 +27,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from beam_tfrecords.sinks.format.layout import REPORT
 from beam_tfrecords.sinks.format.shard_plan import format_bytes
 from beam_tfrecords.sinks.format.svg_charts import (
     Bar,
@@ -41,7 +42,6 @@ from beam_tfrecords.sinks.format.svg_charts import (
 __all__ = ["REPORT", "SEVERITIES", "Anomaly", "Reason", "VersionFacts", "facts_from_manifest",
            "feature_name", "render_report"]
 
-REPORT = "report.html"
 SEVERITIES = ("error", "warning", "info")
 TOP_VALUES_SHOWN = 10
 # The top values a statistics file keeps per feature (transforms/stats/accumulators.py): a
@@ -131,7 +131,8 @@ def facts_from_manifest(manifest: Mapping[str, Any],
       The facts :func:`render_report` shows.
     """
     splits = manifest.get("splits") or {}
-    size = ((manifest.get("config") or {}).get("output") or {}).get("shard_size") or {}
+    output = (manifest.get("config") or {}).get("output")  # the library's: only a path
+    size = (output.get("shard_size") if isinstance(output, dict) else None) or {}
     band = None
     if all(isinstance(size.get(k), int) for k in ("min", "target", "max")):
         band = (size["min"], size["target"], size["max"])

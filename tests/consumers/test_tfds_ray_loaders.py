@@ -93,7 +93,8 @@ def test_the_sample_configs_are_all_here():
 def test_tfds_loads_the_version_with_the_values_of_our_spec(name, versions, tfds_read):
     manifest = json.loads((versions[name] / "manifest.json").read_text())
     assert manifest["tfds"] == {"loadable": True}
-    assert manifest["metadata_files"] == ["schema.pbtxt", "features.json", "dataset_info.json"]
+    assert manifest["metadata_files"] == ["schema.pbtxt", "features.json", "dataset_info.json",
+                                          "croissant.json"]
     result = tfds_read[str(versions[name])]
     assert result["loadable"]
     assert set(result["splits"]) == set(manifest["splits"])
@@ -172,9 +173,10 @@ def test_compressed_versions_say_tfds_cannot_read_them(compression, tmp_path):
     manifest = _build_compressed(config, out, compression)
     assert manifest["tfds"]["loadable"] is False
     assert "uncompressed" in manifest["tfds"]["why"]
-    assert manifest["metadata_files"] == ["schema.pbtxt"]
+    assert manifest["metadata_files"] == ["schema.pbtxt", "croissant.json"]
     assert sorted(p.name for p in (out / "v1").iterdir() if p.is_file()) == [
-        ".beam-tfrecords-build", "feature_spec.json", "manifest.json", "schema.pbtxt"]
+        ".beam-tfrecords-build", "anomalies.json", "croissant.json", "feature_spec.json",
+        "manifest.json", "report.html", "schema.pbtxt"]
 
 
 def _build_compressed(config: pathlib.Path, out: pathlib.Path, compression: str) -> dict:

@@ -125,6 +125,11 @@ def check_build_on_gcs(emulator, out: str, manifest: dict, config: pathlib.Path,
                                # schema.pbtxt, and the TFDS files of an uncompressed version
                                *(emulator.name_of(storage.join(version_dir, name))
                                  for name in manifest["metadata_files"]),
+                               # statistics, the gate's anomalies.json, report.html
+                               *(emulator.name_of(storage.join(version_dir, e["path"]))
+                                 for e in manifest.get("statistics", {}).values()),
+                               *(emulator.name_of(storage.join(version_dir, manifest[k]["path"]))
+                                 for k in ("gate", "report") if k in manifest),
                                *shard_names}
     return sizes
 

@@ -67,7 +67,7 @@ SAMPLES: dict[str, dict] = {
     "output.shuffle": {"output.shuffle": {"seed": 7}},
     "output.shuffle.seed": {"output.shuffle": {"seed": 7}},
     "output.statistics": {"output.statistics": False},
-    "validate": {"validate": {}},
+    "validate": {"validate": False},  # differs from the default: the gate on
     "validate.max_count_change": {"validate": {"max_count_change": 0.5}},
     "validate.max_missing_change": {"validate": {"max_missing_change": 0.5}},
     "validate.max_linf": {"validate": {"max_linf": 0.5}},
@@ -77,6 +77,12 @@ SAMPLES: dict[str, dict] = {
     "validate.max_unread_increase": {"validate": {"max_unread_increase": 0.5}},
     "validate.schema_changes": {"validate": {"schema_changes": True}},
     "validate.ignore": {"validate": {"ignore": ["a"]}},
+    "about": {"about": {"license": "CC-BY-4.0"}},
+    "about.description": {"about": {"description": "People and their scores."}},
+    "about.license": {"about": {"license": "CC-BY-4.0"}},
+    "about.citation": {"about": {"citation": "@misc{people}"}},
+    "about.url": {"about": {"url": "https://example.org/people"}},
+    "about.version": {"about": {"version": "2.1.0"}},
     "errors": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_bad_fraction": {"errors": {"max_bad_fraction": 0.5}},
     "errors.max_unread_fraction": {"errors": {"max_unread_fraction": 0.5}},
@@ -160,12 +166,13 @@ def test_each_default_shown_is_the_one_the_validation_applies(key):
     gets (the parsers spell some defaults out again)."""
     parts = key.key.split(".")
     section = ".".join(parts[:2])
-    optional = {"validate": {}} if parts[0] == "validate" else {}  # a section off when absent
-    config = parse_config(_config({section: {}} if _format_section(section) else optional))
+    config = parse_config(_config({section: {}} if _format_section(section) else {}))
     if parts[0] == "features":  # the resolved config leaves some feature defaults out
         node = getattr(config.features[0], parts[-1])
     elif key.key == "source.split_bytes":  # left out of the resolved config at its default
         node = config.source.split_bytes
+    elif parts[0] in ("validate", "about"):  # likewise these defaults (not shown)
+        node = getattr(getattr(config, parts[0]), parts[-1])
     else:
         node = config.resolved()
         for part in parts:

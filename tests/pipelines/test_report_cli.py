@@ -1,10 +1,9 @@
 """``beam-tfrecords report``: the report of real built versions, read back from their
 manifest, statistics files and dead letters, locally and on ``gs://``.
 
-Two versions are built from CSV (the second with rejected rows and hostile categories);
-their ``statistics/Split-<split>/FeatureStats.pb`` are computed here from the written
-records by the build's accumulators and written in TFX's layout, as a build with
-statistics writes them, and the second gets the ``anomalies.json`` a comparison leaves.
+Two versions are built from CSV (the second with rejected rows and hostile categories): the
+build writes their statistics, and the drift gate holds the second back (its new category
+values), leaving the ``anomalies.json`` the report marks.
 """
 
 from __future__ import annotations
@@ -15,13 +14,10 @@ import re
 import shutil
 
 import pytest
-from beam_tfrecords_tests_helpers import HOSTILE, read_records, shard_paths
+from beam_tfrecords_tests_helpers import HOSTILE
 
 from beam_tfrecords.pipelines import cli
-from beam_tfrecords.pipelines.report import ANOMALIES, STATISTICS, statistics_path
-from beam_tfrecords.sinks.format.report_html import Anomaly
-from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
-from beam_tfrecords.transforms.stats.statistics_wire import encode_statistics_list
+from beam_tfrecords.sinks.format.layout import ANOMALIES, REPORT, STATISTICS
 
 pytestmark = pytest.mark.slow  # two whole builds
 
@@ -34,27 +30,17 @@ features:
 splits: {{key: id, train: 80, eval: 20}}
 output: {{path: {out}, shard_size: {{target: 2KB, min: 1KB, max: 4KB}}}}
 errors: {{max_bad_fraction: 0.5}}
+validate: {{}}
 """
 
 
-def _build(tmp: pathlib.Path, name: str, rows: list[str]) -> pathlib.Path:
+def _build(tmp: pathlib.Path, name: str, rows: list[str], status: int = 0) -> pathlib.Path:
     data = tmp / f"{name}.csv"
     data.write_text("id,score,tag\n" + "".join(f"{r}\n" for r in rows))
     config = tmp / f"{name}.yaml"
     config.write_text(CONFIG.format(data=data, out=tmp / "out"))
-    assert cli.main(["build", "--config", str(config), "--version", name]) == 0
+    assert cli.main(["build", "--config", str(config), "--version", name]) == status
     return tmp / "out" / name
-
-
-def _write_statistics(version: pathlib.Path) -> None:
-    manifest = json.loads((version / "manifest.json").read_text())
-    for split in manifest["splits"]:
-        acc = DatasetAccumulator()
-        for path in shard_paths(version, manifest, split):
-            acc.add_serialized(read_records(path))
-        target = pathlib.Path(statistics_path(str(version), split))
-        target.parent.mkdir(parents=True)
-        target.write_bytes(encode_statistics_list([acc.result(split)]))
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +48,11 @@ def versions(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     tags = ["a", "b", "c"]
     first = _build(tmp, "v1", [f"{i},{i % 10},{tags[i % 3]}" for i in range(200)])
+    # The drift gate holds it back (new values of tag): committed, LATEST stays at v1.
     second = _build(tmp, "v2", [f"{i},{'oops' if i % 40 == 0 else i % 7},"
-                                f"\"{(tags + list(HOSTILE))[i % 5]}\"" for i in range(160)])
-    for version in (first, second):
-        _write_statistics(version)
-    # What a comparison leaves beside the version it judged.
-    (second / ANOMALIES).write_text(json.dumps([Anomaly(
-        "tag", "new_values", f"new value {HOSTILE[0]!r}", "warning").to_dict()]))
+                                f"\"{(tags + list(HOSTILE))[i % 5]}\"" for i in range(160)],
+                    status=cli.EXIT_DRIFT)
+    assert json.loads((second / ANOMALIES).read_text())["passed"] is False
     return first, second
 
 
@@ -81,7 +65,7 @@ def _report(capsys, *args):
 def test_a_version_without_statistics_gets_a_report_that_says_so(versions, tmp_path, capsys):
     """A version built before statistics existed (or with them turned off)."""
     bare = tmp_path / "bare"
-    shutil.copytree(versions[0], bare, ignore=shutil.ignore_patterns(STATISTICS))
+    shutil.copytree(versions[0], bare, ignore=shutil.ignore_patterns(STATISTICS, REPORT))
     out = tmp_path / "r.html"
     code, printed, err = _report(capsys, bare, "--out", out)
     assert (code, err) == (0, "")
@@ -94,8 +78,7 @@ def test_a_version_without_statistics_gets_a_report_that_says_so(versions, tmp_p
 def test_the_report_compares_two_versions_and_escapes_their_data(versions, tmp_path, capsys):
     first, second = versions
     out = tmp_path / "r.html"
-    # The output root names the second version through LATEST.
-    code, printed, err = _report(capsys, second.parent, "--against", first, "--out", out)
+    code, printed, err = _report(capsys, second, "--against", first, "--out", out)
     assert (code, err) == (0, "")
     page = out.read_text()
     assert "compared with version <b>v1</b>" in page
@@ -106,11 +89,14 @@ def test_the_report_compares_two_versions_and_escapes_their_data(versions, tmp_p
     assert page.count('<section class="feature') == 3  # id, score, tag
     assert re.search(r'<section class="feature flagged" id="f\d+"><h3>tag<', page)
     assert "no statistics" not in page
+    # The page the build committed into the version is the same page: compared with the
+    # version LATEST named before it, its gate's anomalies marked.
+    assert (second / REPORT).read_text() == page
 
 
 def test_the_report_is_never_written_into_a_version(versions, capsys):
     _, second = versions
-    target = second / "report.html"
+    target = second / "again.html"
     code, _, err = _report(capsys, second, "--out", target)
     assert code == 1
     assert err.startswith("beam-tfrecords report: ReportError: refusing to write")

@@ -11,7 +11,7 @@ import pathlib
 import pytest
 import yaml
 
-from beam_tfrecords.pipelines.config import ErrorPolicy, OutputConfig
+from beam_tfrecords.pipelines.config import About, ErrorPolicy, OutputConfig
 from beam_tfrecords.pipelines.config_table import config_keys, markdown
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
@@ -30,7 +30,7 @@ DEFAULTS = {"source.csv": CsvOptions(), "source.jsonl": JsonlOptions(),
             "source.images": ImagesOptions(), "features.<name>": FeatureSpec("f", "int64"),
             "splits": SplitSpec(), "output": OutputConfig("out"),
             "output.shard_size": ShardSize(), "errors": ErrorPolicy(),
-            "validate": Thresholds()}
+            "validate": Thresholds(), "about": About()}
 
 
 MARK = "<!-- config-keys -->"

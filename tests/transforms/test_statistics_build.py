@@ -8,7 +8,7 @@ here with numpy, exact integers and ``math.fsum`` from the decoded Examples: cou
 and min/max exactly, mean and standard deviation within 1e-9 relative, zeros, string lengths,
 unique counts and top values exactly where the file says its sketches were exact. Also:
 ``verify`` catches a damaged or missing statistics file, ``output.statistics: false`` writes
-none, and a seeded build's statistics are the same bytes on another runner.
+none, and a seeded build's statistics (and report.html) are the same bytes on another runner.
 """
 
 from __future__ import annotations
@@ -229,6 +229,12 @@ def test_seeded_statistics_are_the_same_bytes_on_another_runner(versions, tmp_pa
                      "--direct_running_mode=multi_processing", "--direct_num_workers=2")
     for split in _manifest(version)["splits"]:
         assert _committed(version, split) == _committed(versions["csv"], split), split
+    # Its report.html too is the same page as an in-process seeded build's, but for the
+    # time each manifest records (the page holds no other time).
+    again = _build(ROOT / "configs" / "csv.yaml", tmp_path / "ip", "--shuffle-seed", "5")
+    pages = [(v / "report.html").read_text().replace(_manifest(v)["created"], "CREATED")
+             for v in (version, again)]
+    assert pages[0] == pages[1]
 
 
 def test_a_killed_builds_statistics_and_anomalies_are_its_own_to_clean():
