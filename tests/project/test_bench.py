@@ -27,7 +27,7 @@ def tiny_run(tmp_path_factory):
     out = tmp / "results.json"
     done = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--scale", "tiny",
-         "--only", "tutorial-csv,images", "--alts", "ours,tf,protobuf,framing",
+         "--only", "tutorial-csv,images", "--alts", "ours,tf,protobuf,framing", "--repeat", "1",
          "--tf-python", str(tmp / "no-such-python"), "--data-dir", str(tmp / "data"),
          "--json-out", str(out), "--keep-output"],
         capture_output=True, text=True, timeout=300,
