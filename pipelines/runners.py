@@ -33,8 +33,9 @@ from beam_tfrecords.sinks.dataset import (
 )
 
 __all__ = ["DIRECT_NAMES", "LOCAL_PARALLEL_BYTES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS",
-           "UnsupportedRunner", "check_runner", "local_workers", "refuse_unsupported",
-           "runner_for", "runner_key", "runs_in_process"]
+           "UnsupportedRunner", "balanced_split_bytes", "check_runner", "local_workers",
+           "refuse_unsupported", "runner_for", "runner_key", "runs_in_process",
+           "worker_processes"]
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
 DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
@@ -129,6 +130,46 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
     if input_bytes < LOCAL_PARALLEL_BYTES or workers < 2:
         return []
     return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+
+
+def worker_processes(beam_args: list[str]) -> int:
+    """How many worker processes a DirectRunner build's options ask for: ``N`` with
+    ``--direct_running_mode=multi_processing --direct_num_workers=N``, else 1 (in-process,
+    threads, or another runner)."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    options = PipelineOptions(beam_args)
+    if runner_key(options) not in DIRECT_NAMES | {"fnapirunner"}:
+        return 1
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return 1
+    return max(1, direct.direct_num_workers or 1)
+
+
+def balanced_split_bytes(sizes: list[int], split_bytes: int, workers: int) -> int:
+    """The range size that gives ``workers`` processes equal shares of the input: at most
+    ``split_bytes``, lowered so that the ranges come in a multiple of ``workers``.
+
+    The DirectRunner deals a stage's elements out to its worker processes once, round robin,
+    and never rebalances: a 290 MB file in five 58 MB ranges gives one of two workers three
+    ranges and the other two, and the build waits for the three (at most 1.67x instead of
+    2x). Six ranges of 48 MB give each three.
+
+    Args:
+      sizes: the input files' sizes in bytes (0: unknown, read whole).
+      split_bytes: the configured largest range (``source.split_bytes``).
+      workers: the worker processes the ranges are dealt to.
+
+    Returns:
+      ``split_bytes``, or the smaller size that makes a multiple of ``workers`` ranges (for
+      one file exactly; for several, the ranges of the total)."""
+    total = sum(size for size in sizes if size > 0)
+    units = sum(-(-size // split_bytes) for size in sizes if size > 0)
+    if workers < 2 or units == 0 or units % workers == 0:
+        return split_bytes
+    wanted = workers * -(-units // workers)
+    return max(1, -(-total // wanted))
 
 
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:

@@ -148,3 +148,38 @@ def test_a_large_input_uses_every_core_unless_told(args, size, ranges, expected)
     from beam_tfrecords.pipelines.runners import local_workers
 
     assert local_workers(args, size, ranges, cores=4) == expected
+
+
+@pytest.mark.parametrize(("sizes", "split", "workers", "expected_ranges"), [
+    ([290_000_000], 64 << 20, 2, 6),  # five ranges would give one worker three
+    ([290_000_000], 64 << 20, 1, 5),  # in-process: as configured
+    ([290_000_000], 64 << 20, 4, 8),
+    ([200 << 20], 64 << 20, 2, 4),  # a multiple already: as configured
+    ([50 << 20], 64 << 20, 2, 2),  # one range for two workers: each gets half
+    ([0], 64 << 20, 2, 1),  # size unknown: read whole
+])
+def test_worker_processes_get_equal_shares_of_the_ranges(sizes, split, workers,
+                                                         expected_ranges):
+    from beam_tfrecords.pipelines.runners import balanced_split_bytes
+    from beam_tfrecords.transforms.readers.ranges import plan_ranges
+
+    balanced = balanced_split_bytes(sizes, split, workers)
+    assert balanced <= split
+    ranges = [r for size in sizes if size for r in plan_ranges(size, balanced)] or [None]
+    assert len(ranges) == expected_ranges
+    if len(ranges) > 1:  # nearly equal
+        lengths = [len(r) for r in ranges]
+        assert max(lengths) - min(lengths) <= 1
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], 1), (["--direct_num_workers=4"], 1),  # in-process, whatever the count
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=3"], 3),
+    (["--direct_running_mode", "multi_threading", "--direct_num_workers", "2"], 1),
+    (["--runner=PortableRunner", "--direct_running_mode=multi_processing",
+      "--direct_num_workers=2"], 1),
+])
+def test_worker_processes_read_from_the_direct_runner_flags(args, expected):
+    from beam_tfrecords.pipelines.runners import worker_processes
+
+    assert worker_processes(args) == expected
