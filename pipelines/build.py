@@ -268,7 +268,8 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
         check_sample(config.features, file_source(config, found.files).file_reader(),
                      found.files[0].path, config.errors.max_bad_fraction)
     workers = local_workers(beam_args, int(found.fingerprint.get("bytes", 0) or 0),
-                            _work_units(found.files, config.source.split_bytes))
+                            _work_units(found.files, config.source.split_bytes),
+                            fmt=config.source.format)
     if workers:
         print(f"reading {found.fingerprint.get('bytes', 0)} bytes of input with "
               f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "

@@ -94,18 +94,24 @@ def runs_in_process(options: PipelineOptions) -> bool:
     return False
 
 
-# Input from which a command-line build on the DirectRunner reads with worker processes when
-# the user chose no worker count: below it, starting the processes (a few seconds each, Beam
-# and the package imported again) costs more than the second core gives back (bench/README.md).
-LOCAL_PARALLEL_BYTES = 256 << 20
+# Input, per source format, from which a command-line build on the DirectRunner reads with
+# worker processes when the user chose no worker count. Each worker process costs a fixed
+# ~2.2 s of CPU (it starts an interpreter and imports Beam and the package again: measured
+# 1.6-1.8 s for the import alone) and the launcher ~0.5 s more to close them; the second
+# core gives back half the read-encode-write time, which is ~51 ms of CPU per MB of CSV,
+# ~24 per MB of JSON Lines and ~117 per MB of Parquet here. The thresholds are where that
+# half is 6.5-8 s: one 10M-row CSV file (290 MB) built 1.17x faster with two workers, a 2M-row
+# one (58 MB) 0.5x (bench/README.md, "One big file"). Formats not listed (Avro, images: not
+# measured) stay in one process unless the user asks for workers.
+LOCAL_PARALLEL_BYTES = {"csv": 256 << 20, "jsonl": 512 << 20, "parquet": 128 << 20}
 _WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 
 
 def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
-                  cores: int | None = None) -> list[str]:
+                  cores: int | None = None, fmt: str = "csv") -> list[str]:
     """The DirectRunner flags a command-line build adds when its user gave none: every core
     (at most one per range of input) as worker processes for at least
-    :data:`LOCAL_PARALLEL_BYTES` of input, else nothing (in-process).
+    ``LOCAL_PARALLEL_BYTES[fmt]`` of input, else nothing (in-process).
 
     Args:
       beam_args: the Beam options given; a runner other than the DirectRunner, or either
@@ -113,6 +119,8 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
       input_bytes: the input's size.
       ranges: the units of work the input is read in (transforms/readers/ranges.py).
       cores: the cores this process may use (default: its CPU affinity's).
+      fmt: the source format (``source.format``): its threshold in
+        :data:`LOCAL_PARALLEL_BYTES`; a format without one stays in one process.
 
     Returns:
       The flags to add (none, or ``--direct_running_mode=multi_processing`` and
@@ -127,7 +135,8 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
     workers = min(cores, ranges)
-    if input_bytes < LOCAL_PARALLEL_BYTES or workers < 2:
+    threshold = LOCAL_PARALLEL_BYTES.get(fmt)
+    if threshold is None or input_bytes < threshold or workers < 2:
         return []
     return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
 

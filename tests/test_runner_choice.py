@@ -150,6 +150,20 @@ def test_a_large_input_uses_every_core_unless_told(args, size, ranges, expected)
     assert local_workers(args, size, ranges, cores=4) == expected
 
 
+@pytest.mark.parametrize(("fmt", "size", "workers"), [
+    ("csv", 300 << 20, 2), ("csv", 60 << 20, 0),  # a 10M-row CSV gains, a 2M-row one loses
+    ("jsonl", 300 << 20, 0), ("jsonl", 600 << 20, 2),  # half the work per byte of CSV
+    ("parquet", 150 << 20, 2), ("avro", 1 << 30, 0), ("images", 1 << 30, 0),  # unmeasured
+])
+def test_the_input_size_that_pays_for_worker_processes_depends_on_the_format(fmt, size,
+                                                                            workers):
+    from beam_tfrecords.pipelines.runners import local_workers
+
+    flags = local_workers([], size, 16, cores=2, fmt=fmt)
+    assert flags == ([] if not workers else ["--direct_running_mode=multi_processing",
+                                             f"--direct_num_workers={workers}"])
+
+
 @pytest.mark.parametrize(("sizes", "split", "workers", "expected_ranges"), [
     ([290_000_000], 64 << 20, 2, 6),  # five ranges would give one worker three
     ([290_000_000], 64 << 20, 1, 5),  # in-process: as configured
