@@ -95,23 +95,24 @@ def runs_in_process(options: PipelineOptions) -> bool:
 
 
 # Input, per source format, from which a command-line build on the DirectRunner reads with
-# worker processes when the user chose no worker count. Each worker process costs a fixed
-# ~2.2 s of CPU (it starts an interpreter and imports Beam and the package again: measured
-# 1.6-1.8 s for the import alone) and the launcher ~0.5 s more to close them; the second
-# core gives back half the read-encode-write time, which is ~51 ms of CPU per MB of CSV,
-# ~24 per MB of JSON Lines and ~117 per MB of Parquet here. The thresholds are where that
-# half is 6.5-8 s: one 10M-row CSV file (290 MB) built 1.17x faster with two workers, a 2M-row
-# one (58 MB) 0.5x (bench/README.md, "One big file"). Formats not listed (Avro, images: not
-# measured) stay in one process unless the user asks for workers.
-LOCAL_PARALLEL_BYTES = {"csv": 256 << 20, "jsonl": 512 << 20, "parquet": 128 << 20}
+# worker processes when the user chose no worker count: none, measured. Each worker process
+# costs a fixed ~2.2 s of CPU (a new interpreter imports Beam, 1.6-1.8 s alone, and the
+# package) on the critical path, Beam closes them one after another, and the second core
+# gives back half the read-encode-write time only when it is idle: one 10M-row CSV file built
+# 0.73x as fast with two workers as in one process, a Parquet one 0.97x, a 2M-row CSV 0.5x
+# (bench/README.md, "One big file"). A format listed here (e.g. "csv": 256 << 20) would use
+# every core from that many bytes; until a measurement shows a win, workers are opt-in
+# (``--direct_running_mode=multi_processing --direct_num_workers=N``).
+LOCAL_PARALLEL_BYTES: dict[str, int] = {}
 _WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 
 
 def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
-                  cores: int | None = None, fmt: str = "csv") -> list[str]:
+                  cores: int | None = None, fmt: str = "csv",
+                  thresholds: dict[str, int] | None = None) -> list[str]:
     """The DirectRunner flags a command-line build adds when its user gave none: every core
     (at most one per range of input) as worker processes for at least
-    ``LOCAL_PARALLEL_BYTES[fmt]`` of input, else nothing (in-process).
+    ``thresholds[fmt]`` of input, else nothing (in-process).
 
     Args:
       beam_args: the Beam options given; a runner other than the DirectRunner, or either
@@ -119,8 +120,9 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
       input_bytes: the input's size.
       ranges: the units of work the input is read in (transforms/readers/ranges.py).
       cores: the cores this process may use (default: its CPU affinity's).
-      fmt: the source format (``source.format``): its threshold in
-        :data:`LOCAL_PARALLEL_BYTES`; a format without one stays in one process.
+      fmt: the source format (``source.format``).
+      thresholds: the input size per format from which workers pay (default
+        :data:`LOCAL_PARALLEL_BYTES`); a format without one stays in one process.
 
     Returns:
       The flags to add (none, or ``--direct_running_mode=multi_processing`` and
@@ -135,7 +137,7 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
     workers = min(cores, ranges)
-    threshold = LOCAL_PARALLEL_BYTES.get(fmt)
+    threshold = (LOCAL_PARALLEL_BYTES if thresholds is None else thresholds).get(fmt)
     if threshold is None or input_bytes < threshold or workers < 2:
         return []
     return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
