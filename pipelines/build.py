@@ -33,10 +33,12 @@ from beam_tfrecords.pipelines.build_inputs import BuildError, Inputs, plan_input
 from beam_tfrecords.pipelines.config import Config, check_seed, load_config
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import (
+    balanced_split_bytes,
     check_runner,
     local_workers,
     runner_for,
     runs_in_process,
+    worker_processes,
 )
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.commit import (
@@ -270,7 +272,8 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
         check_sample(config.features, file_source(config, found.files).file_reader(),
                      found.files[0].path, config.errors.max_bad_fraction)
     workers = local_workers(beam_args, int(found.fingerprint.get("bytes", 0) or 0),
-                            _work_units(found.files, config.source.split_bytes))
+                            _work_units(found.files, config.source.split_bytes),
+                            fmt=config.source.format)
     if workers:
         print(f"reading {found.fingerprint.get('bytes', 0)} bytes of input with "
               f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "
@@ -347,10 +350,17 @@ def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,
                        args.keep_versions, images=found.images,
                        baseline_statistics=args.baseline_statistics)
     warn_if_class_ordered(config, found.images)
+    # Worker processes get equal shares of the ranges (runners.balanced_split_bytes); the
+    # manifest keeps the config as given (spec above).
+    split = balanced_split_bytes(
+        [f.size if isinstance(f, FileIdentity) else 0 for f in found.files],
+        config.source.split_bytes, worker_processes(beam_args))
+    read_config = dataclasses.replace(config, source=dataclasses.replace(config.source,
+                                                                         split_bytes=split))
     try:
         with progress, beam.Pipeline(runner=runner_for(options), options=options) as p:
             signals.watch_job(p, remote=not runs_in_process(options))  # cancelled if stopped
-            build_pipeline(p, config, spec, found.files, images=found.images)
+            build_pipeline(p, read_config, spec, found.files, images=found.images)
         state = p.result.state
     except Exception as err:  # a worker that stopped the build early left a note: fail it
         stopped = fail_stopped_early(spec)  # as a threshold failure at the commit does

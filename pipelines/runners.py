@@ -33,8 +33,9 @@ from beam_tfrecords.sinks.dataset import (
 )
 
 __all__ = ["DIRECT_NAMES", "LOCAL_PARALLEL_BYTES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS",
-           "UnsupportedRunner", "check_runner", "local_workers", "refuse_unsupported",
-           "runner_for", "runner_key", "runs_in_process"]
+           "UnsupportedRunner", "balanced_split_bytes", "check_runner", "local_workers",
+           "refuse_unsupported", "runner_for", "runner_key", "runs_in_process",
+           "worker_processes"]
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
 DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
@@ -94,18 +95,25 @@ def runs_in_process(options: PipelineOptions) -> bool:
     return False
 
 
-# Input from which a command-line build on the DirectRunner reads with worker processes when
-# the user chose no worker count: below it, starting the processes (a few seconds each, Beam
-# and the package imported again) costs more than the second core gives back (bench/README.md).
-LOCAL_PARALLEL_BYTES = 256 << 20
+# Input, per source format, from which a command-line build on the DirectRunner reads with
+# worker processes when the user chose no worker count: none, measured. Each worker process
+# costs a fixed ~2.2 s of CPU (a new interpreter imports Beam, 1.6-1.8 s alone, and the
+# package) on the critical path, Beam closes them one after another, and the second core
+# gives back half the read-encode-write time only when it is idle: one 10M-row CSV file built
+# 0.73x as fast with two workers as in one process, a Parquet one 0.97x, a 2M-row CSV 0.5x
+# (bench/README.md, "One big file"). A format listed here (e.g. "csv": 256 << 20) would use
+# every core from that many bytes; until a measurement shows a win, workers are opt-in
+# (``--direct_running_mode=multi_processing --direct_num_workers=N``).
+LOCAL_PARALLEL_BYTES: dict[str, int] = {}
 _WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 
 
 def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
-                  cores: int | None = None) -> list[str]:
+                  cores: int | None = None, fmt: str = "csv",
+                  thresholds: dict[str, int] | None = None) -> list[str]:
     """The DirectRunner flags a command-line build adds when its user gave none: every core
     (at most one per range of input) as worker processes for at least
-    :data:`LOCAL_PARALLEL_BYTES` of input, else nothing (in-process).
+    ``thresholds[fmt]`` of input, else nothing (in-process).
 
     Args:
       beam_args: the Beam options given; a runner other than the DirectRunner, or either
@@ -113,6 +121,9 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
       input_bytes: the input's size.
       ranges: the units of work the input is read in (transforms/readers/ranges.py).
       cores: the cores this process may use (default: its CPU affinity's).
+      fmt: the source format (``source.format``).
+      thresholds: the input size per format from which workers pay (default
+        :data:`LOCAL_PARALLEL_BYTES`); a format without one stays in one process.
 
     Returns:
       The flags to add (none, or ``--direct_running_mode=multi_processing`` and
@@ -127,9 +138,50 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
     workers = min(cores, ranges)
-    if input_bytes < LOCAL_PARALLEL_BYTES or workers < 2:
+    threshold = (LOCAL_PARALLEL_BYTES if thresholds is None else thresholds).get(fmt)
+    if threshold is None or input_bytes < threshold or workers < 2:
         return []
     return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+
+
+def worker_processes(beam_args: list[str]) -> int:
+    """How many worker processes a DirectRunner build's options ask for: ``N`` with
+    ``--direct_running_mode=multi_processing --direct_num_workers=N``, else 1 (in-process,
+    threads, or another runner)."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    options = PipelineOptions(beam_args)
+    if runner_key(options) not in DIRECT_NAMES | {"fnapirunner"}:
+        return 1
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return 1
+    return max(1, direct.direct_num_workers or 1)
+
+
+def balanced_split_bytes(sizes: list[int], split_bytes: int, workers: int) -> int:
+    """The range size that gives ``workers`` processes equal shares of the input: at most
+    ``split_bytes``, lowered so that the ranges come in a multiple of ``workers``.
+
+    The DirectRunner deals a stage's elements out to its worker processes once, round robin,
+    and never rebalances: a 290 MB file in five 58 MB ranges gives one of two workers three
+    ranges and the other two, and the build waits for the three (at most 1.67x instead of
+    2x). Six ranges of 48 MB give each three.
+
+    Args:
+      sizes: the input files' sizes in bytes (0: unknown, read whole).
+      split_bytes: the configured largest range (``source.split_bytes``).
+      workers: the worker processes the ranges are dealt to.
+
+    Returns:
+      ``split_bytes``, or the smaller size that makes a multiple of ``workers`` ranges (for
+      one file exactly; for several, the ranges of the total)."""
+    total = sum(size for size in sizes if size > 0)
+    units = sum(-(-size // split_bytes) for size in sizes if size > 0)
+    if workers < 2 or units == 0 or units % workers == 0:
+        return split_bytes
+    wanted = workers * -(-units // workers)
+    return max(1, -(-total // wanted))
 
 
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from beam_tfrecords_tests_helpers import job_service_and_pool, misguessed_csv
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 
 pytestmark = pytest.mark.e2e  # whole builds
 
@@ -70,7 +70,7 @@ def _build(path: str, fmt: str, out, split_bytes, seed=None, args=()):
         config["output"]["shuffle"] = {"seed": seed}
     config_path = out.parent / f"{out.name}.yaml"
     config_path.write_text(json.dumps(config))
-    manifest = build.run(["--config", str(config_path), "--version", "v", *args])
+    manifest = cli.run_build(["--config", str(config_path), "--version", "v", *args])
     shards = {p.relative_to(out / "v").as_posix(): p.read_bytes()
               for p in sorted((out / "v").glob("*/*.tfrecord"))}
     return manifest, shards
@@ -88,6 +88,21 @@ def test_one_file_in_many_ranges_builds_the_bytes_of_the_whole_file(fmt, tmp_pat
     assert ranged["splits"] == whole["splits"]
     assert ranged["counts"] == whole["counts"]
     assert whole["counts"]["read"] == ROWS
+
+
+@pytest.mark.slow
+def test_two_worker_processes_from_the_command_line_write_the_in_process_bytes(tmp_path):
+    """The command line evens the ranges out over worker processes (three become four for
+    two workers, runners.balanced_split_bytes): a seeded build's shards and counts are the
+    in-process build's, byte for byte."""
+    path = _write("csv", tmp_path)
+    split = os.path.getsize(path) // 3 + 1  # three ranges as configured
+    one, one_shards = _build(path, "csv", tmp_path / "one", split, seed=5)
+    two, two_shards = _build(path, "csv", tmp_path / "two", split, seed=5, args=(
+        "--direct_running_mode=multi_processing", "--direct_num_workers=2"))
+    assert two_shards == one_shards and len(one_shards) >= 4
+    assert two["counts"] == one["counts"] and two["shards_digest"] == one["shards_digest"]
+    assert two["config"]["source"] == one["config"]["source"]  # the range size as given
 
 
 # -- the Fn API path: a job service and a pool of SDK worker processes --------------------------

@@ -144,7 +144,53 @@ def test_which_runners_run_the_job_in_this_process(args, inside):
     (["--direct_running_mode", "multi_threading"], 1 << 30, 16, []),
     (["--runner=PortableRunner"], 1 << 30, 16, []),
 ])
-def test_a_large_input_uses_every_core_unless_told(args, size, ranges, expected):
+def test_a_large_input_uses_every_core_where_a_threshold_says_so(args, size, ranges, expected):
     from beam_tfrecords.pipelines.runners import local_workers
 
-    assert local_workers(args, size, ranges, cores=4) == expected
+    thresholds = {"csv": 256 << 20}
+    assert local_workers(args, size, ranges, cores=4, thresholds=thresholds) == expected
+    assert local_workers(args, size, ranges, cores=4, fmt="jsonl", thresholds=thresholds) == []
+
+
+def test_the_command_line_stays_in_one_process_unless_asked():
+    """Worker processes were measured to lose on every format (docs/performance.md): no
+    input size chooses them by default."""
+    from beam_tfrecords.pipelines.runners import local_workers
+
+    for fmt in ("csv", "jsonl", "parquet", "avro", "images"):
+        assert local_workers([], 1 << 40, 10_000, cores=16, fmt=fmt) == []
+
+
+@pytest.mark.parametrize(("sizes", "split", "workers", "expected_ranges"), [
+    ([290_000_000], 64 << 20, 2, 6),  # five ranges would give one worker three
+    ([290_000_000], 64 << 20, 1, 5),  # in-process: as configured
+    ([290_000_000], 64 << 20, 4, 8),
+    ([200 << 20], 64 << 20, 2, 4),  # a multiple already: as configured
+    ([50 << 20], 64 << 20, 2, 2),  # one range for two workers: each gets half
+    ([0], 64 << 20, 2, 1),  # size unknown: read whole
+])
+def test_worker_processes_get_equal_shares_of_the_ranges(sizes, split, workers,
+                                                         expected_ranges):
+    from beam_tfrecords.pipelines.runners import balanced_split_bytes
+    from beam_tfrecords.transforms.readers.ranges import plan_ranges
+
+    balanced = balanced_split_bytes(sizes, split, workers)
+    assert balanced <= split
+    ranges = [r for size in sizes if size for r in plan_ranges(size, balanced)] or [None]
+    assert len(ranges) == expected_ranges
+    if len(ranges) > 1:  # nearly equal
+        lengths = [len(r) for r in ranges]
+        assert max(lengths) - min(lengths) <= 1
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], 1), (["--direct_num_workers=4"], 1),  # in-process, whatever the count
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=3"], 3),
+    (["--direct_running_mode", "multi_threading", "--direct_num_workers", "2"], 1),
+    (["--runner=PortableRunner", "--direct_running_mode=multi_processing",
+      "--direct_num_workers=2"], 1),
+])
+def test_worker_processes_read_from_the_direct_runner_flags(args, expected):
+    from beam_tfrecords.pipelines.runners import worker_processes
+
+    assert worker_processes(args) == expected
