@@ -13,7 +13,7 @@ import json
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import storage
-from beam_tfrecords.sinks.commit import move_latest, read_latest
+from beam_tfrecords.sinks import commit
 from beam_tfrecords.sinks.format import layout as lay
 
 __all__ = ["PromoteError", "promote"]
@@ -52,8 +52,8 @@ def promote(version_dir: str) -> tuple[str | None, str]:
         raise PromoteError(f"{manifest_path} describes version {manifest.get('version')!r}, "
                            f"not {version!r}: it was moved or copied; promote it where it was "
                            "built")
-    before = read_latest(root)
-    if not move_latest(root, version, created):
-        raise PromoteError(f"LATEST names {read_latest(root)}, committed after {version}; "
+    before = commit.read_latest(root)
+    if not commit.move_latest(root, version, created):
+        raise PromoteError(f"LATEST names {commit.read_latest(root)}, committed after {version}; "
                            "it stays (promote only moves LATEST forward)")
     return before, version

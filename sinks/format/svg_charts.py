@@ -141,8 +141,9 @@ def histogram_svg(buckets: Sequence[Bucket], *, previous: Sequence[Bucket] = (),
     if band is not None:
         edges += [band[0], band[2]]
     lo, hi = min(edges), max(edges)
-    if hi == lo:  # one value: a bar in the middle of a unit-wide axis
-        lo, hi = lo - 0.5, hi + 0.5
+    if not hi > lo:  # one value: a bar in the middle of an axis around it (wide enough to
+        pad = max(0.5, abs(lo) * 1e-6)  # survive float rounding: timestamps in ns are ~1e18)
+        lo, hi = lo - pad, hi + pad
     bars, outline = _density(drawn), _density(before)
     top = max([d for _, _, d in bars + outline] + [0.0]) or 1.0
     base = _H - _PAD_B

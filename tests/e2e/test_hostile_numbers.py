@@ -170,7 +170,7 @@ def test_a_native_crash_while_encoding_names_the_file(tmp_path):
 
         fn = _BuildExamplesFn([FeatureSpec("a", "int64")], SplitSpec())
         fn.setup()
-        fn._columnar.encode = lambda batch: ctypes.string_at(0)
+        fn._columnar.encode = lambda batch, *_: ctypes.string_at(0)
         batch = pa.record_batch({"a": [1, 2]})
         list(fn.process(RecordChunk("/data/part-3.parquet", 1, [], batch=batch)))
         """)

@@ -82,5 +82,7 @@ def test_build_command_prints_the_summary_of_its_manifest(tmp_path, capsys):
     body = stdout.splitlines()
     assert body[0] == "built demo version v: read 3, written 2, rejected 1"
     expected = format_summary(manifest, 1.0).splitlines()
-    assert body[1:-1] == expected[:-1]  # all but the wall time, which differs
-    assert body[-1].startswith("wall time ")
+    last = len(expected)  # the wall time's line, which differs; the drift gate's note after it
+    assert body[1:last] == expected[:-1]
+    assert body[last].startswith("wall time ")
+    assert body[last + 1:] == [f"drift gate: {manifest['gate']['note']}"]

@@ -23,7 +23,7 @@ from fractions import Fraction
 import pytest
 from beam_tfrecords_tests_helpers import read_records, shard_paths
 
-from beam_tfrecords.pipelines import build
+from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks import ownership
@@ -45,7 +45,7 @@ FLOAT32_REL = 2.0**-23
 
 
 def _build(config: pathlib.Path, out: pathlib.Path, *extra: str) -> pathlib.Path:
-    build.run(["--config", str(config), "--input",
+    cli.run_build(["--config", str(config), "--input",
                str(ROOT / load_config(str(config)).source.path), "--output", str(out),
                "--version", "v1", *extra])
     return out / "v1"

@@ -201,3 +201,13 @@ def test_an_image_feature_shows_its_formats_and_sizes():
     assert "32×28 – 640×480 px" in text
     assert "14 B – 94 B, avg 54 B" in text
     assert re.search(r">PNG</text>.{0,200}50\.0%", page)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.7e18, -3.2e15])
+def test_a_histogram_of_one_value_draws_at_any_magnitude(value):
+    """One value, however large (a date as nanoseconds since 1970 is ~1.7e18, where adding 0.5
+    changes nothing), is a bar on an axis around it, not a division by zero."""
+    from beam_tfrecords.sinks.format.svg_charts import histogram_svg
+
+    page = histogram_svg([(value, value, 7.0)], label="when")
+    assert page.count('class="bar"') == 1 and "nan" not in page and "inf" not in page
