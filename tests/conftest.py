@@ -178,16 +178,18 @@ _FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "tf_oracle": "tf",
                   "croissant_python": "croissant", "chromium": "browser"}
 
 
-# The longest test files, longest first (measured with `pytest --durations=0`). The README's
+# The longest test files, longest first (measured with BEAM_TFRECORDS_TEST_COST). The README's
 # test command hands whole files to pytest-xdist's workers in collection order, so starting
 # with these keeps one long file from running alone at the end while the other cores idle.
 # A stale entry costs balance, never correctness.
-_LONGEST_FIRST = ("test_kill.py", "test_sink_runners.py", "test_tfds_ray_loaders.py",
-                  "test_cli_slips.py", "test_gcs_build.py", "test_trust.py",
-                  "test_shuffle_runners.py", "test_bench.py", "test_sample_configs.py",
-                  "test_readme_snippets.py", "test_init_mixed.py", "test_stats_tfdv.py",
-                  "test_read_examples.py", "test_beam_yaml.py", "test_early_stop.py",
-                  "test_api.py", "test_tf_crosscheck.py", "test_launch.py", "test_build.py")
+_LONGEST_FIRST = ("test_kill.py", "test_cli_slips.py", "test_bench.py", "test_readme_snippets.py",
+                  "test_tfds_ray_loaders.py", "test_trust.py", "test_gcs_build.py",
+                  "test_statistics_build.py", "test_early_stop.py", "test_stats_tfdv.py",
+                  "test_init_mixed.py", "test_shuffle_runners.py", "test_beam_yaml.py",
+                  "test_input_slips.py", "test_sink_runners.py", "test_launch.py",
+                  "test_tf_crosscheck.py", "test_api.py", "test_docs_site.py",
+                  "test_hostile_numbers.py", "test_range_builds.py", "test_drift_gate.py",
+                  "test_runner_choice.py")
 
 
 def _file_rank(item) -> int:
