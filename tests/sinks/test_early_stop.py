@@ -256,14 +256,16 @@ def test_worker_processes_stop_and_are_gone_before_the_command_ends(tmp_path, ca
     assert build(config, "--direct_running_mode=multi_processing",
                  "--direct_num_workers=2") == 1
     # Our line is the last; Beam's worker prints the traceback of any failed step before it.
-    # The file is read in as many ranges as there are workers, so one worker or both may
-    # reach the window before the other's note stops it.
+    # The file is read in as many ranges as there are workers: one worker reaches the
+    # window, and the other stops at the window or earlier, at that worker's note.
     line = capsys.readouterr().err.splitlines()[-1]
     assert line.startswith("beam-tfrecords build: CommitError: stopped early: "), line
     assert " of the first 10000 records a worker read were rejected" in line, line
     kept, doc = failure(tmp_path / "out")
     workers = doc["stopped_early"]["workers"]
-    assert workers in (1, 2) and doc["counts"]["read"] == 10_000 * workers, doc["counts"]
+    # the first to reach the window stops at 10,000; the other wherever the note finds it
+    assert workers in (1, 2) and 10_000 <= doc["counts"]["read"] <= 10_000 * workers, \
+        doc["counts"]
     assert len(dead_letter_rows(kept)) == doc["counts"]["rejected"] >= 8_000
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".failed"]
     assert set(descendants(os.getpid())) <= before  # the workers are gone
