@@ -47,6 +47,7 @@ from apache_beam.io.restriction_trackers import (
 )
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.core import RestrictionProvider
+from apache_beam.transforms.display import DisplayDataItem
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import crash_note, storage
@@ -58,6 +59,7 @@ from beam_tfrecords.sinks.format.file_identity import (
     changed_region,
     not_a_file,
 )
+from beam_tfrecords.sinks.format.redact import redact_text
 from beam_tfrecords.sinks.format.shard_plan import parse_size
 from beam_tfrecords.transforms.codec.coercion import preview
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
@@ -695,6 +697,40 @@ class ReadFiles(beam.PTransform):
 
 # -- the public sources -----------------------------------------------------------------------
 
+def source_display_data(pattern: str | Sequence[str], options: Any,
+                        features: Sequence[FeatureSpec] = ()) -> dict[str, Any]:
+    """The display data every source shows: what it reads (a pattern, or how many paths and
+    the first; URLs' secrets redacted as in logs), its features and its options' fields.
+
+    Args:
+        pattern: the file pattern, or the list of paths, the source was given.
+        options: the format's options dataclass (None: none).
+        features: the FeatureSpecs the source was given.
+
+    Returns:
+        ``{key: DisplayDataItem}`` for ``PTransform.display_data``.
+    """
+    if isinstance(pattern, str):
+        items = {"file_pattern": DisplayDataItem(redact_text(pattern), label="File pattern")}
+    else:
+        shown = redact_text(pattern[0]) if pattern else "(none)"
+        more = f" and {len(pattern) - 1} more" if len(pattern) > 1 else ""
+        items = {"files": DisplayDataItem(shown + more, label="Files")}
+    if features:
+        items["features"] = DisplayDataItem(", ".join(f.name for f in features),
+                                            label="Features")
+    if dataclasses.is_dataclass(options):
+        for field in dataclasses.fields(options):
+            value = getattr(options, field.name)
+            if isinstance(value, (tuple, list)):
+                value = ", ".join(map(str, value))
+            if isinstance(value, (str, int, float, bool)) and value != "":
+                items[field.name] = DisplayDataItem(
+                    redact_text(value) if isinstance(value, str) else value,
+                    label=field.name.replace("_", " ").capitalize())
+    return items
+
+
 class SourceError(UserError, ValueError):
     """A source that cannot read: a bad argument (named) or a pattern that matches nothing."""
 
@@ -824,6 +860,7 @@ class ReadSource(beam.PTransform):
             raise SourceError(f"{name}: extra_fields must be a list of field names, not "
                               f"{extra_fields!r}")
         self.options = options
+        self.extra_fields: tuple[str, ...] | None = tuple(extra_fields)
         self._reader = self._files(options, self.features, tuple(extra_fields),
                                    split_bytes=self.split_bytes)
 
@@ -831,6 +868,17 @@ class ReadSource(beam.PTransform):
         """The DoFn that reads one file, for callers that sample a file before the pipeline
         runs (pipelines/launch_check.py)."""
         return self._reader.reader
+
+    def display_data(self) -> dict[str, Any]:
+        """What the Dataflow job page shows for this step: the pattern (secrets redacted),
+        the features, the fields kept besides them, the range size and the format's options."""
+        items = source_display_data(self.file_pattern, self.options, self.features)
+        if self.extra_fields is None or self.extra_fields:
+            kept = "every column" if self.extra_fields is None else ", ".join(self.extra_fields)
+            items["extra_fields"] = DisplayDataItem(kept, label="Fields kept besides features")
+        items["split_bytes"] = DisplayDataItem(self.split_bytes,
+                                               label="Largest range read by one task (bytes)")
+        return items
 
     def expand(self, pbegin):
         files = match_files(type(self).__name__, self.file_pattern)

@@ -686,5 +686,6 @@ class ReadCsv(ReadSource):
             "ReadCsv", parse_csv_options, raw, max_record_bytes),
             () if extra_fields is None else extra_fields, split_bytes)
         if extra_fields is None:  # ReadSource checked the rest; None means every column
+            self.extra_fields = None
             self._reader = self._files(self.options, self.features, None,
                                        split_bytes=self.split_bytes)

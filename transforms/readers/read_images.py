@@ -39,6 +39,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.display import DisplayDataItem
 
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.runtime.spread import Spread
@@ -55,6 +56,7 @@ from beam_tfrecords.transforms.readers.framework import (
     listed,
     parse_arguments,
     records_chunk,
+    source_display_data,
 )
 from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
@@ -502,6 +504,20 @@ class ReadImages(beam.PTransform):
             self._source = source or root_or_manifest.source
             root_or_manifest = root_or_manifest.entries
         self._entries = tuple(root_or_manifest)
+
+    def display_data(self) -> dict[str, Any]:
+        """What the Dataflow job page shows for this step: the root or manifest (or how many
+        entries it was given), the layout options, the completeness check and read threads."""
+        if self._options is not None:
+            items = source_display_data(self._path, self._options)
+        else:
+            items = source_display_data([entry.path for entry in self._entries], None)
+        if self._check is not None:
+            items["check_complete"] = DisplayDataItem(self._check, label="Check complete")
+        if self._threads is not None:
+            items["read_threads"] = DisplayDataItem(self._threads or "auto",
+                                                    label="Read threads")
+        return items
 
     def _plan(self) -> tuple[ImageEntry, ...]:
         """The entries to read: given, or listed now from the options and path."""

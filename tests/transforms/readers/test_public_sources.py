@@ -253,3 +253,31 @@ def test_a_glob_without_a_folder_matches_in_the_current_one(tmp_path, monkeypatc
         written = p | btf.ReadJsonl("*.jsonl") | write
     manifest = json.loads((pathlib.Path(written.version_dir) / "manifest.json").read_text())
     assert manifest["counts"]["written"] == 1
+
+
+def _shown(transform) -> dict:
+    """The display data a runner shows for ``transform``, through Beam's own collector."""
+    from apache_beam.transforms.display import DisplayData
+
+    return {item.key: item.value for item in DisplayData.create_from(transform).items}
+
+
+def test_each_source_shows_what_it_reads_on_the_job_page():
+    """Dataflow's job page shows a step's display data, as Beam's own sources publish theirs:
+    the pattern (a signed URL's secret redacted), the features, the options and the range
+    size."""
+    secret = "https://example.com/data/*.csv?X-Goog-Signature=abc123"
+    csv = _shown(btf.ReadCsv(secret, {"a": {"type": "int64"}}, delimiter=";",
+                             split_bytes="1MiB"))
+    assert csv["file_pattern"] != secret and "abc123" not in csv["file_pattern"]
+    assert csv["features"] == "a" and csv["delimiter"] == ";" and csv["header"] is True
+    assert csv["split_bytes"] == 1 << 20 and csv["extra_fields"] == "every column"
+    jsonl = _shown(btf.ReadJsonl(["a.jsonl", "b.jsonl", "c.jsonl"], {"x": {"type": "float"}}))
+    assert jsonl["files"] == "a.jsonl and 2 more" and jsonl["max_depth"] > 0
+    parquet = _shown(btf.ReadParquet("p/*.parquet", None, extra_fields=["id", "ts"]))
+    assert parquet["extra_fields"] == "id, ts" and "features" not in parquet
+    images = _shown(btf.ReadImages("gs://bucket/images", extensions=[".png"],
+                                   read_threads=4))
+    assert images["file_pattern"] == "gs://bucket/images"
+    assert images["extensions"] == ".png" and images["read_threads"] == 4
+    assert images["check_complete"] is True and images["layout"] == "folders"
