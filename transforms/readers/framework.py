@@ -703,7 +703,8 @@ def source_display_data(pattern: str | Sequence[str], options: Any,
     the first; URLs' secrets redacted as in logs), its features and its options' fields.
 
     Args:
-        pattern: the file pattern, or the list of paths, the source was given.
+        pattern: the file pattern, or the list of paths (or of FileIdentity, as the command
+            line passes its listing) the source was given.
         options: the format's options dataclass (None: none).
         features: the FeatureSpecs the source was given.
 
@@ -713,7 +714,8 @@ def source_display_data(pattern: str | Sequence[str], options: Any,
     if isinstance(pattern, str):
         items = {"file_pattern": DisplayDataItem(redact_text(pattern), label="File pattern")}
     else:
-        shown = redact_text(pattern[0]) if pattern else "(none)"
+        first = getattr(pattern[0], "path", pattern[0]) if pattern else None  # FileIdentity
+        shown = redact_text(str(first)) if pattern else "(none)"
         more = f" and {len(pattern) - 1} more" if len(pattern) > 1 else ""
         items = {"files": DisplayDataItem(shown + more, label="Files")}
     if features:

@@ -274,6 +274,10 @@ def test_each_source_shows_what_it_reads_on_the_job_page():
     assert csv["split_bytes"] == 1 << 20 and csv["extra_fields"] == "every column"
     jsonl = _shown(btf.ReadJsonl(["a.jsonl", "b.jsonl", "c.jsonl"], {"x": {"type": "float"}}))
     assert jsonl["files"] == "a.jsonl and 2 more" and jsonl["max_depth"] > 0
+    from beam_tfrecords.sinks.format.file_identity import FileIdentity
+
+    listed = _shown(btf.ReadCsv([FileIdentity("in/a.csv", 10)], {"a": {"type": "int64"}}))
+    assert listed["files"] == "in/a.csv"  # the command line passes its listing
     parquet = _shown(btf.ReadParquet("p/*.parquet", None, extra_fields=["id", "ts"]))
     assert parquet["extra_fields"] == "id, ts" and "features" not in parquet
     images = _shown(btf.ReadImages("gs://bucket/images", extensions=[".png"],
