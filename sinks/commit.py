@@ -724,15 +724,24 @@ def fail_stopped_early(spec: CommitSpec) -> CommitError | None:
     staging), fail it as a threshold failure at the commit does -- dead letters so far kept
     under ``.failed/`` with ``failure.json``, the version folder rolled back -- and return the
     one-line error; None when no worker stopped it (the failure is another one). Call it once
-    no worker runs any more: it moves their staged files."""
+    no worker runs any more: it moves their staged files.
+
+    A worker the runner tore down after another one stopped (before it looked for the note)
+    leaves no note of its own, but the dead letters it wrote are kept: each of their rows
+    counts as read and rejected too (``stopped_early.rejected_without_note``), so the
+    failure's rejected count is always the number of rows kept."""
     notes = early_stop.read_notes(storage.join(spec.layout.staging, early_stop.FOLDER))
     if not notes:
         return None
     _fence(spec)
     reason, counts = early_stop.stopped_reason(notes)
     dead = staged_dead_letters(spec.layout.staging)
+    unnoted = max(0, sum(d.rows for d in dead) - counts["rejected"])
+    counts = {**counts, "read": counts["read"] + unnoted,
+              "rejected": counts["rejected"] + unnoted}
     return _fail(spec, reason, {}, dead, counts, extra={"stopped_early": {
-        "abort_window": spec.abort_window, "workers": len(notes)}})
+        "abort_window": spec.abort_window, "workers": len(notes),
+        "rejected_without_note": unnoted}})
 
 
 def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:

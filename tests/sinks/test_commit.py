@@ -196,3 +196,28 @@ def test_a_build_that_lost_the_lease_does_not_commit(tmp_path):
     assert not (root / "v2" / lay.MANIFEST).exists()
     assert read_latest(str(root)) == "v1"
     assert (root / lay.LEASE).exists() and B in (root / lay.LEASE).read_text()
+
+
+def test_an_early_stop_counts_the_dead_letters_of_a_worker_that_left_no_note(tmp_path):
+    """One worker stopped the build and left its note (10 read, 10 rejected); another was torn
+    down by the runner before it looked for the note, leaving only 4 staged dead letters.
+    The failure still says read = written + rejected, and rejected = the rows kept."""
+    from beam_tfrecords.sinks import early_stop
+    from beam_tfrecords.sinks.commit import fail_stopped_early
+
+    spec = make_spec(tmp_path, "v1")
+    initialize_write(spec)
+    early_stop.write_note(f"{spec.layout.staging}/{early_stop.FOLDER}", 10, 10, "stopped early")
+    for worker, rows in (("w1", 10), ("w2", 4)):
+        path = pathlib.Path(spec.layout.staging) / lay.DEAD_LETTER / f"{worker}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"reason": "bad", "row": i}) + "\n"
+                                for i in range(rows)))
+    error = fail_stopped_early(spec)
+    assert isinstance(error, CommitError) and str(error).startswith("stopped early")
+    (failed,) = (tmp_path / ".failed").iterdir()
+    doc = json.loads((failed / lay.FAILURE).read_text())
+    assert doc["counts"] == {"read": 14, "written": 0, "rejected": 14}
+    assert doc["stopped_early"]["rejected_without_note"] == 4
+    assert sum(f["records"] for f in doc["dead_letter"]) == 14
+    assert read_latest(str(tmp_path)) is None  # nothing committed
