@@ -241,6 +241,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
     untested = check_runner(PipelineOptions(beam_args))  # refused before anything is written
     if untested is not None:
         _LOG.warning(untested)
+    _start_workers_early(beam_args)
     config = load_config(args.config)
     if args.input:
         config = dataclasses.replace(config, source=dataclasses.replace(config.source,
@@ -279,6 +280,7 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
               f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "
               "process)", file=sys.stderr)
         beam_args += workers
+        _start_workers_early(beam_args)
     suffix = tff.file_suffix(config.output.compression)
     try:  # the output is not the input, not matched by its glob, does not hold it
         output_guard.check_locations(config.source.path, root, [
@@ -309,6 +311,15 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
             return _run_started(args, beam_args, config, found, build)
     except LeaseHeld as err:
         raise BuildError(str(err)) from None
+
+
+def _start_workers_early(beam_args: list[str]) -> None:
+    """With local worker processes, start the server they are forked from now: its imports
+    then overlap the launch instead of delaying the first stage (pipelines/forked_workers.py)."""
+    if worker_processes(beam_args) > 1:
+        from beam_tfrecords.pipelines.forked_workers import start_fork_server
+
+        start_fork_server()
 
 
 def _work_units(files: Sequence[str | FileIdentity], split_bytes: int) -> int:

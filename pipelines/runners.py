@@ -201,4 +201,6 @@ def runner_for(options: PipelineOptions) -> PipelineRunner | None:
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return fn_runner.FnApiRunner(provision_info=provision)
+    from beam_tfrecords.pipelines.forked_workers import ForkedWorkersRunner
+
+    return ForkedWorkersRunner(provision_info=provision)

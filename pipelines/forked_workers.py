@@ -1,0 +1,247 @@
+"""Local worker processes forked from a process that has already imported Beam and our
+transforms, for ``--direct_running_mode=multi_processing``.
+
+Beam's multi_processing mode starts each worker as a fresh ``python -m
+apache_beam.runners.worker.sdk_worker_main``: every worker imports Beam, NumPy, PyArrow and our
+modules again (about 2 CPU-seconds each), and it does so only once the runner reaches the first
+stage, on the build's critical path. On a laptop that start-up ate the second core's gain
+(bench/README.md, "Workers on one machine").
+
+Here the workers come from a fork server (:mod:`multiprocessing`'s ``forkserver`` context): a
+clean, single-threaded Python that imports the worker's modules once and then forks one child
+per worker, which starts in milliseconds. The command line starts the server as soon as it
+knows the build will use worker processes (:func:`start_fork_server`), so its imports overlap
+the launcher's own. The children are ordinary Fn API SDK harnesses
+(``sdk_worker_main``) talking gRPC to the runner, exactly as Beam's subprocess workers do; only
+their start differs. The server never opens a gRPC channel, so forking it is safe.
+
+Where the ``forkserver`` start method does not exist (Windows), :func:`available` is false and
+the runner keeps Beam's own subprocess workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
+from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+from apache_beam.runners.portability.local_job_service import BeamFnLoggingServicer
+from apache_beam.transforms import environments
+from apache_beam.utils import thread_pool_executor
+from google.protobuf import json_format, text_format
+
+__all__ = ["URN", "ForkedWorkersEnvironment", "ForkedWorkersRunner", "available",
+           "start_fork_server", "stop_fork_server"]
+
+_LOGGER = logging.getLogger(__name__)
+
+URN = "beam_tfrecords:env:forked_python_workers:v1"
+
+# What the fork server imports once, so that each forked worker starts with them loaded: the
+# SDK harness, and the modules our pipelines' stages unpickle.
+_PRELOAD = (
+    "apache_beam.runners.worker.sdk_worker_main",
+    "beam_tfrecords.transforms.readers.framework",
+    "beam_tfrecords.transforms.to_examples",
+    "beam_tfrecords.transforms.compute_statistics",
+    "beam_tfrecords.sinks.tfrecord_sink",
+    "beam_tfrecords.sinks.shuffled_shards",
+)
+
+
+def available() -> bool:
+    """Whether this platform can fork workers from a server (Linux and macOS can).
+
+    Returns:
+        True when :mod:`multiprocessing` offers the ``forkserver`` start method.
+    """
+    return "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def _context() -> Any:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(_PRELOAD))
+    return context
+
+
+@contextlib.contextmanager
+def _signal_mask_kept() -> Iterator[None]:
+    """Restore this thread's blocked signals afterwards: starting multiprocessing's resource
+    tracker unblocks SIGINT and SIGTERM in the calling thread, and the command keeps them
+    blocked in every thread with the action "ignore" (pipelines/signals.py) -- a thread that
+    no longer blocks them would swallow a Ctrl-C."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    kept = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, kept)
+
+
+# Whether this module started the process's fork server (and so may stop it).
+_STARTED = False
+
+
+def start_fork_server() -> None:
+    """Start the fork server now, in the background, so that its imports overlap the
+    launcher's; the first worker would otherwise start it on the critical path. Harmless when
+    it is running already or the platform has none."""
+    global _STARTED
+    if not available():
+        return
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None) is None:
+        _context()
+        with _signal_mask_kept():
+            forkserver.ensure_running()
+        _STARTED = True
+
+
+def stop_fork_server() -> None:
+    """Stop the fork server (and multiprocessing's resource tracker it started) if this module
+    started it, so that a build called from a long-lived program (a notebook, a scheduler's
+    worker) leaves no idle process holding Beam's memory behind. The servers' ``_stop`` is
+    what CPython's own tests use (3.10 to 3.13 have it); without it they end with the
+    program."""
+    global _STARTED
+    if not _STARTED:
+        return
+    _STARTED = False
+    from multiprocessing import forkserver, resource_tracker
+
+    for server in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(server, "_stop", None)
+        if stop is not None:
+            stop()
+
+
+def _run_worker(environ: dict[str, str]) -> None:
+    """A forked worker's body: the Fn API SDK harness, configured as Beam configures its
+    subprocess workers (through the environment)."""
+    os.environ.update(environ)
+    from apache_beam.runners.worker import sdk_worker_main
+
+    sdk_worker_main.main([])
+
+
+@environments.Environment.register_urn(URN, bytes)
+class ForkedWorkersEnvironment(environments.Environment):
+    """The environment whose workers :class:`_ForkedWorkerHandler` forks."""
+
+    def to_runner_api_parameter(self, context: Any) -> tuple[str, bytes]:
+        """The environment's URN and its (empty) payload, for the pipeline proto."""
+        return URN, b""
+
+    @staticmethod
+    def from_runner_api_parameter(payload: bytes, capabilities: Any, artifacts: Any,
+                                  resource_hints: Any, context: Any
+                                  ) -> ForkedWorkersEnvironment:
+        """The environment a pipeline proto names (it has no settings of its own)."""
+        return ForkedWorkersEnvironment(capabilities, artifacts, resource_hints)
+
+    @classmethod
+    def default(cls) -> ForkedWorkersEnvironment:
+        """The environment with this SDK's capabilities, as Beam's own environments build it.
+
+        Returns:
+            A ForkedWorkersEnvironment.
+        """
+        return cls(capabilities=environments.python_sdk_capabilities(), artifacts=())
+
+
+@worker_handlers.WorkerHandler.register_environment(URN, bytes)
+class _ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
+    """Starts one SDK harness forked from the fork server, and a logging service for it (as
+    Beam's subprocess handler does), and waits for it at the end."""
+
+    def __init__(self, payload: bytes, state: Any, provision_info: Any, grpc_server: Any
+                 ) -> None:
+        super().__init__(state, provision_info, grpc_server)
+        self._process: Any = None
+        self._logging_server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start_worker(self) -> None:
+        options = [("grpc.http2.max_pings_without_data", 0),
+                   ("grpc.http2.max_ping_strikes", 0)]
+        self._logging_server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
+                                           options=options)
+        port = self._logging_server.add_insecure_port("localhost:0")
+        beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(BeamFnLoggingServicer(),
+                                                                 self._logging_server)
+        self._logging_server.start()
+        environ = {
+            "CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
+                endpoints_pb2.ApiServiceDescriptor(url=self.control_address)),
+            "LOGGING_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
+                endpoints_pb2.ApiServiceDescriptor(url=f"localhost:{port}")),
+            "PIPELINE_OPTIONS": json_format.MessageToJson(
+                self.provision_info.provision_info.pipeline_options),
+            "WORKER_ID": self.worker_id,
+        }
+        start_fork_server()  # unless the launcher did: then the run's end stops it
+        self._process = _context().Process(target=_run_worker, args=(environ,),
+                                           name=f"beam-worker-{self.worker_id}", daemon=True)
+        with worker_handlers.SUBPROCESS_LOCK, _signal_mask_kept():
+            self._process.start()
+
+    def stop_worker(self) -> None:
+        try:
+            if self._process is not None:
+                self._process.join()
+                if self._process.exitcode:
+                    raise RuntimeError(f"worker process {self._process.pid} exited with "
+                                       f"status {self._process.exitcode}")
+        finally:
+            if self._logging_server is not None:
+                self._logging_server.stop(0)
+
+
+class ForkedWorkersRunner(fn_runner.FnApiRunner):
+    """The FnApiRunner with ``multi_processing`` workers forked from the fork server.
+
+    FnApiRunner picks its workers' environment from ``--direct_running_mode`` when a pipeline
+    runs; for ``multi_processing`` this runner keeps :class:`ForkedWorkersEnvironment` instead
+    of Beam's subprocess command. Every other mode is Beam's.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._forked = ForkedWorkersEnvironment.default()
+
+    def run_pipeline(self, pipeline: Any, options: Any) -> Any:
+        """Run as FnApiRunner does, then stop the fork server the build started.
+
+        Args:
+            pipeline: the Beam pipeline.
+            options: its PipelineOptions.
+
+        Returns:
+            FnApiRunner's result.
+        """
+        try:
+            return super().run_pipeline(pipeline, options)
+        finally:
+            stop_fork_server()
+
+    @property
+    def _default_environment(self) -> Any:
+        return self._chosen
+
+    @_default_environment.setter
+    def _default_environment(self, value: Any) -> None:
+        if isinstance(value, environments.SubprocessSDKEnvironment) and available():
+            value = self._forked
+        self._chosen = value
