@@ -41,7 +41,14 @@ ERROR_ROW = RowTypeConstraint.from_fields([
 
 
 def error_row(letter: Mapping[str, Any]) -> beam.Row:
-    """One dead-letter dict -> the Row YAML's error output carries."""
+    """One dead-letter dict -> the Row YAML's error output carries.
+
+    Args:
+        letter: a dead-letter row.
+
+    Returns:
+        A Row with ``element``, ``msg``, ``stack`` and where the record came from.
+    """
     return beam.Row(element=str(letter.get("record", "")), msg=str(letter.get("reason", "")),
                     stack="", source=str(letter.get("source", "")), row=letter.get("row"),
                     feature=str(letter.get("feature", "")), value=str(letter.get("value", "")))
