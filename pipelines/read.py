@@ -322,12 +322,15 @@ def read_examples(path: str, split: str | None = None, *, shuffle_files: bool = 
       path: a version directory (or its manifest.json), or an output root (its ``LATEST``
         version is read); local or ``gs://``.
       split: the split to read; None reads every split, in sorted order.
-      shuffle_files: deal the shards in an order shuffled by ``seed`` (the same in every
-        reader, so the division stays without duplicates; vary ``seed`` per epoch).
-      worker, num_workers: this reader's index among the DataLoader workers of one process;
-        default: ``torch.utils.data.get_worker_info()`` where torch is importable, else 0 of 1.
-      rank, world_size: this process's index among distributed processes; default: the
-        ``RANK`` / ``WORLD_SIZE`` environment variables, else 0 of 1.
+      shuffle_files: deal the shards in an order shuffled by ``seed``.
+      seed: the shuffle's seed; the same in every reader, so the division stays without
+        duplicates (vary it per epoch).
+      worker: this reader's index among the DataLoader workers of one process; default:
+        ``torch.utils.data.get_worker_info()`` where torch is importable, else 0.
+      num_workers: the DataLoader workers of one process; default as ``worker``, else 1.
+      rank: this process's index among distributed processes; default: the ``RANK``
+        environment variable, else 0.
+      world_size: the distributed processes; default: ``WORLD_SIZE``, else 1.
 
     Yields:
       One dict per record: feature name -> numpy array (a list for ragged and sequence

@@ -58,9 +58,11 @@ class WriteTFRecordDataset(api.WriteTFRecordDataset):
     """``beam_tfrecords.WriteTFRecordDataset`` with Beam YAML's ``error_handling``.
 
     Args:
+      output: the output root, as for ``beam_tfrecords.WriteTFRecordDataset``.
+      name: the data set's name, as there.
       error_handling: ``{"output": NAME}``: also return the rejected rows, as Rows, under
-        ``NAME`` (the manifest is then the output named ``manifest``). Every other argument is
-        ``beam_tfrecords.WriteTFRecordDataset`` 's.
+        ``NAME`` (the manifest is then the output named ``manifest``).
+      kwargs: every other argument of ``beam_tfrecords.WriteTFRecordDataset``.
     """
 
     def __init__(self, output: str, name: str, *,

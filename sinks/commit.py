@@ -174,17 +174,24 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
     Args:
       layout: the output root and the version folder the build writes.
       build_id: the build's id, unique per launch; the lease and the folder's marker name it.
-      name: the data set's name; compression: ``none``, ``gzip`` or ``zlib``.
+      name: the data set's name.
+      compression: ``none``, ``gzip`` or ``zlib``.
       feature_spec: the ``feature_spec.json`` document (``tf_parse_spec``).
-      config: the resolved configuration recorded in the manifest, and its ``config_sha256``.
+      config: the resolved configuration recorded in the manifest.
       inputs: the input fingerprint recorded in the manifest.
       runner: the runner's name, for the manifest.
-      documents: files for other readers (``reader_documents``), with ``tfds_note``.
-      max_bad_fraction, max_unread_fraction, abort_window: the failure thresholds.
-      keep: committed versions to keep; extra: more manifest keys.
+      config_sha256: the config's hash, recorded in the manifest.
+      documents: files for other readers (``reader_documents``).
+      tfds_note: why no TensorFlow Datasets files are written (``""`` when they are).
+      max_bad_fraction: the largest share of records read that may be rejected.
+      max_unread_fraction: the largest share of input bytes that may go unread.
+      abort_window: records a worker reads before it may stop the build early (0: never).
+      keep: committed versions to keep.
+      extra: more manifest keys.
       shuffle_seed: write the shards in this seed's order; None: arrival order.
-      allow_non_empty, wait_for_lease: how the job's first step takes the output
+      allow_non_empty: the job's first step writes beside foreign files
         (:func:`initialize_write`).
+      wait_for_lease: seconds the job's first step waits for another build's lease.
       use_lease: fence on the output's lease (off only for tests that drive the sink alone).
       statistics: write per-split statistics: per split, those of no Examples (for a split
         that gets none); None: no statistics.
@@ -660,8 +667,9 @@ def begin_build(root: str, version: str | None, build_id: str, *,
     re-leased.
 
     Args:
-      root: the output root; version: the folder's name (None: the first free UTC timestamp,
-        chosen after preparing).
+      root: the output root.
+      version: the folder's name (None: the first free UTC timestamp, chosen after
+        preparing).
       build_id: this build's id (the lease's holder, the folder's marker).
       allow_non_empty: write beside foreign files instead of refusing the output.
       wait_for_lease: seconds to wait for another build's lease (LeaseHeld after that).
@@ -712,10 +720,17 @@ def start_build(root: str, version: str | None, build_id: str, *,
     own first step begins the same build again (a no-op but for the lease) and keeps the
     lease from its bundles, so it holds the lease wherever it runs.
 
-    Args: as :func:`begin_build`.
+    Args:
+      root: the output root.
+      version: the folder's name (None: the first free UTC timestamp).
+      build_id: this build's id.
+      allow_non_empty: write beside foreign files instead of refusing the output.
+      wait_for_lease: seconds to wait for another build's lease.
+      lease: the Lease object to take (default: a new one).
+      before_claim: called after preparing, before claiming.
 
-    Returns:
-      A context whose value is the Build.
+    Yields:
+      The Build.
     """
     build = begin_build(root, version, build_id, allow_non_empty=allow_non_empty,
                         wait_for_lease=wait_for_lease, lease=lease, before_claim=before_claim)

@@ -512,6 +512,9 @@ class ReadImages(beam.PTransform):
       check_complete: reject files cut short after their header (default true).
       read_threads: files a worker reads at once: ``auto`` (default: 8 on a remote
         filesystem, 1 for local files) or 1 to 64.
+      path: with :class:`ImagesOptions`, the root folder or manifest they apply to.
+      source: with entries or a plan, the folder or manifest they came from, named in the
+        dead letters (default: the plan's own).
 
     Returns a dict of PCollections, also readable as attributes: ``records`` (chunks of image
     records), ``rejected`` (dead-letter dicts: unreadable, empty, truncated or non-image
