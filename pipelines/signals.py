@@ -102,7 +102,7 @@ def watch_lease(lease: Any) -> None:
     """The build holds ``lease`` (a sinks.lease.Lease): release it when interrupted.
 
     Args:
-        lease: the build's lease.
+        lease: the ``sinks.lease.Lease`` the build holds.
     """
     if _active is not None:
         _active.lease = lease
@@ -125,7 +125,7 @@ def watch_job(pipeline: Any, remote: bool) -> None:
     before the lease is released.
 
     Args:
-        pipeline: the build's pipeline.
+        pipeline: the ``beam.Pipeline`` being run.
         remote: the job runs outside this process.
     """
     if _active is not None:

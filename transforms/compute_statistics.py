@@ -36,7 +36,7 @@ def statistics_kinds(specs: Sequence[FeatureSpec]) -> dict[str, str]:
     lengths), a ``bytes`` feature's -- binary: images, blobs -- sizes and unique counts.
 
     Args:
-        specs: the features.
+        specs: the features, whose ``dtype`` chooses each key's kind.
 
     Returns:
         Stored key to ``int``, ``float``, ``string`` or ``bytes``.

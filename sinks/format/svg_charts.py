@@ -71,7 +71,7 @@ def fmt_share(part: float, whole: float) -> str:
     """``part / whole`` as a percentage; ``<0.1%`` rather than a misleading ``0.0%``.
 
     Args:
-        part: the part.
+        part: the count or size shown.
         whole: the total; zero gives ``–``.
 
     Returns:

@@ -338,7 +338,7 @@ def scaled_floats(values: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarra
     raises :class:`Unsupported`: the batch's feature goes per row, exactly.
 
     Args:
-        values: the floats.
+        values: float64 (or float32) numbers, NaN and infinities included.
         scale: the feature's decimal scale.
 
     Returns:
@@ -404,7 +404,7 @@ def take_rows(batch: pa.RecordBatch, rows: pa.Array) -> pa.RecordBatch:
     columns are copied to offset 0 first.
 
     Args:
-        batch: the record batch.
+        batch: the records, column-wise; may be a slice.
         rows: the row indices to take, in order.
 
     Returns:
@@ -523,7 +523,7 @@ def check_type(spec: FeatureSpec, t: pa.DataType) -> str:
     """Why a column of type ``t`` is columnar for ``spec``; raises Unsupported if it is not.
 
     Args:
-        spec: the feature.
+        spec: the feature the column is encoded into.
         t: the column's Arrow type.
 
     Returns:
@@ -553,7 +553,7 @@ def never_coerces(spec: FeatureSpec, kind: str) -> bool:
     """True when no value of this leaf kind passes the coercion policy for ``spec``.
 
     Args:
-        spec: the feature.
+        spec: the feature the column is encoded into.
         kind: the column's :func:`leaf_kind`.
 
     Returns:

@@ -264,7 +264,7 @@ def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None,
 
     Args:
         feature: the feature's name, for errors.
-        value: the value.
+        value: any Python or numpy value; text is read by the CSV rules.
         unit: the unit of dates and times (``s``, ``ms``, ``us``, ``ns``, ``days``).
         fmt: how text dates are written; None: text must be a number.
         scale: decimal places kept by multiplying by 10**scale.
@@ -320,7 +320,7 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
 
     Args:
         feature: the feature's name, for errors.
-        value: the value.
+        value: a number (Python, numpy or Decimal) or number text.
         nan: the feature's ``nan`` policy; ``error`` refuses NaN, any other returns it (a
             ``missing`` NaN is dropped before coercion).
 

@@ -167,7 +167,7 @@ def const(data: bytes, on: np.ndarray | None = None) -> Padded:
     """The same bytes in every row where ``on`` (None: every row).
 
     Args:
-        data: the bytes.
+        data: the bytes each selected row gets, such as a field's tag.
         on: a bool per row, or None for every row.
 
     Returns:

@@ -37,7 +37,7 @@ def describe(spec: FeatureSpec) -> str:
     """What a feature expects, for messages: ``int64``, ``float of shape [28, 28]``.
 
     Args:
-        spec: the feature.
+        spec: the feature, by its type and shape.
 
     Returns:
         A short description.

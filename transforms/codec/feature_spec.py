@@ -251,7 +251,7 @@ def stored_keys(spec: FeatureSpec) -> tuple[str, ...]:
     """Every feature key this spec writes into an Example.
 
     Args:
-        spec: the feature.
+        spec: the feature (its name, shape and ragged dimensions).
 
     Returns:
         Its values key, then one row-lengths key per ragged dimension.
@@ -309,7 +309,7 @@ def tf_parse_spec(specs: tuple[FeatureSpec, ...] | list[FeatureSpec]) -> dict[st
     no knowledge of this package to build ``tf.io.parse_example``'s ``features`` argument.
 
     Args:
-        specs: the features.
+        specs: the features; any with ``sequence`` make it a SequenceExample spec.
 
     Returns:
         The JSON-ready document.

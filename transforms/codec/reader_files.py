@@ -25,7 +25,7 @@ def image_features(specs: Sequence[FeatureSpec], source_format: str) -> frozense
     """Names of the features that hold an image file's bytes, as read from an image folder.
 
     Args:
-        specs: the features.
+        specs: the features, as the config declares them.
         source_format: the source's format (``images``, ``csv``...).
 
     Returns:
@@ -42,7 +42,7 @@ def reader_documents(specs: Sequence[FeatureSpec], images: Collection[str] = ()
     """``({file name: text}, why TFDS gets no features.json or "")`` for ``specs``.
 
     Args:
-        specs: the features.
+        specs: the features; none for records passed through serialized.
         images: the names of features holding image bytes.
 
     Returns:

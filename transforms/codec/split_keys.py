@@ -35,7 +35,7 @@ def key_column(batch: pa.RecordBatch, path: Sequence[str]) -> pa.Array | None:
     which goes through ``key_bytes`` row by row.
 
     Args:
-        batch: the record batch.
+        batch: the records, column-wise.
         path: the split key's field names.
 
     Returns:
@@ -79,7 +79,7 @@ def repeats(keys: pa.Array, sample: int = 4096) -> bool:
     each distinct key once to pay for finding them?
 
     Args:
-        keys: the key column.
+        keys: the batch's :func:`key_column`.
         sample: how many keys to look at.
 
     Returns:

@@ -212,7 +212,7 @@ def whole_number(number: decimal.Decimal) -> int:
     magnitude past int64 refused without computing it (``1e999999999999`` is never expanded).
 
     Args:
-        number: a Decimal.
+        number: the exact value of number text (:func:`decimal_of`).
 
     Returns:
         The value.

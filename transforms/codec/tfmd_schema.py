@@ -123,7 +123,7 @@ def schema_pbtxt(specs: Sequence[FeatureSpec], images: Collection[str] = ()) -> 
     """The ``schema.pbtxt`` text for ``specs``; ``images`` names image-bytes features.
 
     Args:
-        specs: the features.
+        specs: the features; sequence features go into one STRUCT feature.
         images: the names of features holding image bytes.
 
     Returns:

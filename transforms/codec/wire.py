@@ -127,7 +127,7 @@ def encode_feature(kind: str, values: Any) -> bytes:
 
     Args:
         kind: ``int64_list``, ``float_list`` or ``bytes_list``.
-        values: the values.
+        values: the list's values, typed by ``kind`` as described above.
 
     Returns:
         The serialized Feature.

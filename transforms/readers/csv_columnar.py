@@ -155,7 +155,7 @@ class ByteBlocks:
     row: no BOM is looked for). :meth:`grow` makes the next blocks larger.
 
     Args:
-        handle: the binary stream.
+        handle: the file, opened in binary mode.
         quote: the quote character's byte.
         block_bytes: about how many bytes a block holds.
         max_pending: the most bytes held while looking for a row's end.
@@ -360,7 +360,7 @@ class RowSplitter:
     of what was read so far (the file's size at the end).
 
     Args:
-        handle: the binary stream.
+        handle: the file (or a range of it), opened in binary mode.
         quote: the quote character's byte.
         delimiter: the delimiter's byte.
         limit: the longest row held, in bytes; longer ones come as a RowSpan.
@@ -659,7 +659,7 @@ def is_utf8(data: bytes) -> bool:
     and line ends, ASCII bytes that never sit inside a multi-byte character.
 
     Args:
-        data: the bytes.
+        data: a block of CSV text.
 
     Returns:
         Whether they are valid UTF-8.

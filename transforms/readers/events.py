@@ -112,7 +112,7 @@ def bounded_line(handle: BinaryIO, limit: int) -> tuple[bytes, int]:
     with its full size, the rest skipped in pieces. ``(b"", 0)`` at the end of the file.
 
     Args:
-        handle: the binary stream.
+        handle: the file, opened in binary mode.
         limit: the longest line held, in bytes.
 
     Returns:

@@ -216,7 +216,7 @@ def unread_letter(path: str, unread: Unread) -> dict[str, Any]:
 
     Args:
         path: the source file.
-        unread: the region.
+        unread: the region of input no record came from.
 
     Returns:
         The row.
@@ -468,7 +468,7 @@ class ReadFileFn(beam.DoFn):
             path: the file's path.
             handle: the open file.
             start: the range's first record start.
-            tracker: the range's tracker.
+            tracker: the range's :class:`RangeTracker`, which each record start is claimed on.
             found: filled with what the range found.
 
         Yields:
@@ -604,7 +604,7 @@ class ClaimedWindow(io.RawIOBase):
     Args:
         handle: the open file.
         first: the range's first record start.
-        tracker: the range's tracker.
+        tracker: the range's :class:`RangeTracker`, read for its current end.
         next_start: the first record start at or after an offset.
     """
 
@@ -950,7 +950,7 @@ def listed(value: Any) -> Any:
     """A tuple argument as the list a config parser expects (YAML gives lists).
 
     Args:
-        value: an argument.
+        value: a keyword argument as given.
 
     Returns:
         A list for a tuple, else ``value``.

@@ -76,7 +76,7 @@ def bytes_reader(data: bytes) -> ReadAt:
     """A :data:`ReadAt` over bytes in memory.
 
     Args:
-        data: the bytes.
+        data: a file's bytes, in memory (tests, small files).
 
     Returns:
         ``read_at(offset, n)``.

@@ -102,7 +102,7 @@ def hash_bytes(values: Sequence[bytes]) -> np.ndarray:
     """:func:`hash_values` of Python byte strings.
 
     Args:
-        values: the values.
+        values: the values' bytes.
 
     Returns:
         A uint64 hash per value.
