@@ -140,7 +140,11 @@ class Config:
 
     def resolved(self) -> dict[str, Any]:
         """The config with every default filled in, as JSON-ready data (for the manifest);
-        of the source's option sections only the one its format uses."""
+        of the source's option sections only the one its format uses.
+
+        Returns:
+            The resolved config as a JSON-ready dict.
+        """
         resolved = _finite(json.loads(json.dumps(dataclasses.asdict(self),
                                                  default=_json_default)))
         for feature in resolved["features"]:  # a date format only where text is a date, so
@@ -175,7 +179,11 @@ class Config:
         return resolved
 
     def sha256(self) -> str:
-        """Hash of the resolved config: two builds with equal hashes mean the same thing."""
+        """Hash of the resolved config: two builds with equal hashes mean the same thing.
+
+        Returns:
+            64 hex digits.
+        """
         resolved = self.resolved()
         resolved["source"].pop("split_bytes", None)  # how it is read, not what it builds
         canonical = json.dumps(resolved, sort_keys=True, separators=(",", ":"))
@@ -298,7 +306,18 @@ def _parse_shuffle(raw: Any) -> int | None:
 
 
 def check_seed(where: str, seed: Any) -> int:
-    """A shuffle seed: an integer in [0, 2**63)."""
+    """A shuffle seed: an integer in [0, 2**63).
+
+    Args:
+        where: the config key or flag named in errors.
+        seed: the seed given.
+
+    Returns:
+        The seed.
+
+    Raises:
+        ConfigError: not such an integer.
+    """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise _fail(where, seed, f"must be an integer from 0 to {MAX_SEED}")
     return seed
@@ -362,7 +381,17 @@ def _parse_validate(raw: Any) -> Thresholds | None:
 
 
 def parse_config(raw: Any) -> Config:
-    """A validated :class:`Config` from the mapping a YAML file loads to."""
+    """A validated :class:`Config` from the mapping a YAML file loads to.
+
+    Args:
+        raw: the loaded YAML document.
+
+    Returns:
+        The config.
+
+    Raises:
+        ConfigError: a missing, unknown or invalid key; names the key and echoes the value.
+    """
     raw = _mapping("", raw, allowed(""), required(""))
     name = raw["name"]
     _named("name", "data set", name, name)
@@ -392,6 +421,15 @@ def load_config(path: str) -> Config:
     (a "billion laughs"), cyclic aliases or nesting past 64 levels are refused before any
     of it is built (pipelines/safe_yaml.py); so is a mapping that holds one key twice, which
     YAML loaders otherwise resolve silently by keeping the last.
+
+    Args:
+        path: the config file's path or ``gs://`` URL.
+
+    Returns:
+        The config.
+
+    Raises:
+        ConfigError: the file is not valid YAML within those bounds, or not a valid config.
     """
     import yaml
 
@@ -431,6 +469,14 @@ def check_columns(config: Config, columns: list[str], where: str) -> None:
 
     ``columns`` are the top-level field names of the first input (a CSV header, a schema).
     A literal dotted column name (``meta.label``) counts as present for ``source: meta.label``.
+
+    Args:
+        config: the config.
+        columns: the first input's top-level field names.
+        where: the input named in errors.
+
+    Raises:
+        ConfigError: a source field or the split key is missing; names it and lists the columns.
     """
     available = set(columns)
     shown = ", ".join(columns[:20]) + (", ..." if len(columns) > 20 else "")

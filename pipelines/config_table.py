@@ -166,7 +166,11 @@ def _format_section(fmt: formats.FormatDescriptor) -> ConfigKey:
 
 @functools.cache
 def config_keys() -> tuple[ConfigKey, ...]:
-    """Every key a config may hold, in the reference's order."""
+    """Every key a config may hold, in the reference's order.
+
+    Returns:
+        One row per key.
+    """
     by_format = tuple(key for fmt in formats.FORMATS
                       for key in (_format_section(fmt), *fmt.config_keys()))
     return (_ROOT + _SOURCE + by_format + _REST[:1] + FEATURE_KEYS + _REST[1:] + SPLIT_KEYS

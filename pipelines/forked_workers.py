@@ -141,14 +141,32 @@ class ForkedWorkersEnvironment(environments.Environment):
     """The environment whose workers :class:`_ForkedWorkerHandler` forks."""
 
     def to_runner_api_parameter(self, context: Any) -> tuple[str, bytes]:
-        """The environment's URN and its (empty) payload, for the pipeline proto."""
+        """The environment's URN and its (empty) payload, for the pipeline proto.
+
+        Args:
+            context: Beam's PipelineContext (unused: there is nothing to register).
+
+        Returns:
+            ``(URN, b"")``.
+        """
         return URN, b""
 
     @staticmethod
     def from_runner_api_parameter(payload: bytes, capabilities: Any, artifacts: Any,
                                   resource_hints: Any, context: Any
                                   ) -> ForkedWorkersEnvironment:
-        """The environment a pipeline proto names (it has no settings of its own)."""
+        """The environment a pipeline proto names (it has no settings of its own).
+
+        Args:
+            payload: the environment's payload (empty).
+            capabilities: the SDK capabilities the proto lists.
+            artifacts: the artifacts the proto lists.
+            resource_hints: the proto's resource hints.
+            context: Beam's PipelineContext (unused).
+
+        Returns:
+            The environment.
+        """
         return ForkedWorkersEnvironment(capabilities, artifacts, resource_hints)
 
     @classmethod
@@ -215,6 +233,9 @@ class ForkedWorkersRunner(fn_runner.FnApiRunner):
     FnApiRunner picks its workers' environment from ``--direct_running_mode`` when a pipeline
     runs; for ``multi_processing`` this runner keeps :class:`ForkedWorkersEnvironment` instead
     of Beam's subprocess command. Every other mode is Beam's.
+
+    Args:
+        **kwargs: FnApiRunner's arguments (``provision_info`` and the like).
     """
 
     def __init__(self, **kwargs: Any) -> None:

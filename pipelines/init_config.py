@@ -163,7 +163,14 @@ _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+\Z")
 def sniff_delimiter(text: str) -> str:
     """The separator among :data:`DELIMITERS` that splits the first lines of ``text`` into
     the most columns, the same number in every line (quotes respected, as our reader reads
-    them); ``,`` when none splits them into more than one. Pure."""
+    them); ``,`` when none splits them into more than one. Pure.
+
+    Args:
+        text: the first bytes of a CSV file, decoded.
+
+    Returns:
+        The delimiter.
+    """
     import csv
     import io
 

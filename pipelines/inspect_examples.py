@@ -46,13 +46,28 @@ class Undecoded:
     reason: str
 
     def show(self) -> dict[str, Any]:
+        """The record as the ``inspect`` command prints it: why it was not decoded, and where it is.
+
+        Returns:
+            A JSON-ready dict.
+        """
         return {"not_decoded": self.reason, "file": self.path, "offset": self.offset,
                 "bytes": self.length}
 
 
 def shard_paths(path: str) -> tuple[list[str], str]:
     """The shard files of a version directory / manifest / output root (the version its
-    LATEST names) / glob, and their compression."""
+    LATEST names) / glob, and their compression.
+
+    Args:
+        path: a version folder, a manifest, an output root or a glob of TFRecord files.
+
+    Returns:
+        The shard paths and their compression (``auto`` for a glob).
+
+    Raises:
+        ManifestError: the manifest is unusable.
+    """
     manifest_path = manifest_path_at(path)
     if manifest_path is not None and storage.exists(manifest_path):
         try:  # the same checks as verify: shard paths stay inside the version directory
@@ -73,7 +88,15 @@ def shard_paths(path: str) -> tuple[list[str], str]:
 def iter_examples(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
                   ) -> Iterator[dict[str, tuple[str | None, list]] | Undecoded]:
     """Each record as ``{name: (kind, values)}``, or as an :class:`Undecoded` when it is
-    larger than ``max_record_bytes`` or not a serialized Example."""
+    larger than ``max_record_bytes`` or not a serialized Example.
+
+    Args:
+        path: as for :func:`shard_paths`.
+        max_record_bytes: the largest record decoded, in bytes.
+
+    Yields:
+        Decoded Examples, or :class:`Undecoded` records.
+    """
     files, compression = shard_paths(path)
     for file in files:
         with storage.open_read(file) as handle:
@@ -90,7 +113,15 @@ def iter_examples(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
 
 def show_value(kind: str | None, values: list) -> Any:
-    """JSON-friendly values: text when UTF-8, else {"base64", "length"}; non-finite as str."""
+    """JSON-friendly values: text when UTF-8, else {"base64", "length"}; non-finite as str.
+
+    Args:
+        kind: the Feature's list kind (``bytes_list``, ``float_list``, ``int64_list``), or None.
+        values: its values.
+
+    Returns:
+        The values, safe to dump as JSON.
+    """
     if kind == "bytes_list":
         shown = []
         for v in values:
@@ -155,7 +186,15 @@ class _FeatureStats:
 
 def summarize(examples: Iterator[dict | Undecoded], limit: int) -> dict[str, Any]:
     """Per-feature statistics of the first ``limit`` records; records that were not decoded
-    are counted (``not_decoded``) and left out of the statistics."""
+    are counted (``not_decoded``) and left out of the statistics.
+
+    Args:
+        examples: the records (:func:`iter_examples`).
+        limit: how many records to look at.
+
+    Returns:
+        The records seen, those not decoded, and each feature's statistics.
+    """
     stats: dict[str, _FeatureStats] = {}
     seen = undecoded = 0
     for example in examples:

@@ -90,7 +90,16 @@ def check_locations(input_pattern: str, output_root: str,
                     sample_outputs: Sequence[str] = ()) -> None:
     """Refuse an output that is the input, is matched by the input glob, or holds the inputs,
     and ``..`` in gs:// paths. ``sample_outputs``: names (relative to the output root) of
-    files this build will write, to test against the glob -- e.g. a shard, the manifest."""
+    files this build will write, to test against the glob -- e.g. a shard, the manifest.
+
+    Args:
+        input_pattern: the input's path or glob.
+        output_root: the output root.
+        sample_outputs: files the build will write, relative to the output root.
+
+    Raises:
+        OutputGuardError: the input and the output overlap, or a ``gs://`` path holds ``.``/``..``.
+    """
     for what, path in (("input", input_pattern), ("output", output_root)):
         if path.startswith(_GCS) and any(part in (".", "..") for part in
                                          path[len(_GCS):].split("/")):
@@ -133,7 +142,15 @@ def check_output_kind(output_root: str, kind: Callable[[str], str | None]) -> No
     ``LATEST`` or ``.lease`` -- files we read and write there -- is not a regular file.
     ``kind(path)``: :data:`FOLDER`, :data:`FILE`, :data:`SPECIAL` or None. Cloud Storage
     has no such states (an object and a "folder" of the same name coexist), so only local
-    roots are judged."""
+    roots are judged.
+
+    Args:
+        output_root: the output root.
+        kind: tells what a local path is.
+
+    Raises:
+        OutputGuardError: the root or one of those files is of the wrong kind.
+    """
     if "://" in output_root:
         return
     root = _normalize(output_root)

@@ -78,6 +78,9 @@ class ProgressMeter:
     Totals never go backwards on the line: a writer's file that cannot be read at one poll
     (or staging removed by the commit) must not make the count drop. Rates are over the last
     interval, so a stall shows as 0 records/s rather than a slowly sinking average.
+
+    Args:
+        start: when the build started, in the clock's seconds.
     """
 
     def __init__(self, start: float) -> None:
@@ -90,6 +93,18 @@ class ProgressMeter:
 
     def update(self, now: float, records: int, nbytes: int, rejected: int = 0,
                reasons: Sequence[tuple[str, int]] = ()) -> str:
+        """The progress line for the totals at ``now``.
+
+        Args:
+            now: the time, in the clock's seconds.
+            records: records written so far, over all writers.
+            nbytes: bytes written so far.
+            rejected: records rejected so far.
+            reasons: the most frequent rejection reasons, ``(reason, rows)``.
+
+        Returns:
+            The line.
+        """
         records, nbytes = max(records, self._records), max(nbytes, self._bytes)
         span = now - self._last_time
         rate = (records - self._records) / span if span > 0 else 0.0
@@ -108,6 +123,15 @@ class ProgressReporter:
     writers (``progress_files.Totals``); ``emit`` prints a line. A poll that fails is skipped:
     progress must never fail a build. Use as a context manager around the pipeline run;
     nothing is emitted after it exits (its last line, at the exit, has the final totals).
+
+    Args:
+        poll: returns the totals.
+        emit: prints a line.
+        interval: seconds between lines.
+        clock: seconds, monotonic; tests pass a fake one.
+
+    Raises:
+        ValueError: an interval that is not positive.
     """
 
     def __init__(self, poll: Callable[[], Sequence], emit: Callable[[str], None],
@@ -137,6 +161,11 @@ class ProgressReporter:
             return None
 
     def start(self) -> ProgressReporter:
+        """Start the thread; ``__enter__`` calls it.
+
+        Returns:
+            This reporter.
+        """
         self._meter = ProgressMeter(self._clock())
         self._shown: tuple | None = None
         self._thread = threading.Thread(target=self._loop, args=(self._meter,),

@@ -59,7 +59,17 @@ class ReadError(UserError, ValueError):
 
 def resolve_version(path: str) -> str:
     """The version directory at ``path``: itself when it holds a manifest, else the version
-    its ``LATEST`` names (an output root)."""
+    its ``LATEST`` names (an output root).
+
+    Args:
+        path: a version folder or an output root.
+
+    Returns:
+        The version folder.
+
+    Raises:
+        ReadError: neither, or LATEST names no usable version.
+    """
     try:
         found = version_at(path)
     except ManifestError as err:
@@ -73,7 +83,19 @@ def resolve_version(path: str) -> str:
 def shard_files(version_dir: str, split: str | None = None
                 ) -> tuple[list[str], str, dict[str, Any]]:
     """(shard paths in manifest order, compression, the feature spec document) of a version;
-    every split's, in sorted split order, when ``split`` is None."""
+    every split's, in sorted split order, when ``split`` is None.
+
+    Args:
+        version_dir: the version's folder.
+        split: the split to read, or None for all.
+
+    Returns:
+        The shard paths, their compression and the feature spec document.
+
+    Raises:
+        ManifestError: the manifest is unusable.
+        ReadError: the split is not in the version.
+    """
     path = storage.join(version_dir, lay.MANIFEST)
     try:  # the same checks as verify: shard paths stay inside the version directory
         manifest = check_manifest(json.loads(storage.read_text(path)))
@@ -128,7 +150,23 @@ def shards_for_reader(files: Sequence[str], *, shuffle_files: bool = False, seed
                       worker: int | None = None, num_workers: int | None = None,
                       rank: int | None = None, world_size: int | None = None) -> list[str]:
     """This reader's share of ``files``: the (seeded) order dealt round-robin over
-    ``world_size * num_workers`` readers, reader ``rank * num_workers + worker``."""
+    ``world_size * num_workers`` readers, reader ``rank * num_workers + worker``.
+
+    Args:
+        files: the shard paths, in manifest order.
+        shuffle_files: shuffle the order with ``seed`` before dealing.
+        seed: the shuffle's seed.
+        worker: this data-loader worker's index; None: from PyTorch, else 0.
+        num_workers: the data-loader workers; None: from PyTorch, else 1.
+        rank: this process's rank; None: from ``RANK``, else 0.
+        world_size: the processes; None: from ``WORLD_SIZE``, else 1.
+
+    Returns:
+        The shard paths this reader reads.
+
+    Raises:
+        ReadError: an index given without its count, or out of range.
+    """
     if worker is None and num_workers is None:
         worker, num_workers = _torch_worker()
     if rank is None and world_size is None:
@@ -284,12 +322,15 @@ def read_examples(path: str, split: str | None = None, *, shuffle_files: bool = 
       path: a version directory (or its manifest.json), or an output root (its ``LATEST``
         version is read); local or ``gs://``.
       split: the split to read; None reads every split, in sorted order.
-      shuffle_files: deal the shards in an order shuffled by ``seed`` (the same in every
-        reader, so the division stays without duplicates; vary ``seed`` per epoch).
-      worker, num_workers: this reader's index among the DataLoader workers of one process;
-        default: ``torch.utils.data.get_worker_info()`` where torch is importable, else 0 of 1.
-      rank, world_size: this process's index among distributed processes; default: the
-        ``RANK`` / ``WORLD_SIZE`` environment variables, else 0 of 1.
+      shuffle_files: deal the shards in an order shuffled by ``seed``.
+      seed: the shuffle's seed; the same in every reader, so the division stays without
+        duplicates (vary it per epoch).
+      worker: this reader's index among the DataLoader workers of one process; default:
+        ``torch.utils.data.get_worker_info()`` where torch is importable, else 0.
+      num_workers: the DataLoader workers of one process; default as ``worker``, else 1.
+      rank: this process's index among distributed processes; default: the ``RANK``
+        environment variable, else 0.
+      world_size: the distributed processes; default: ``WORLD_SIZE``, else 1.
 
     Yields:
       One dict per record: feature name -> numpy array (a list for ragged and sequence

@@ -25,7 +25,18 @@ __all__ = ["ReportError", "load_version", "read_manifest", "refuse_inside", "wri
 
 def read_manifest(path: str) -> tuple[str, dict]:
     """(version directory, its manifest) of ``path``: a version directory, its manifest, or
-    an output root (the version its LATEST names)."""
+    an output root (the version its LATEST names).
+
+    Args:
+        path: a version folder, its manifest, or an output root.
+
+    Returns:
+        The version folder and its manifest.
+
+    Raises:
+        NoMatch: nothing there.
+        ManifestError: the manifest is not JSON or not a manifest.
+    """
     version_dir = version_at(path)
     if version_dir is None:
         raise storage.NoMatch(f"{path} is neither a version directory (no manifest.json) nor "
@@ -43,7 +54,15 @@ def read_manifest(path: str) -> tuple[str, dict]:
 def load_version(path: str, statistics_folder: str | None = None
                  ) -> tuple[str, VersionFacts]:
     """(version directory, its facts) of ``path`` (as :func:`read_manifest`); its statistics
-    from ``statistics_folder`` when given (``beam-tfrecords stats --out``)."""
+    from ``statistics_folder`` when given (``beam-tfrecords stats --out``).
+
+    Args:
+        path: as for :func:`read_manifest`.
+        statistics_folder: where its statistics are, when not in the version.
+
+    Returns:
+        The version folder and its facts.
+    """
     version_dir, manifest = read_manifest(path)
     return version_dir, version_facts(version_dir, manifest, statistics_folder)
 
@@ -56,7 +75,15 @@ def _inside(path: str, folder: str) -> bool:
 
 
 def refuse_inside(out: str, folders: list[str]) -> None:
-    """ReportError when ``out`` is inside one of the committed version ``folders``."""
+    """ReportError when ``out`` is inside one of the committed version ``folders``.
+
+    Args:
+        out: where the report would be written.
+        folders: the committed versions' folders.
+
+    Raises:
+        ReportError: ``out`` is inside one of them.
+    """
     for folder in folders:
         if _inside(out, folder):
             raise ReportError(f"refusing to write {out}: it is inside the committed version "

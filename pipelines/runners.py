@@ -49,7 +49,14 @@ TESTED_RUNNERS = DIRECT_NAMES | {"fnapirunner", "bundlebaseddirectrunner", "port
 
 def runner_key(options: PipelineOptions) -> str:
     """The options' runner as Beam looks it up: the class name, lower case (``directrunner``
-    for none, ``daskrunner`` for ``apache_beam.runners.dask.dask_runner.DaskRunner``)."""
+    for none, ``daskrunner`` for ``apache_beam.runners.dask.dask_runner.DaskRunner``).
+
+    Args:
+        options: the pipeline's options.
+
+    Returns:
+        The runner's key.
+    """
     runner = options.view_as(StandardOptions).runner
     if runner is None:
         return "directrunner"
@@ -59,7 +66,17 @@ def runner_key(options: PipelineOptions) -> str:
 
 def check_runner(options: PipelineOptions) -> str | None:
     """Refuse a runner that cannot run a build (:class:`UnsupportedRunner`, one line); return
-    the warning line for a runner we do not test, None for one we do."""
+    the warning line for a runner we do not test, None for one we do.
+
+    Args:
+        options: the pipeline's options.
+
+    Returns:
+        The warning, or None.
+
+    Raises:
+        UnsupportedRunner: the runner cannot run a build.
+    """
     key = runner_key(options)
     runner = options.view_as(StandardOptions).runner
     name = runner if isinstance(runner, str) else type(runner).__name__
@@ -85,7 +102,14 @@ def check_runner(options: PipelineOptions) -> str | None:
 
 def runs_in_process(options: PipelineOptions) -> bool:
     """Whether the runner runs the job inside this process, so that ending the process ends
-    the job: the DirectRunner's engines, and PortableRunner's embedded job service."""
+    the job: the DirectRunner's engines, and PortableRunner's embedded job service.
+
+    Args:
+        options: the pipeline's options.
+
+    Returns:
+        Whether the job runs in this process.
+    """
     key = runner_key(options)
     if key in DIRECT_NAMES or key in ("fnapirunner", "bundlebaseddirectrunner",
                                       "testdirectrunner"):
@@ -147,7 +171,14 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
 def worker_processes(beam_args: list[str]) -> int:
     """How many worker processes a DirectRunner build's options ask for: ``N`` with
     ``--direct_running_mode=multi_processing --direct_num_workers=N``, else 1 (in-process,
-    threads, or another runner)."""
+    threads, or another runner).
+
+    Args:
+        beam_args: the Beam flags of the command line.
+
+    Returns:
+        The number of worker processes.
+    """
     from apache_beam.options.pipeline_options import DirectOptions
 
     options = PipelineOptions(beam_args)
@@ -185,7 +216,14 @@ def balanced_split_bytes(sizes: list[int], split_bytes: int, workers: int) -> in
 
 
 def runner_for(options: PipelineOptions) -> PipelineRunner | None:
-    """The in-process FnApiRunner for a batch DirectRunner build; None: let Beam choose."""
+    """The in-process FnApiRunner for a batch DirectRunner build; None: let Beam choose.
+
+    Args:
+        options: the pipeline's options.
+
+    Returns:
+        The runner, or None.
+    """
     standard = options.view_as(StandardOptions)
     runner = standard.runner
     if runner is not None and not isinstance(runner, str):

@@ -62,7 +62,11 @@ def safe_streams() -> Iterator[None]:
 
 def output_gone() -> bool:
     """Whether stdout's or stderr's reader has gone: a ``BrokenPipeError`` from anything
-    else (a socket, a worker's pipe) is an error like any other."""
+    else (a socket, a worker's pipe) is an error like any other.
+
+    Returns:
+        True once a write to either found a broken pipe.
+    """
     return any(getattr(s, "broken", False) for s in (sys.stdout, sys.stderr))
 
 

@@ -48,7 +48,13 @@ class YamlLimitError(UserError, ValueError):
 class DuplicateKeyError(UserError, ValueError):
     """One mapping holds the same key twice. ``key`` is its dotted path from the document's
     root (``features.age``; ``[i]`` for a list item), ``lines`` the two 1-based lines; the
-    one-line message reads ``key 'features.age' appears twice (lines 7 and 12)``."""
+    one-line message reads ``key 'features.age' appears twice (lines 7 and 12)``.
+
+    Args:
+        key: the key's dotted path.
+        lines: the two 1-based lines it appears on.
+        spellings: the key as written each time (``yes`` and ``true`` load to one key).
+    """
 
     def __init__(self, key: str, lines: tuple[int, int], spellings: tuple[str, str]):
         self.key, self.lines = key, lines
@@ -261,6 +267,12 @@ def safe_load_limited(text: str) -> Any:
     aliases; :class:`DuplicateKeyError` for a mapping holding one key twice;
     ``yaml.YAMLError`` for invalid YAML, unsafe tags such as ``!!python/object`` and values
     the safe tags cannot build (a timestamp in month 13).
+
+    Args:
+        text: the YAML document.
+
+    Returns:
+        The loaded data.
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise YamlLimitError(f"larger than {MAX_BYTES} bytes")

@@ -99,13 +99,21 @@ def unblock_claimed() -> None:
 
 
 def watch_lease(lease: Any) -> None:
-    """The build holds ``lease`` (a sinks.lease.Lease): release it when interrupted."""
+    """The build holds ``lease`` (a sinks.lease.Lease): release it when interrupted.
+
+    Args:
+        lease: the ``sinks.lease.Lease`` the build holds.
+    """
     if _active is not None:
         _active.lease = lease
 
 
 def watch_version(layout: Any) -> None:
-    """The build writes ``layout``'s version: report on it when interrupted."""
+    """The build writes ``layout``'s version: report on it when interrupted.
+
+    Args:
+        layout: the build's output layout.
+    """
     if _active is not None:
         _active.layout = layout
 
@@ -114,7 +122,12 @@ def watch_job(pipeline: Any, remote: bool) -> None:
     """The build runs ``pipeline`` (a beam.Pipeline); ``remote``: its runner runs the job
     outside this process, so exiting does not stop it -- when interrupted, cancel the job
     (``pipeline.result``, set once the runner has submitted it) and wait until it stopped
-    before the lease is released."""
+    before the lease is released.
+
+    Args:
+        pipeline: the ``beam.Pipeline`` being run.
+        remote: the job runs outside this process.
+    """
     if _active is not None:
         _active.pipeline = pipeline if remote else None
 
@@ -127,7 +140,14 @@ def _at_default(signum: int) -> bool:
 
 def every_thread_blocks(signums: Sequence[int]) -> bool:
     """Whether every thread of this process blocks all of ``signums`` (from /proc); False when
-    that cannot be told."""
+    that cannot be told.
+
+    Args:
+        signums: signal numbers.
+
+    Returns:
+        Whether all threads block them all.
+    """
     wanted = 0
     for signum in signums:
         wanted |= 1 << (signum - 1)
@@ -159,6 +179,12 @@ def handle_signals(prog: str = "beam-tfrecords") -> Iterator[None]:
     the command's (:func:`claim_signals`) or still at its default action; elsewhere it does
     nothing. Nothing is changed for the caller afterwards: the blocked set, the actions and
     the wakeup file descriptor return to what they were.
+
+    Args:
+        prog: the command's name, in the line printed when interrupted.
+
+    Yields:
+        Nothing; the block runs with the handlers in place.
     """
     global _active
     ours = tuple(sig for sig in SIGNALS if _claimed or _at_default(sig))
@@ -372,6 +398,13 @@ def stop_descendants(root: int | None = None, wait: float = 5.0) -> int:
 
     The whole tree is listed before anything is killed: a worker whose ``/bin/sh`` parent
     dies first is adopted by init and would no longer look like ours.
+
+    Args:
+        root: the process whose descendants are killed; None for this one.
+        wait: seconds to wait for them to end.
+
+    Returns:
+        How many were killed.
     """
     root = os.getpid() if root is None else root
     killed: set[int] = set()
@@ -390,7 +423,14 @@ def stop_descendants(root: int | None = None, wait: float = 5.0) -> int:
 
 
 def descendants(root: int) -> list[int]:
-    """Pids of ``root``'s children, their children, and so on."""
+    """Pids of ``root``'s children, their children, and so on.
+
+    Args:
+        root: a process id.
+
+    Returns:
+        Their pids.
+    """
     children: dict[int, list[int]] = {}
     for pid, ppid in _process_table():
         children.setdefault(ppid, []).append(pid)

@@ -36,7 +36,14 @@ CHUNK = 4096  # records decoded at a time: the decoded values of one chunk are a
 def kinds_from_manifest(manifest: Mapping[str, Any]) -> dict[str, str] | None:
     """Stored key -> statistics kind from the features a command-line build recorded in its
     manifest's config; None when they cannot be read back (the library's manifests name
-    features only): each key then gets the kind of the lists it holds."""
+    features only): each key then gets the kind of the lists it holds.
+
+    Args:
+        manifest: a version's manifest.
+
+    Returns:
+        Stored key to statistics kind, or None.
+    """
     features = (manifest.get("config") or {}).get("features")
     if not isinstance(features, list):
         return None

@@ -41,7 +41,14 @@ ERROR_ROW = RowTypeConstraint.from_fields([
 
 
 def error_row(letter: Mapping[str, Any]) -> beam.Row:
-    """One dead-letter dict -> the Row YAML's error output carries."""
+    """One dead-letter dict -> the Row YAML's error output carries.
+
+    Args:
+        letter: a dead-letter row.
+
+    Returns:
+        A Row with ``element``, ``msg``, ``stack`` and where the record came from.
+    """
     return beam.Row(element=str(letter.get("record", "")), msg=str(letter.get("reason", "")),
                     stack="", source=str(letter.get("source", "")), row=letter.get("row"),
                     feature=str(letter.get("feature", "")), value=str(letter.get("value", "")))
@@ -51,9 +58,11 @@ class WriteTFRecordDataset(api.WriteTFRecordDataset):
     """``beam_tfrecords.WriteTFRecordDataset`` with Beam YAML's ``error_handling``.
 
     Args:
+      output: the output root, as for ``beam_tfrecords.WriteTFRecordDataset``.
+      name: the data set's name, as there.
       error_handling: ``{"output": NAME}``: also return the rejected rows, as Rows, under
-        ``NAME`` (the manifest is then the output named ``manifest``). Every other argument is
-        ``beam_tfrecords.WriteTFRecordDataset`` 's.
+        ``NAME`` (the manifest is then the output named ``manifest``).
+      kwargs: every other argument of ``beam_tfrecords.WriteTFRecordDataset``.
     """
 
     def __init__(self, output: str, name: str, *,

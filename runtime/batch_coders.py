@@ -42,6 +42,15 @@ class SizedPickleCoder(beam.coders.Coder):
             self.encode(value))
 
     def nbytes(self, value: Any) -> int:
+        """The value's size in memory, which Beam's size estimates use instead of pickling it; each
+        subclass defines it.
+
+        Args:
+            value: an element of the coder's type.
+
+        Returns:
+            Bytes.
+        """
         raise NotImplementedError
 
     def to_type_hint(self) -> type:
@@ -74,6 +83,14 @@ class SerializedBatchCoder(SizedPickleCoder):
     value_type = SerializedBatch
 
     def nbytes(self, value: SerializedBatch) -> int:
+        """The batch's payload and offsets, in bytes.
+
+        Args:
+            value: the batch.
+
+        Returns:
+            Bytes.
+        """
         return value.nbytes + value.offsets.nbytes
 
 

@@ -125,6 +125,9 @@ def retry_policy():
     (``BEAM_TFRECORDS_GCS_RETRY_TIMEOUT``, ``..._INITIAL``, ``..._MAXIMUM``; defaults 120 s,
     1 s, 60 s as in the library), so a scheduler can bound how long a build waits on an outage
     and tests can make persistent errors fail fast. Workers inherit the environment.
+
+    Returns:
+        A ``google.api_core.retry.Retry``.
     """
     from google.cloud.storage.retry import DEFAULT_RETRY
 
@@ -185,6 +188,9 @@ def client():
 
     One per process and emulator setting: a forked worker builds its own, and a test that
     points ``STORAGE_EMULATOR_HOST`` elsewhere gets a client for that endpoint.
+
+    Returns:
+        The client.
     """
     emulator = os.environ.get(EMULATOR_ENV, "")
     key = (os.getpid(), emulator)

@@ -27,7 +27,15 @@ LARGE_RECORD_BYTES = 32 * 1024
 
 
 class SerializedBatch:
-    """``n`` serialized records: ``payload[offsets[i]:offsets[i + 1]]`` is record ``i``."""
+    """``n`` serialized records: ``payload[offsets[i]:offsets[i + 1]]`` is record ``i``.
+
+    Args:
+        payload: the records' bytes, back to back.
+        offsets: int64 boundaries, from 0 to ``len(payload)`` (length records + 1).
+
+    Raises:
+        ValueError: the offsets do not run from 0 to the payload's end.
+    """
 
     __slots__ = ("_payload", "offsets", "pieces")
 
@@ -52,6 +60,14 @@ class SerializedBatch:
 
     @classmethod
     def from_records(cls, records: Sequence[bytes]) -> SerializedBatch:
+        """A batch of the given records, joined.
+
+        Args:
+            records: serialized records.
+
+        Returns:
+            The batch.
+        """
         offsets = np.zeros(len(records) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in records], out=offsets[1:])
         return cls(b"".join(records), offsets)
@@ -61,7 +77,18 @@ class SerializedBatch:
                     ) -> SerializedBatch:
         """Records given as pieces (``b"".join(records[i])`` is record ``i``, of ``sizes[i]``
         bytes). Small records are joined in one pass, each piece copied once, straight into
-        the payload; large ones (a mean of :data:`LARGE_RECORD_BYTES` or more) stay pieces."""
+        the payload; large ones (a mean of :data:`LARGE_RECORD_BYTES` or more) stay pieces.
+
+        Args:
+            records: each record as byte pieces.
+            sizes: each record's size in bytes.
+
+        Returns:
+            The batch.
+
+        Raises:
+            ValueError: the sizes do not match the pieces.
+        """
         offsets = np.zeros(len(records) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         if offsets[-1] < LARGE_RECORD_BYTES * len(records):

@@ -70,7 +70,12 @@ class _Writes:
 
 class ThreadedFile:
     """Write-only local file; ``bytes`` and ``crc32c`` count what was handed over (exact
-    once :meth:`flush` or :meth:`close` returned)."""
+    once :meth:`flush` or :meth:`close` returned).
+
+    Args:
+        path: the local file to create.
+        max_pending: the most bytes handed over but not yet written; ``write`` waits beyond it.
+    """
 
     def __init__(self, path: str, max_pending: int = _MAX_PENDING) -> None:
         self.path = path
@@ -89,11 +94,24 @@ class ThreadedFile:
         return self._w.crc
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Hand ``data`` to the writing thread (waiting while too much is pending).
+
+        Args:
+            data: the bytes; not copied, so it must not change until written.
+
+        Returns:
+            Its size in bytes.
+        """
         size = memoryview(data).nbytes
         self._hand_over([data], size)
         return size
 
     def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Hand ``buffers`` to the writing thread as one write.
+
+        Args:
+            buffers: the bytes, in order; not copied.
+        """
         self._hand_over(list(buffers), sum(memoryview(b).nbytes for b in buffers))
 
     def flush(self) -> None:
@@ -121,6 +139,11 @@ class ThreadedFile:
         self._raise()
 
     def fileno(self) -> int:
+        """The file's descriptor.
+
+        Returns:
+            The descriptor the thread writes to.
+        """
         return self._w.fd
 
     def _raise(self) -> None:

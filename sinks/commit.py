@@ -174,17 +174,24 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
     Args:
       layout: the output root and the version folder the build writes.
       build_id: the build's id, unique per launch; the lease and the folder's marker name it.
-      name: the data set's name; compression: ``none``, ``gzip`` or ``zlib``.
+      name: the data set's name.
+      compression: ``none``, ``gzip`` or ``zlib``.
       feature_spec: the ``feature_spec.json`` document (``tf_parse_spec``).
-      config: the resolved configuration recorded in the manifest, and its ``config_sha256``.
+      config: the resolved configuration recorded in the manifest.
       inputs: the input fingerprint recorded in the manifest.
       runner: the runner's name, for the manifest.
-      documents: files for other readers (``reader_documents``), with ``tfds_note``.
-      max_bad_fraction, max_unread_fraction, abort_window: the failure thresholds.
-      keep: committed versions to keep; extra: more manifest keys.
+      config_sha256: the config's hash, recorded in the manifest.
+      documents: files for other readers (``reader_documents``).
+      tfds_note: why no TensorFlow Datasets files are written (``""`` when they are).
+      max_bad_fraction: the largest share of records read that may be rejected.
+      max_unread_fraction: the largest share of input bytes that may go unread.
+      abort_window: records a worker reads before it may stop the build early (0: never).
+      keep: committed versions to keep.
+      extra: more manifest keys.
       shuffle_seed: write the shards in this seed's order; None: arrival order.
-      allow_non_empty, wait_for_lease: how the job's first step takes the output
+      allow_non_empty: the job's first step writes beside foreign files
         (:func:`initialize_write`).
+      wait_for_lease: seconds the job's first step waits for another build's lease.
       use_lease: fence on the output's lease (off only for tests that drive the sink alone).
       statistics: write per-split statistics: per split, those of no Examples (for a split
         that gets none); None: no statistics.
@@ -216,7 +223,14 @@ def sum_counts(pairs: Iterable[tuple[str, Any]]) -> dict[str, int]:
     name -- a reader's range of one file (transforms/readers/ranges.py ``RangePart``), whose
     files' counts are not the sums of their ranges' -- and its class's ``merge(parts)`` gives
     the counts they make together (and raises, naming the file and byte, when they do not
-    fit together). The class travels with the parts, so this module imports no reader."""
+    fit together). The class travels with the parts, so this module imports no reader.
+
+    Args:
+        pairs: ``(name, n)`` pairs; ``n`` an int or a reader's range part.
+
+    Returns:
+        Each name's total.
+    """
     totals: dict[str, int] = {}
     parts: dict[str, list[Any]] = {}
     for name, n in pairs:
@@ -232,7 +246,16 @@ def sum_counts(pairs: Iterable[tuple[str, Any]]) -> dict[str, int]:
 
 def check_counts(counts: Mapping[str, int], written: int, dead_letters: int) -> None:
     """Every record read is written or rejected, once, and every rejected record and every
-    unread region of input has its dead-letter row; anything else is a bug, never a build."""
+    unread region of input has its dead-letter row; anything else is a bug, never a build.
+
+    Args:
+        counts: the build's summed counts (:func:`sum_counts`).
+        written: records in the written shards.
+        dead_letters: rows in the dead-letter files.
+
+    Raises:
+        CommitError: the counts do not add up, naming each mismatch.
+    """
     read = counts.get("read", 0)
     rejected = counts.get("rejected_at_read", 0) + counts.get("rejected_at_build", 0)
     regions = counts.get("unread_regions", 0)
@@ -253,7 +276,17 @@ def check_counts(counts: Mapping[str, int], written: int, dead_letters: int) -> 
 
 def judge_thresholds(counts: Mapping[str, int], input_bytes: int, max_bad_fraction: float,
                      max_unread_fraction: float) -> str | None:
-    """Why the build must fail on its counts, or None. Pure."""
+    """Why the build must fail on its counts, or None. Pure.
+
+    Args:
+        counts: the build's summed counts.
+        input_bytes: the inputs' total size in bytes (0 when unknown).
+        max_bad_fraction: the largest share of records read that may be rejected (0 to 1).
+        max_unread_fraction: the largest share of input bytes that may go unread (0 to 1).
+
+    Returns:
+        One line saying which threshold the build exceeded, or None.
+    """
     read = counts.get("read", 0)
     rejected = counts.get("rejected_at_read", 0) + counts.get("rejected_at_build", 0)
     unread = counts.get("unread_bytes", 0)
@@ -276,6 +309,17 @@ def judge_thresholds(counts: Mapping[str, int], input_bytes: int, max_bad_fracti
 
 
 def manifest_counts(counts: Mapping[str, int], written: int, rejected: int) -> dict[str, Any]:
+    """The manifest's ``counts`` section: records read, written and rejected, and the input left
+    unread.
+
+    Args:
+        counts: the build's summed counts.
+        written: records in the written shards.
+        rejected: records rejected at read or at build.
+
+    Returns:
+        The section as a JSON-ready dict.
+    """
     return {
         "read": counts.get("read", 0),
         "written": written,
@@ -292,6 +336,14 @@ def manifest_counts(counts: Mapping[str, int], written: int, rejected: int) -> d
 # -- versions and LATEST ----------------------------------------------------------------------
 
 def read_latest(root: str) -> str | None:
+    """The version ``LATEST`` under ``root`` names.
+
+    Args:
+        root: the output root.
+
+    Returns:
+        The version's name, or None when there is no ``LATEST`` (or it is empty).
+    """
     path = storage.join(root, lay.LATEST)
     return storage.read_text(path).strip() or None if storage.exists(path) else None
 
@@ -307,7 +359,16 @@ def _created(root: str, version: str) -> str | None:
 def move_latest(root: str, version: str, created: str) -> bool:
     """Point ``LATEST`` at ``version`` unless it names a version committed later; returns
     whether it now names ``version``. A compare-and-swap on LATEST's generation, so two
-    commits racing cannot move it back."""
+    commits racing cannot move it back.
+
+    Args:
+        root: the output root.
+        version: the version just committed.
+        created: its manifest's ``created`` time, compared with the current one's.
+
+    Returns:
+        Whether ``LATEST`` names ``version`` now.
+    """
     path = storage.join(root, lay.LATEST)
     data = (version + "\n").encode()
     for _ in range(_LATEST_TRIES):
@@ -331,7 +392,14 @@ def move_latest(root: str, version: str, created: str) -> bool:
 
 def default_version(root: str) -> str:
     """A UTC timestamp that sorts in build order, ``20261122T083000Z``; a second build in the
-    same second gets ``20261122T083000Z-1``."""
+    same second gets ``20261122T083000Z-1``.
+
+    Args:
+        root: the output root, looked in for a version of the same name.
+
+    Returns:
+        The version's name.
+    """
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     version, n = stamp, 0
     while storage.exists(storage.join(root, version)):
@@ -341,7 +409,14 @@ def default_version(root: str) -> str:
 
 
 def committed_versions(root: str) -> list[tuple[str, str]]:
-    """(created, version) of every committed version of ours under ``root``, oldest first."""
+    """(created, version) of every committed version of ours under ``root``, oldest first.
+
+    Args:
+        root: the output root.
+
+    Returns:
+        ``(created, version)`` pairs.
+    """
     state = ownership.scan(root)
     return sorted((str(e.manifest.get("created", "")), e.name) for e in state.committed)
 
@@ -381,7 +456,16 @@ def apply_retention(root: str, keep: int, latest: str | None) -> list[str]:
     nor one the drift gate held back that is newer (awaiting promotion) -- and all but the
     newest ``keep`` failed builds' dead letters. Only files a version's
     manifest lists (or a failed build's failure.json) are deleted, the manifest first, so a
-    deletion cut short leaves no broken data set; anything else in the folder stays."""
+    deletion cut short leaves no broken data set; anything else in the folder stays.
+
+    Args:
+        root: the output root.
+        keep: how many committed versions (and failed builds' dead letters) to keep.
+        latest: the version ``LATEST`` names, never deleted.
+
+    Returns:
+        The names of the versions deleted.
+    """
     state = ownership.scan(root)
     versions = sorted(state.committed, key=lambda e: str(e.manifest.get("created", "")))
     latest_created = next((str(e.manifest.get("created", "")) for e in versions
@@ -444,6 +528,19 @@ def prepare_output(layout: Layout, build_id: str, allow_non_empty: bool = False,
     wrote after their marker was removed -- and refuses a root holding foreign files unless
     ``allow_non_empty`` -- they are never touched either way. With ``lease`` it all runs
     fenced on it (``Lease.fence``): a build that lost the lease deletes nothing.
+
+    Args:
+        layout: the build's output layout.
+        build_id: this build's id.
+        allow_non_empty: go on when the root holds files that are not ours.
+        live_builds: ids of other builds still running, whose files stay.
+        lease: the lease this build holds on the root; its fence guards every deletion.
+
+    Returns:
+        What was completed, removed and left alone.
+
+    Raises:
+        CommitError: the root holds foreign files and ``allow_non_empty`` is false.
     """
     fenced = lease.fence("cleanup") if lease is not None else contextlib.nullcontext()
     with fenced:
@@ -487,7 +584,15 @@ def _refuse_foreign(root: str, state: ownership.OutputState, allow_non_empty: bo
 def check_output(root: str, allow_non_empty: bool = False) -> None:
     """Refuse, before anything is written, an output root holding files that are not ours
     (unless ``allow_non_empty``): the read-only part of :func:`prepare_output`, for a
-    launcher to call while it checks its arguments. Writes nothing, takes no lease."""
+    launcher to call while it checks its arguments. Writes nothing, takes no lease.
+
+    Args:
+        root: the output root.
+        allow_non_empty: accept a root that holds files that are not ours.
+
+    Raises:
+        CommitError: the root holds foreign files.
+    """
     _refuse_foreign(root.rstrip("/") or "/", _scan(root, ""), allow_non_empty)
 
 
@@ -495,7 +600,20 @@ def claim_version(layout: Layout, build_id: str, tool_version: str,
                   lease: Lease | None = None) -> ownership.Marker:
     """Create the version folder's marker exclusively; refuse a folder that exists already.
     With ``lease``, note the version in it: should the build lose the lease, the lease's
-    history says whose the folder is (``prepare_output``)."""
+    history says whose the folder is (``prepare_output``).
+
+    Args:
+        layout: the build's output layout; its version folder is claimed.
+        build_id: this build's id, written into the marker.
+        tool_version: this package's version, written into the marker.
+        lease: the build's lease, which records the claimed version.
+
+    Returns:
+        The marker written.
+
+    Raises:
+        CommitError: the version exists (committed or not ours) or another build claimed it first.
+    """
     if storage.exists(layout.version_dir) and storage.list_files(layout.version_dir):
         if storage.exists(layout.manifest):
             raise CommitError(f"version {layout.version!r} is already committed at "
@@ -549,8 +667,9 @@ def begin_build(root: str, version: str | None, build_id: str, *,
     re-leased.
 
     Args:
-      root: the output root; version: the folder's name (None: the first free UTC timestamp,
-        chosen after preparing).
+      root: the output root.
+      version: the folder's name (None: the first free UTC timestamp, chosen after
+        preparing).
       build_id: this build's id (the lease's holder, the folder's marker).
       allow_non_empty: write beside foreign files instead of refusing the output.
       wait_for_lease: seconds to wait for another build's lease (LeaseHeld after that).
@@ -601,10 +720,17 @@ def start_build(root: str, version: str | None, build_id: str, *,
     own first step begins the same build again (a no-op but for the lease) and keeps the
     lease from its bundles, so it holds the lease wherever it runs.
 
-    Args: as :func:`begin_build`.
+    Args:
+      root: the output root.
+      version: the folder's name (None: the first free UTC timestamp).
+      build_id: this build's id.
+      allow_non_empty: write beside foreign files instead of refusing the output.
+      wait_for_lease: seconds to wait for another build's lease.
+      lease: the Lease object to take (default: a new one).
+      before_claim: called after preparing, before claiming.
 
-    Returns:
-      A context whose value is the Build.
+    Yields:
+      The Build.
     """
     build = begin_build(root, version, build_id, allow_non_empty=allow_non_empty,
                         wait_for_lease=wait_for_lease, lease=lease, before_claim=before_claim)
@@ -619,7 +745,17 @@ def start_build(root: str, version: str | None, build_id: str, *,
 def initialize_write(spec: CommitSpec) -> str:
     """The sink's first step, run by the job: begin the build the spec describes (the lease
     taken for the job, the output prepared, the version claimed), so that a pipeline that
-    is built but never run touches nothing. Returns the version's name."""
+    is built but never run touches nothing. Returns the version's name.
+
+    Args:
+        spec: the build's commit spec.
+
+    Returns:
+        The version's name.
+
+    Raises:
+        CommitError: an earlier run already committed the version.
+    """
     build = begin_build(spec.layout.root, spec.layout.version, spec.build_id,
                         allow_non_empty=spec.allow_non_empty,
                         wait_for_lease=spec.wait_for_lease, ttl=spec.lease_ttl, job=True,
@@ -729,7 +865,14 @@ def fail_stopped_early(spec: CommitSpec) -> CommitError | None:
     A worker the runner tore down after another one stopped (before it looked for the note)
     leaves no note of its own, but the dead letters it wrote are kept: each of their rows
     counts as read and rejected too (``stopped_early.rejected_without_note``), so the
-    failure's rejected count is always the number of rows kept."""
+    failure's rejected count is always the number of rows kept.
+
+    Args:
+        spec: the build's commit spec.
+
+    Returns:
+        The build's error, or None.
+    """
     notes = early_stop.read_notes(storage.join(spec.layout.staging, early_stop.FOLDER))
     if not notes:
         return None
@@ -848,7 +991,18 @@ def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     """Commit (or fail and roll back) one build; returns the manifest document. Either way
     the build is over, and its lease on the output is released. ``statistics``:
     ``(split, serialized DatasetFeatureStatisticsList)`` of the splits that hold Examples,
-    when ``spec.statistics`` is on."""
+    when ``spec.statistics`` is on.
+
+    Args:
+        spec: the build's commit spec.
+        shards: each split's written shards (``ShardInfo``).
+        dead: the dead-letter files the build wrote.
+        counts: the steps' ``(name, n)`` counts, summed here.
+        statistics: ``(split, serialized statistics)`` per split.
+
+    Returns:
+        The committed manifest (or, for a failed build, the failure record).
+    """
     try:
         return _commit_version(spec, shards, dead, counts, statistics)
     finally:

@@ -56,12 +56,26 @@ _READ_ATTEMPTS = 10  # a gs:// object replaced between its metadata and its down
 
 
 def check_supported(path: str) -> None:
-    """Raise NotImplementedError unless conditional writes work at ``path``."""
+    """Raise NotImplementedError unless conditional writes work at ``path``.
+
+    Args:
+        path: a local path or ``gs://`` URL.
+
+    Raises:
+        NotImplementedError: the filesystem has no conditional writes.
+    """
     _backend(path)
 
 
 def read(path: str) -> tuple[bytes, Generation] | None:
-    """The object's content and generation, or None when it does not exist."""
+    """The object's content and generation, or None when it does not exist.
+
+    Args:
+        path: the object's path or URL.
+
+    Returns:
+        ``(content, generation)``, or None.
+    """
     return _backend(path).read(path)
 
 
@@ -69,13 +83,29 @@ def create(path: str, data: bytes) -> Generation | None:
     """Write ``data`` only if ``path`` does not exist; None when it does.
 
     The object is complete when it becomes visible. Local parent directories are created.
+
+    Args:
+        path: the object's path or URL.
+        data: its content.
+
+    Returns:
+        The new object's generation, or None when it existed.
     """
     return _backend(path).create(path, bytes(data))
 
 
 def replace(path: str, data: bytes, generation: Generation) -> Generation | None:
     """Overwrite only while the object is still at ``generation``; None if it changed or
-    vanished. Returns the new generation."""
+    vanished. Returns the new generation.
+
+    Args:
+        path: the object's path or URL.
+        data: its new content.
+        generation: the generation the caller read.
+
+    Returns:
+        The new generation, or None.
+    """
     return _backend(path).replace(path, bytes(data), generation)
 
 
@@ -85,6 +115,13 @@ def delete(path: str, generation: Generation) -> bool:
     True when no object at that generation remains (deleted now, or already gone -- on
     Cloud Storage a retried delete whose first attempt succeeded looks the same); False when
     the object holds another generation, which is left alone.
+
+    Args:
+        path: the object's path or URL.
+        generation: the generation the caller read.
+
+    Returns:
+        Whether no object at that generation remains.
     """
     return _backend(path).delete(path, generation)
 
@@ -172,7 +209,14 @@ def hold(path: str) -> Iterator[None]:
 
     Local disk: the folder's ``flock``, which those calls take (re-entrant in this thread).
     Cloud Storage has no such lock; there the block runs unguarded and the caller fences by
-    generation preconditions instead."""
+    generation preconditions instead.
+
+    Args:
+        path: an object whose folder's writers are kept out.
+
+    Yields:
+        Nothing; the block runs guarded.
+    """
     if _backend(path) is _LOCAL:
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)

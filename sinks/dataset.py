@@ -68,7 +68,15 @@ class UnsupportedRunner(UserError):
 
 def refuse_unsupported(name: str, prefix: str = "") -> None:
     """:class:`UnsupportedRunner` when the runner named ``name`` (a class name, qualified or
-    not) is known not to run a build."""
+    not) is known not to run a build.
+
+    Args:
+        name: the runner's name (``DirectRunner``, ``apache_beam.runners...InteractiveRunner``).
+        prefix: put before the message, such as the flag that named the runner.
+
+    Raises:
+        UnsupportedRunner: the runner cannot run a build; the message says why.
+    """
     reason = UNSUPPORTED_RUNNERS.get(name.rsplit(".", 1)[-1].lower())
     if reason is not None:
         raise UnsupportedRunner(f"{prefix}{name}: {reason}")

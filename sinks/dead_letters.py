@@ -50,7 +50,14 @@ class DeadLetterFile:
 def reason_key(row: Mapping) -> str:
     """The tally key of a dead-letter row: its feature (if any) and its reason, shortened,
     without the value when the reason quotes it -- ``got str …``, not ``got str 'x17'`` --
-    so that one mistake over many values is one reason, not 64 and ``(others)``."""
+    so that one mistake over many values is one reason, not 64 and ``(others)``.
+
+    Args:
+        row: a dead-letter row (``reason``, optional ``feature`` and ``value``).
+
+    Returns:
+        The key, at most ``_REASON_CHARS`` characters of reason.
+    """
     reason = str(row.get("reason", ""))
     value = row.get("value")
     got = _GOT_TYPE.search(reason)  # "got <type> <value>", as FeatureValueError says
@@ -63,7 +70,15 @@ def reason_key(row: Mapping) -> str:
 
 
 def top_reasons(files: Iterable[DeadLetterFile], n: int = 3) -> list[tuple[str, int]]:
-    """The ``n`` most frequent reasons over files, most frequent first (ties by reason)."""
+    """The ``n`` most frequent reasons over files, most frequent first (ties by reason).
+
+    Args:
+        files: the dead-letter files, with their reasons counted.
+        n: how many reasons to return.
+
+    Returns:
+        ``(reason, rows)`` pairs.
+    """
     total: Counter = Counter()
     for f in files:
         total.update(dict(f.reasons))
@@ -87,6 +102,12 @@ class WriteDeadLetters(beam.DoFn):
     their most frequent reasons there every few seconds, for the progress line
     (sinks/progress_files.py). ``lease``: its bundles keep the job's lease on the output
     alive while they write (sinks/lease.JobLease).
+
+    Args:
+        staging: the build's staging folder; files go under its ``dead_letter/``.
+        stop: the early-stop policy, or None to never stop early.
+        progress_dir: where the progress files go, or None for no progress.
+        lease: the job's lease, kept alive while bundles write; None without a lease.
     """
 
     def __init__(self, staging: str, stop: early_stop.StopPolicy | None = None,
@@ -156,7 +177,11 @@ class WriteDeadLetters(beam.DoFn):
 class WatchCounts(beam.DoFn):
     """``(name, n)`` counts -> nothing: ToExamples' ``("built", n)`` count in the process's
     :class:`early_stop.Watch`, beside the rejected rows the dead-letter writers count. Apply
-    it to the counts in the stage that produces them."""
+    it to the counts in the stage that produces them.
+
+    Args:
+        stop: the early-stop policy whose :class:`early_stop.Watch` counts.
+    """
 
     def __init__(self, stop: early_stop.StopPolicy) -> None:
         self._stop = stop
@@ -171,7 +196,14 @@ class WatchCounts(beam.DoFn):
 
 def staged_dead_letters(staging: str) -> list[DeadLetterFile]:
     """The dead-letter files staged under ``staging`` (by bundles that never finished, when a
-    build stopped early), each with its rows and reasons counted from its complete lines."""
+    build stopped early), each with its rows and reasons counted from its complete lines.
+
+    Args:
+        staging: the build's staging folder.
+
+    Returns:
+        One :class:`DeadLetterFile` per staged file.
+    """
     found = []
     for path in storage.list_files(storage.join(staging, DEAD_LETTER)):
         if not path.endswith(".jsonl"):

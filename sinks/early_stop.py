@@ -71,7 +71,17 @@ class StopPolicy:
 
 def should_stop(seen: int, rejected: int, window: int, max_bad_fraction: float) -> bool:
     """Whether a worker that has seen ``seen`` records, ``rejected`` of them rejected, stops
-    the build (the module docstring says why)."""
+    the build (the module docstring says why).
+
+    Args:
+        seen: records the worker read.
+        rejected: how many of them were rejected.
+        window: records a worker reads before it judges (``errors.abort_window``; 0: never).
+        max_bad_fraction: the build's threshold (``errors.max_bad_fraction``).
+
+    Returns:
+        Whether to stop.
+    """
     if window < 1 or seen < window or rejected < 1:
         return False
     share = rejected / seen
@@ -79,7 +89,17 @@ def should_stop(seen: int, rejected: int, window: int, max_bad_fraction: float) 
 
 
 def stop_reason(seen: int, rejected: int, window: int, max_bad_fraction: float) -> str:
-    """The line that says why, in the words of the commit's threshold failure."""
+    """The line that says why, in the words of the commit's threshold failure.
+
+    Args:
+        seen: records the worker read.
+        rejected: how many of them were rejected.
+        window: ``errors.abort_window``.
+        max_bad_fraction: ``errors.max_bad_fraction``.
+
+    Returns:
+        The reason, on one line.
+    """
     why = ("errors.max_bad_fraction=0.0 allows none" if max_bad_fraction == 0 else
            f"at least half, more than errors.max_bad_fraction={max_bad_fraction} can allow")
     return (f"stopped early: {rejected} of the first {seen} records a worker read were "
@@ -88,7 +108,12 @@ def stop_reason(seen: int, rejected: int, window: int, max_bad_fraction: float) 
 
 
 class RejectWindow:
-    """Running counts: records built and rejected. Pure."""
+    """Running counts: records built and rejected. Pure.
+
+    Args:
+        window: records seen before judging (``errors.abort_window``).
+        max_bad_fraction: the share of rejected records the build allows.
+    """
 
     def __init__(self, window: int, max_bad_fraction: float) -> None:
         self.window = window
@@ -101,7 +126,15 @@ class RejectWindow:
         return self.built + self.rejected
 
     def add(self, built: int = 0, rejected: int = 0) -> str | None:
-        """Count; the reason to stop now, or None."""
+        """Count; the reason to stop now, or None.
+
+        Args:
+            built: records built since the last call.
+            rejected: records rejected since the last call.
+
+        Returns:
+            The reason, or None.
+        """
         self.built += built
         self.rejected += rejected
         if should_stop(self.seen, self.rejected, self.window, self.max_bad_fraction):
@@ -115,6 +148,10 @@ class Watch:
     Steps register a ``close`` function per thread while they hold an open file
     (:meth:`holding`), so that a thread that stops the build closes them all: the exception
     unwinds the whole chain of fused steps of its bundle, which never see another element.
+
+    Args:
+        policy: the build's early-stop policy.
+        clock: seconds, for when to look for other processes' notes; tests pass a fake one.
     """
 
     def __init__(self, policy: StopPolicy, clock: Callable[[], float] = time.monotonic) -> None:
@@ -129,7 +166,12 @@ class Watch:
 
     def holding(self, owner: object, close: Callable[[], None] | None) -> None:
         """``owner`` holds an open file in this thread (``close`` closes it), or no longer
-        (None)."""
+        (None).
+
+        Args:
+            owner: the step holding the file.
+            close: closes it; None when the file was closed.
+        """
         with self._lock:
             mine = self._open.setdefault(threading.get_ident(), {})
             if close is None:
@@ -140,7 +182,15 @@ class Watch:
     def add(self, built: int = 0, rejected: int = 0) -> None:
         """Count, and stop the build (raise :class:`StoppedEarly`) when the counts say so,
         when another thread stopped it, or -- looked for every few seconds -- when another
-        process did."""
+        process did.
+
+        Args:
+            built: records built since the last call.
+            rejected: records rejected since the last call.
+
+        Raises:
+            StoppedEarly: the build stops.
+        """
         with self._lock:
             reason = self._window.add(built, rejected) if self.stopped is None else None
             if reason is not None:
@@ -172,7 +222,14 @@ _WATCHES_LOCK = threading.Lock()
 
 
 def watch(policy: StopPolicy) -> Watch:
-    """This process's :class:`Watch` of the policy's build (made on first use)."""
+    """This process's :class:`Watch` of the policy's build (made on first use).
+
+    Args:
+        policy: the build's early-stop policy.
+
+    Returns:
+        The process's watch for that build.
+    """
     key = (policy.directory, policy.build_id)
     with _WATCHES_LOCK:
         found = _WATCHES.get(key)
@@ -183,14 +240,28 @@ def watch(policy: StopPolicy) -> Watch:
 
 def write_note(directory: str, seen: int, rejected: int, reason: str) -> None:
     """Leave a stopping process's counts and reason ("" when another process's note stopped
-    it) where the launcher and the other processes find them."""
+    it) where the launcher and the other processes find them.
+
+    Args:
+        directory: the build's early-stop folder.
+        seen: records this process read.
+        rejected: how many of them it rejected.
+        reason: why it stopped.
+    """
     storage.write_atomic(storage.join(directory, uuid.uuid4().hex + ".json"), json.dumps(
         {"seen": seen, "rejected": rejected, "reason": reason}).encode())
 
 
 def read_notes(directory: str) -> list[dict[str, Any]]:
     """The notes under ``directory``: empty when no worker stopped. A note that cannot be
-    read (cut short) still says that one did."""
+    read (cut short) still says that one did.
+
+    Args:
+        directory: the build's early-stop folder.
+
+    Returns:
+        ``{"seen", "rejected", "reason"}`` per note.
+    """
     notes = []
     for path in storage.list_files(directory):
         if not path.endswith(".json"):
@@ -207,7 +278,14 @@ def read_notes(directory: str) -> list[dict[str, Any]]:
 
 def stopped_reason(notes: Sequence[Mapping[str, Any]]) -> tuple[str, dict[str, int]]:
     """A failed build's reason and counts from its workers' notes: the first reason given,
-    and what the stopped workers had read and rejected."""
+    and what the stopped workers had read and rejected.
+
+    Args:
+        notes: the workers' notes (:func:`read_notes`).
+
+    Returns:
+        The reason, and ``read``, ``written`` and ``rejected`` counts.
+    """
     reasons = sorted(n["reason"] for n in notes if n["reason"]) or [
         "stopped early: a worker's records could not meet errors.max_bad_fraction"]
     seen = sum(n["seen"] for n in notes)

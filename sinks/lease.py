@@ -98,7 +98,14 @@ _RENEW_ATTEMPTS = 10  # same-build writers racing the renewal; each loss means o
 
 
 def default_ttl() -> float:
-    """The lease's time to live: ``BEAM_TFRECORDS_LEASE_SECONDS`` or 120 s."""
+    """The lease's time to live: ``BEAM_TFRECORDS_LEASE_SECONDS`` or 120 s.
+
+    Returns:
+        Seconds.
+
+    Raises:
+        ValueError: the variable is not a positive number of seconds up to ``MAX_TTL``.
+    """
     raw = os.environ.get(TTL_ENV, "")
     if not raw.strip():
         return DEFAULT_TTL
@@ -113,7 +120,14 @@ def default_ttl() -> float:
 
 
 def lease_path(root: str) -> str:
-    """``<root>/.lease``, joined as sinks/layout.Layout joins its paths."""
+    """``<root>/.lease``, joined as sinks/layout.Layout joins its paths.
+
+    Args:
+        root: the output root (local path or URL).
+
+    Returns:
+        The lease object's path.
+    """
     root = root.rstrip("/") or "/"
     return "/".join((root, LEASE)) if "://" in root else posixpath.join(root, LEASE)
 
@@ -179,7 +193,15 @@ def _machine() -> str:
 
 def pid_running(pid: int, pid_start: str = "") -> bool:
     """Whether ``pid`` on this host is still the process that wrote ``pid_start`` (empty:
-    any process with that pid); a zombie, dead but not yet reaped, is not running."""
+    any process with that pid); a zombie, dead but not yet reaped, is not running.
+
+    Args:
+        pid: a process id on this host; 0 or less means unknown (taken as running).
+        pid_start: the process's start time as the lease recorded it.
+
+    Returns:
+        False only when the process is known to be gone.
+    """
     if pid <= 0:
         return True  # unknown: never call a process dead without evidence
     if pid == os.getpid():
@@ -238,11 +260,26 @@ class LeaseInfo:
     released: bool = False
 
     def to_json(self) -> str:
+        """The lease object's text.
+
+        Returns:
+            JSON, keys sorted.
+        """
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> LeaseInfo:
-        """Parse a lease object; ValueError when it is not one."""
+        """Parse a lease object; ValueError when it is not one.
+
+        Args:
+            text: the lease object's content.
+
+        Returns:
+            The parsed lease.
+
+        Raises:
+            ValueError: the text is not a lease.
+        """
         try:
             raw = json.loads(text)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -278,7 +315,11 @@ class LeaseInfo:
         return dataclasses.replace(info, **times, history=_formers(info.history))
 
     def describe(self) -> str:
-        """``build 1a2b3c4d (host:pid) until 2026-11-23 19:30:05 UTC``, on one line."""
+        """``build 1a2b3c4d (host:pid) until 2026-11-23 19:30:05 UTC``, on one line.
+
+        Returns:
+            The description.
+        """
         if self.released:
             return "no build (released)"
         if not self.build_id:
@@ -287,6 +328,11 @@ class LeaseInfo:
                          f"until {_utc(self.expires)}")
 
     def on_this_host(self) -> bool:
+        """Whether the lease was taken on this machine, where its process can be looked up.
+
+        Returns:
+            True when host name and machine id both match.
+        """
         return self.host == socket.gethostname() and self.machine == _machine()
 
 
@@ -335,7 +381,15 @@ def _parse(path: str, data: bytes, now: float | None = None) -> LeaseInfo:
 
 def is_live(info: LeaseInfo, now: float | None = None) -> bool:
     """Whether the build holding ``info`` may still be writing: not expired at ``now``, and
-    (when it ran on this host) its process still running."""
+    (when it ran on this host) its process still running.
+
+    Args:
+        info: the stored lease.
+        now: the time in seconds since the epoch; None for now.
+
+    Returns:
+        Whether the holder may still be writing.
+    """
     if (time.time() if now is None else now) > info.expires:
         return False
     if not info.build_id or info.released:
@@ -352,14 +406,28 @@ def _stored(root: str) -> LeaseInfo | None:
 
 
 def current(root: str) -> LeaseInfo | None:
-    """The lease stored at ``root``, or None when there is none (or it was released)."""
+    """The lease stored at ``root``, or None when there is none (or it was released).
+
+    Args:
+        root: the output root.
+
+    Returns:
+        The live or expired lease, or None.
+    """
     info = _stored(root)
     return None if info is None or info.released else info
 
 
 def former_holders(root: str) -> tuple[Former, ...]:
     """The builds that lost the lease on ``root`` while they may still have been running,
-    newest first (see ``LeaseInfo.history``)."""
+    newest first (see ``LeaseInfo.history``).
+
+    Args:
+        root: the output root.
+
+    Returns:
+        The former holders, newest first.
+    """
     info = _stored(root)
     return () if info is None else info.history
 
@@ -368,7 +436,13 @@ def former_holders(root: str) -> tuple[Former, ...]:
 
 
 class LeaseHeld(UserError, RuntimeError):
-    """Another live build holds the output's lease. One line: who, until when, what to do."""
+    """Another live build holds the output's lease. One line: who, until when, what to do.
+
+    Args:
+        root: the output root.
+        holder: the live lease that blocks this build.
+        waited: how long this build waited, in seconds.
+    """
 
     def __init__(self, root: str, holder: LeaseInfo, waited: float = 0.0) -> None:
         self.root = root
@@ -387,7 +461,14 @@ class LeaseLost(UserError, RuntimeError):
     """Our lease was taken over (it expired and another build took it) or removed.
 
     One line that starts ``lost the lease to build <id>`` when the winner is known (the
-    holder now, or the taker the lease's history names)."""
+    holder now, or the taker the lease's history names).
+
+    Args:
+        root: the output root.
+        holder: the lease stored now, or None when there is none.
+        why: what happened, when no winner is known.
+        winner: the build id that took the lease over, when known.
+    """
 
     def __init__(self, root: str, holder: LeaseInfo | None, why: str = "",
                  winner: str = "") -> None:
@@ -423,6 +504,18 @@ class Lease:
     ``job``: the lease is taken for a running job rather than for this process, so it names
     no process (pid 0) and frees only when released or expired -- a job's steps run in
     worker processes that come and go while the job lives on (``JobLease``).
+
+    Args:
+        root: the output root.
+        build_id: this build's id.
+        ttl: the time to live in seconds; None for :func:`default_ttl`.
+        clock: seconds since the epoch.
+        sleep: waits between polls.
+        job: hold it for a running job rather than this process.
+
+    Raises:
+        ValueError: no build id, or a ttl that is not a positive number.
+        NotImplementedError: the root's filesystem has no conditional writes.
     """
 
     def __init__(self, root: str, build_id: str, ttl: float | None = None,
@@ -500,6 +593,16 @@ class Lease:
         Returns the previous holder when an expired or abandoned lease was taken over (its
         leftovers may be cleaned), else None. Raises LeaseHeld when another live build
         still holds it after ``wait`` seconds (polling every ``poll`` seconds).
+
+        Args:
+            wait: seconds to wait for another build's live lease.
+            poll: seconds between looks while waiting.
+
+        Returns:
+            The taken-over holder, or None.
+
+        Raises:
+            LeaseHeld: another live build still holds it.
         """
         with self._lock:
             deadline = self._clock() + max(float(wait), 0.0)
@@ -548,7 +651,18 @@ class Lease:
     def renew(self, version: str | None = None, *, in_no_process: bool = False) -> LeaseInfo:
         """Extend our lease to now + ttl; LeaseLost when it is no longer ours. ``version``:
         record the version folder the build claimed, too. ``in_no_process``: rewrite it in
-        no process's name (see :meth:`hand_over`)."""
+        no process's name (see :meth:`hand_over`).
+
+        Args:
+            version: the version folder to record, or None.
+            in_no_process: clear the pid.
+
+        Returns:
+            The lease as stored now.
+
+        Raises:
+            LeaseLost: the lease is no longer ours.
+        """
         with self._lock:
             if self._generation is None:
                 self._adopt()
@@ -588,7 +702,14 @@ class Lease:
         """Leave the lease to the job this process launched and will not wait for: it is
         rewritten in no process's name (as ``job`` leases are) and extended, so this
         process's exit does not free it; the job's bundles renew it and its commit
-        releases it. LeaseLost when it is no longer ours."""
+        releases it. LeaseLost when it is no longer ours.
+
+        Returns:
+            The lease as stored now.
+
+        Raises:
+            LeaseLost: the lease is no longer ours.
+        """
         return self.renew(in_no_process=True)
 
     def check(self, take_if_absent: bool = False) -> LeaseInfo:
@@ -599,6 +720,15 @@ class Lease:
         another build's lease, nor a released one (whose history may name us): a build that
         lost it stays lost. ``take_if_absent``: where no lease object exists at all (a job
         that outlived the process that took it), take it as ``acquire`` would.
+
+        Args:
+            take_if_absent: take the lease where none exists.
+
+        Returns:
+            The lease as stored now.
+
+        Raises:
+            LeaseLost: the lease is not ours.
         """
         with self._lock:
             try:
@@ -613,7 +743,14 @@ class Lease:
             return self.renew()
 
     def record_version(self, version: str) -> LeaseInfo:
-        """Note in the lease the version folder this build claimed (see ``Former``)."""
+        """Note in the lease the version folder this build claimed (see ``Former``).
+
+        Args:
+            version: the claimed version's name.
+
+        Returns:
+            The lease as stored now.
+        """
         return self.renew(version=version)
 
     @contextlib.contextmanager
@@ -631,6 +768,16 @@ class Lease:
         lease is read again after the block, so a loss is reported (LeaseLost) though the
         step was done; only a stall longer than the TTL between that write and the step's
         own request gets there. ``take_if_absent``: as for ``check``.
+
+        Args:
+            step: the step's name, for the error.
+            take_if_absent: as for :meth:`check`.
+
+        Yields:
+            The lease as checked.
+
+        Raises:
+            LeaseLost: the lease is not ours, before the step or (Cloud Storage) after it.
         """
         if before_fence is not None:
             before_fence(self, step)
@@ -651,6 +798,9 @@ class Lease:
         leaves it to that process -- unless ``build_done``: the build's last step (its
         commit, on whichever worker) ends the build, so the lease goes whoever holds it for
         the build.
+
+        Args:
+            build_done: the build is over: release it whichever process of the build holds it.
         """
         with self._lock:
             try:
@@ -681,6 +831,12 @@ class Lease:
         A lost lease stops the thread and is recorded in ``self.lost``, for the build to
         act on at its next ``check()`` (which says so in one line); other errors (an outage
         outlasting the retries) are logged and the renewal tried again next time.
+
+        Args:
+            interval: seconds between renewals; None for ``ttl / 4``.
+
+        Yields:
+            This lease.
         """
         every = self.ttl / 4 if interval is None else float(interval)
         stop = threading.Event()
@@ -778,7 +934,14 @@ class JobLease:
 
     def begin(self, owner: object) -> None:
         """``owner``'s bundle starts: renew (LeaseLost when the lease is no longer this
-        build's) and keep renewing while it runs."""
+        build's) and keep renewing while it runs.
+
+        Args:
+            owner: the bundle's DoFn (any object; compared by identity).
+
+        Raises:
+            LeaseLost: the lease is no longer this build's.
+        """
         key = (self.root, self.build_id)
         with _HOLDS_LOCK:
             hold = _HOLDS.get(key)
@@ -797,7 +960,15 @@ class JobLease:
 
     def end(self, owner: object, check: bool = True) -> None:
         """``owner``'s bundle ends; with ``check``, LeaseLost when the lease was lost while
-        it ran."""
+        it ran.
+
+        Args:
+            owner: the object passed to :meth:`begin`.
+            check: raise when the lease was lost.
+
+        Raises:
+            LeaseLost: the lease was lost while the bundle ran.
+        """
         with _HOLDS_LOCK:
             hold = _HOLDS.get((self.root, self.build_id))
             if hold is None:
@@ -822,7 +993,16 @@ class JobLease:
 
 def run_held(lease: JobLease | None, step: Callable[..., Any], *args: Any) -> Any:
     """``step(*args)`` with the job's lease kept alive while it runs (``lease`` None: no
-    lease, the step alone) -- for the steps of the sink that are not DoFns."""
+    lease, the step alone) -- for the steps of the sink that are not DoFns.
+
+    Args:
+        lease: the job's lease, or None.
+        step: the step to run.
+        args: its arguments.
+
+    Returns:
+        What ``step`` returns.
+    """
     if lease is None:
         return step(*args)
     with lease.held():

@@ -68,12 +68,24 @@ class Marker:
     tool_version: str
 
     def dumps(self) -> bytes:
+        """The marker file's content, tagged with our tool's name.
+
+        Returns:
+            Indented JSON.
+        """
         return (json.dumps({"tool": TOOL, **dataclasses.asdict(self)}, indent=2) + "\n"
                 ).encode()
 
     @classmethod
     def loads(cls, data: bytes) -> Marker | None:
-        """The marker, or None when ``data`` is not one of ours."""
+        """The marker, or None when ``data`` is not one of ours.
+
+        Args:
+            data: the marker file's content.
+
+        Returns:
+            The marker, or None.
+        """
         try:
             doc = json.loads(data)
             if doc.get("tool") != TOOL:
@@ -85,7 +97,14 @@ class Marker:
 
 
 def is_our_manifest(doc: Any) -> bool:
-    """A manifest document written by this tool (any format version)."""
+    """A manifest document written by this tool (any format version).
+
+    Args:
+        doc: a parsed manifest.json.
+
+    Returns:
+        Whether it is ours.
+    """
     return (isinstance(doc, dict) and isinstance(doc.get("splits"), dict)
             and "format_version" in doc and "tool_version" in doc and "counts" in doc)
 
@@ -111,11 +130,23 @@ class OutputState:
     foreign: tuple[str, ...] = ()  # everything else (folders end in '/')
 
     def committed_names(self) -> list[str]:
+        """The names of the committed versions.
+
+        Returns:
+            Folder names, in scan order.
+        """
         return [e.name for e in self.committed]
 
 
 def is_our_failure(doc: Any) -> bool:
-    """A failure.json written by this tool for a failed build."""
+    """A failure.json written by this tool for a failed build.
+
+    Args:
+        doc: a parsed failure.json.
+
+    Returns:
+        Whether it is ours.
+    """
     return isinstance(doc, dict) and doc.get("tool") == TOOL and "build_id" in doc
 
 
@@ -148,7 +179,20 @@ def classify(files_by_top: Mapping[str, Sequence[str]], loose: Sequence[str],
     """Sort the top-level entries of a root (``files_by_top``: folder -> relative file paths;
     ``loose``: files directly in the root) by the markers, manifests and failure records
     (``failures``: ``.failed/`` subfolder -> its failure.json) read from them, and the
-    lease's history (``formers``: version folder -> the build that claimed it)."""
+    lease's history (``formers``: version folder -> the build that claimed it).
+
+    Args:
+        files_by_top: each top-level folder's files, relative to it.
+        loose: the names of files directly in the root.
+        markers: each claimed folder's marker (None: not one of ours).
+        manifests: each folder's parsed manifest.json.
+        latest: the version ``LATEST`` names.
+        failures: each ``.failed/`` subfolder's parsed failure.json.
+        formers: version folder to the build that claimed it, from the lease's history.
+
+    Returns:
+        The root's state.
+    """
     committed, claimed, failed, foreign = [], [], [], []
     for name in loose:
         # LATEST and the lease, and the temporary files their atomic writes leave when killed
@@ -181,6 +225,14 @@ def classify(files_by_top: Mapping[str, Sequence[str]], loose: Sequence[str],
 
 
 def read_marker(version_dir: str) -> Marker | None:
+    """The marker of a version folder.
+
+    Args:
+        version_dir: the version folder.
+
+    Returns:
+        The marker, or None when there is none or it is not ours.
+    """
     path = storage.join(version_dir, lay.MARKER)
     if not storage.exists(path):
         return None
@@ -202,7 +254,15 @@ def _all_written_by_a_build(files: Sequence[str]) -> bool:
 
 
 def scan(root: str, formers: Mapping[str, str] | None = None) -> OutputState:
-    """List ``root`` once and classify what it holds (``formers``: see ``classify``)."""
+    """List ``root`` once and classify what it holds (``formers``: see ``classify``).
+
+    Args:
+        root: the output root.
+        formers: as for :func:`classify`.
+
+    Returns:
+        The root's state.
+    """
     prefix = root.rstrip("/") + "/"
     files = storage.list_files(root) if storage.exists(root) else []
     tops: dict[str, list[str]] = {}
@@ -231,14 +291,28 @@ def scan(root: str, formers: Mapping[str, str] | None = None) -> OutputState:
 
 def written_by_build(entry: Entry) -> list[str]:
     """The files of a claimed folder that its build wrote (relative paths), marker last:
-    ``.staging/`` and the names a build writes; nothing else."""
+    ``.staging/`` and the names a build writes; nothing else.
+
+    Args:
+        entry: a claimed, uncommitted folder.
+
+    Returns:
+        Paths relative to the folder.
+    """
     ours = [f for f in entry.files if _all_written_by_a_build([f])]
     return ours + ([lay.MARKER] if lay.MARKER in entry.files else [])
 
 
 def listed_by_failure(entry: Entry) -> list[str]:
     """The files of a failed build's folder that it wrote (relative paths), failure.json
-    first: the dead letters it lists; anything else stays."""
+    first: the dead letters it lists; anything else stays.
+
+    Args:
+        entry: a failed build's ``.failed/`` entry.
+
+    Returns:
+        Paths relative to the folder.
+    """
     doc = entry.manifest or {}
     listed = {d["path"] for d in doc.get("dead_letter", [])
               if isinstance(d, dict) and isinstance(d.get("path"), str)}
@@ -248,7 +322,14 @@ def listed_by_failure(entry: Entry) -> list[str]:
 
 def listed_by_manifest(entry: Entry) -> list[str]:
     """The files of a committed version that it owns (relative paths), manifest first: what
-    its manifest lists, the spec, the marker and staging; anything else stays."""
+    its manifest lists, the spec, the marker and staging; anything else stays.
+
+    Args:
+        entry: a committed version.
+
+    Returns:
+        Paths relative to the version folder.
+    """
     doc = entry.manifest or {}
     listed = {lay.MANIFEST, lay.FEATURE_SPEC, lay.MARKER}
     for split in doc.get("splits", {}).values():

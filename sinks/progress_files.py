@@ -46,7 +46,13 @@ class ProgressOptions(PipelineOptions):
 
 
 class ProgressFile:
-    """One writer's totals file. Create it in the process that writes (its name is random)."""
+    """One writer's totals file. Create it in the process that writes (its name is random).
+
+    Args:
+        directory: the build's progress folder.
+        period: seconds between writes.
+        clock: seconds, monotonic; tests pass a fake one.
+    """
 
     def __init__(self, directory: str, period: float = PERIOD,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -56,11 +62,23 @@ class ProgressFile:
         self._next = clock() + period
 
     def due(self) -> bool:
-        """Whether :meth:`write` should run now; one clock read."""
+        """Whether :meth:`write` should run now; one clock read.
+
+        Returns:
+            True once ``period`` has passed since the last write.
+        """
         return self._clock() >= self._next
 
     def write(self, records: int, nbytes: int, rejected: int = 0,
               reasons: Sequence[tuple[str, int]] = ()) -> None:
+        """Replace the file with this writer's totals so far; a failure is logged, never raised.
+
+        Args:
+            records: records written so far.
+            nbytes: bytes written so far.
+            rejected: records rejected so far.
+            reasons: the most frequent reasons, ``(reason, rows)``.
+        """
         self._next = self._clock() + self._period
         doc: dict = {"records": records, "bytes": nbytes}
         if rejected:
@@ -83,7 +101,14 @@ class Totals(NamedTuple):
 
 
 def read_totals(directory: str) -> Totals:
-    """The totals of every writer's file under ``directory``; zeros if there is none."""
+    """The totals of every writer's file under ``directory``; zeros if there is none.
+
+    Args:
+        directory: the build's progress folder.
+
+    Returns:
+        Records, bytes and rejected records summed, and the three most frequent reasons.
+    """
     records = nbytes = rejected = 0
     reasons: Counter = Counter()
     for path in storage.list_files(directory):

@@ -408,6 +408,21 @@ class WriteShuffledShards(WriteShards):
 
     Takes :class:`sinks.shard_writers.WriteShards`' arguments plus ``seed`` (any integer)
     and returns the same: one element, ``{split: [ShardInfo, ...]}``.
+
+    Args:
+        version_dir: the version folder the shards are committed to.
+        staging_dir: where shards are written before the commit.
+        name: the data set's name, which starts every shard's file name.
+        splits: the splits' names.
+        seed: the shuffle's seed; the same records and seed give the same shards.
+        compression: ``none``, ``gzip`` or ``zlib``.
+        size: the shard size band.
+        index: write an index sidecar per shard.
+        progress_dir: where progress files go, or None.
+        lease: the job's lease, kept alive while bundles write.
+
+    Raises:
+        ValueError: the seed is not an integer.
     """
 
     WRITE_STEP = "WriteRuns"  # (split, RunPart)

@@ -49,7 +49,16 @@ PROTOBUF_MAX_BYTES = 2**31 - 1
 
 
 def record_size_error(size: int, max_record_bytes: int | None) -> str:
-    """Why a serialized Example of ``size`` bytes cannot be written, or "" when it can."""
+    """Why a serialized Example of ``size`` bytes cannot be written, or "" when it can.
+
+    Args:
+        size: the serialized Example's size in bytes.
+        max_record_bytes: the largest framed record a shard may hold; None for protobuf's limit
+            only.
+
+    Returns:
+        The reason, or ``""``.
+    """
     if size > PROTOBUF_MAX_BYTES:
         return (f"the serialized Example is {size} bytes, over protobuf's message limit of "
                 f"{PROTOBUF_MAX_BYTES} bytes (2 GiB - 1); TensorFlow could not parse it")
@@ -362,6 +371,11 @@ class BuildExamples(beam.PTransform):
     ``max_record_bytes``: the largest framed record (serialized Example plus 16 bytes of
     TFRecord framing) a shard may hold -- the pipeline passes ``output.shard_size.max``; None
     checks only protobuf's 2 GiB limit. Larger records are dead letters, never written.
+
+    Args:
+        features: the features to encode.
+        splits: how records are assigned to splits.
+        max_record_bytes: the largest framed record, in bytes.
     """
 
     def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec = SplitSpec(),

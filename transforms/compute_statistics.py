@@ -33,19 +33,42 @@ STATISTICS = "statistics"
 
 def statistics_kinds(specs: Sequence[FeatureSpec]) -> dict[str, str]:
     """Stored key -> statistics kind: a ``string`` feature's are text statistics (top values,
-    lengths), a ``bytes`` feature's -- binary: images, blobs -- sizes and unique counts."""
+    lengths), a ``bytes`` feature's -- binary: images, blobs -- sizes and unique counts.
+
+    Args:
+        specs: the features, whose ``dtype`` chooses each key's kind.
+
+    Returns:
+        Stored key to ``int``, ``float``, ``string`` or ``bytes``.
+    """
     return kinds_for_specs(specs, images=[s.name for s in specs if s.dtype == "bytes"])
 
 
 def split_statistics(split: str, acc: DatasetAccumulator) -> bytes:
     """The serialized ``DatasetFeatureStatisticsList`` of one split (TFDV names a split's
-    dataset by the split)."""
+    dataset by the split).
+
+    Args:
+        split: the split's name.
+        acc: its accumulated statistics.
+
+    Returns:
+        The serialized message.
+    """
     return encode_statistics_list([acc.result(split)])
 
 
 def empty_statistics(kinds: Mapping[str, str], splits: Iterable[str]) -> dict[str, bytes]:
     """Per split, the serialized statistics of no Examples: what the commit writes for a
-    split no Example reached (every key all missing, ``num_examples`` 0)."""
+    split no Example reached (every key all missing, ``num_examples`` 0).
+
+    Args:
+        kinds: stored key to statistics kind (:func:`statistics_kinds`).
+        splits: the splits' names.
+
+    Returns:
+        Split to serialized statistics.
+    """
     return {split: split_statistics(split, DatasetAccumulator(kinds)) for split in splits}
 
 

@@ -32,7 +32,15 @@ class DriftGateError(UserError):
 
 def held_back_line(manifest: Mapping[str, Any], where: str) -> str:
     """The one line that says the gate held the version of ``manifest`` back; ``where`` is
-    the version as the reader should name it (its folder, or ``<output>/<version>``)."""
+    the version as the reader should name it (its folder, or ``<output>/<version>``).
+
+    Args:
+        manifest: the held-back version's manifest.
+        where: the version's folder as the reader should name it.
+
+    Returns:
+        The line.
+    """
     gate = manifest.get("gate") or {}
     return (f"drift gate: version {manifest.get('version')} committed, LATEST stays at "
             f"{gate.get('against')}: {gate.get('line')}; see {where}/{gate.get('path')}, "
@@ -56,7 +64,14 @@ def check_gate(manifest: Mapping[str, Any], version_dir: str) -> Mapping[str, An
 
 def counts_for_gate(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The counts the gate compares, from a manifest: read, rejected, unread and input
-    bytes."""
+    bytes.
+
+    Args:
+        manifest: a version's manifest.
+
+    Returns:
+        ``read``, ``rejected``, ``unread_bytes`` and ``input_bytes``.
+    """
     counts = manifest.get("counts", {})
     unread = counts.get("unread", {})
     return {"read": counts.get("read", 0), "rejected": counts.get("rejected", 0),

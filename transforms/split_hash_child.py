@@ -32,7 +32,18 @@ def _read(fd: int, size: int) -> bytearray | None:
 
 def digests(kind: bytes, count: int, payload: bytearray, ints, texts) -> bytes:
     """The digests of one request's keys, joined; ``ints`` and ``texts`` are the split hasher
-    with the integer and the bytes prefix already absorbed."""
+    with the integer and the bytes prefix already absorbed.
+
+    Args:
+        kind: ``b"i"`` (int64), ``b"u"`` (uint64) or ``b"b"`` (binary) keys.
+        count: how many keys the payload holds.
+        payload: the keys: packed integers, or offsets then bytes.
+        ints: a BLAKE2b hasher fed the integer prefix.
+        texts: a BLAKE2b hasher fed the bytes prefix.
+
+    Returns:
+        The digests, back to back.
+    """
     view = memoryview(payload)
     if kind in (b"i", b"u"):
         copy = ints.copy
@@ -58,6 +69,17 @@ def digests(kind: bytes, count: int, payload: bytearray, ints, texts) -> bytes:
 
 
 def main(argv: list[str]) -> int:
+    """Answer hashing requests from stdin on stdout until stdin ends.
+
+    Args:
+        argv: the command line: program, digest size in bytes, BLAKE2b personalization in hex.
+
+    Returns:
+        0, the exit status.
+
+    Raises:
+        EOFError: the input ended inside a request.
+    """
     base = hashlib.blake2b(digest_size=int(argv[1]), person=bytes.fromhex(argv[2]))
     ints, texts = base.copy(), base.copy()
     ints.update(b"\x02")

@@ -77,7 +77,11 @@ class KeyHashProcess:
         """Start hashing ``keys`` (a key column without nulls) in the child, if worth it.
 
         A request never collected (its batch failed between the two calls) is collected and
-        dropped first, so the child's answers stay in step with the requests."""
+        dropped first, so the child's answers stay in step with the requests.
+
+        Args:
+            keys: the batch's key column, without nulls.
+        """
         if self._pending is not None:
             self.collect()
         self._pending = keys
@@ -96,7 +100,14 @@ class KeyHashProcess:
             self._give_up(err)
 
     def collect(self) -> bytes:
-        """The digests of the submitted keys, joined, from the child or computed here."""
+        """The digests of the submitted keys, joined, from the child or computed here.
+
+        Returns:
+            ``HASH_DIGEST_SIZE`` bytes per key.
+
+        Raises:
+            RuntimeError: nothing was submitted.
+        """
         keys, self._pending = self._pending, None
         if keys is None:
             raise RuntimeError("nothing submitted")

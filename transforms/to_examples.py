@@ -58,14 +58,31 @@ DEFAULT_BATCH_ROWS = 4096
 
 
 def as_split_spec(splits: Mapping[str, Any] | SplitSpec | None) -> SplitSpec:
-    """A ``splits:`` mapping, None (one split, ``train``) or a SplitSpec -> SplitSpec."""
+    """A ``splits:`` mapping, None (one split, ``train``) or a SplitSpec -> SplitSpec.
+
+    Args:
+        splits: the split config.
+
+    Returns:
+        The split spec.
+
+    Raises:
+        ConfigError: the mapping is invalid.
+    """
     if isinstance(splits, SplitSpec):
         return splits
     return parse_splits(dict(splits) if splits is not None else None)
 
 
 def plain(value: Any) -> Any:
-    """A record as plain Python: ``beam.Row`` s and NamedTuples become dicts, at any depth."""
+    """A record as plain Python: ``beam.Row`` s and NamedTuples become dicts, at any depth.
+
+    Args:
+        value: a record or any value in it.
+
+    Returns:
+        The value with rows, NamedTuples and dataclasses turned into dicts.
+    """
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, beam.Row):
@@ -244,7 +261,14 @@ class ToExamples(beam.PTransform):
 
 def is_read_result(value: Any) -> bool:
     """Whether ``value`` is a source's result (``btf.ReadCsv`` ...): ``records``,
-    ``rejected`` and ``counts``, as a dict."""
+    ``rejected`` and ``counts``, as a dict.
+
+    Args:
+        value: the input of ``ToExamples``.
+
+    Returns:
+        Whether it is a source's result.
+    """
     return isinstance(value, Mapping) and {"records", REJECTED, COUNTS} <= set(value)
 
 

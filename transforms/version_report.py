@@ -46,7 +46,18 @@ class ReportError(UserError, ValueError):
 
 def decode_split_files(files: Mapping[str, bytes], where: str = "") -> dict[str, dict]:
     """Split -> its decoded ``DatasetFeatureStatistics``, from each split's serialized
-    ``DatasetFeatureStatisticsList``; ``where`` names the files in an error."""
+    ``DatasetFeatureStatisticsList``; ``where`` names the files in an error.
+
+    Args:
+        files: split to its serialized statistics.
+        where: names the files in an error.
+
+    Returns:
+        Split to its statistics.
+
+    Raises:
+        ReportError: a file is not a statistics list.
+    """
     found = {}
     for split, data in files.items():
         try:
@@ -68,6 +79,9 @@ def read_statistics(version_dir: str, splits: list[str],
       splits: its split names.
       folder: where the ``statistics/`` tree is, when not in the version (the out-of-band
         statistics ``beam-tfrecords stats --out`` wrote for an older version).
+
+    Returns:
+        Split to statistics, or None.
     """
     base = folder if folder is not None else version_dir
     found = {}
@@ -83,7 +97,18 @@ def read_dead_letters(version_dir: str, manifest: Mapping[str, Any]
                       ) -> tuple[list[Reason], list[Reason]]:
     """(rejected records, unread input) of a version by reason, most frequent first (ties
     by reason), each with its first rows as examples, from the dead-letter files its
-    manifest lists; every row is counted."""
+    manifest lists; every row is counted.
+
+    Args:
+        version_dir: the version's folder.
+        manifest: its manifest.
+
+    Returns:
+        The rejected records' reasons and the unread input's reasons.
+
+    Raises:
+        ReportError: a dead-letter line is not JSON.
+    """
     tallies: dict[str, dict[str, list]] = {"rejected": {}, "unread": {}}
     for entry in manifest.get("dead_letter", []):
         path = lay.resolve_in_version(version_dir, *str(entry["path"]).split("/"))
@@ -107,7 +132,14 @@ def read_dead_letters(version_dir: str, manifest: Mapping[str, Any]
 def anomalies_from_document(data: Any) -> list[Anomaly]:
     """The report's anomalies from an ``anomalies.json`` document: the drift gate's (an
     object whose ``anomalies`` carry ``kind``, ``split``, ``feature`` and ``message``: each
-    an error, since each failed the gate) or a plain list of :meth:`Anomaly.to_dict`."""
+    an error, since each failed the gate) or a plain list of :meth:`Anomaly.to_dict`.
+
+    Args:
+        data: the parsed ``anomalies.json``.
+
+    Returns:
+        The anomalies.
+    """
     items = data.get("anomalies", []) if isinstance(data, dict) else data
     found = []
     for item in items:
@@ -120,7 +152,17 @@ def anomalies_from_document(data: Any) -> list[Anomaly]:
 
 
 def read_anomalies(version_dir: str) -> list[Anomaly]:
-    """The anomalies a comparison wrote beside the version (``anomalies.json``), or []."""
+    """The anomalies a comparison wrote beside the version (``anomalies.json``), or [].
+
+    Args:
+        version_dir: the version's folder.
+
+    Returns:
+        The anomalies.
+
+    Raises:
+        ReportError: the file is not a list of anomalies.
+    """
     path = storage.join(version_dir, lay.ANOMALIES)
     if not storage.exists(path):
         return []
@@ -133,7 +175,16 @@ def read_anomalies(version_dir: str) -> list[Anomaly]:
 def version_facts(version_dir: str, manifest: Mapping[str, Any],
                   statistics_folder: str | None = None) -> VersionFacts:
     """The report's facts of the committed version at ``version_dir`` whose manifest is
-    ``manifest``: its statistics (from ``statistics_folder`` when given) and dead letters."""
+    ``manifest``: its statistics (from ``statistics_folder`` when given) and dead letters.
+
+    Args:
+        version_dir: the version's folder.
+        manifest: its manifest.
+        statistics_folder: where its statistics are, when not in the version.
+
+    Returns:
+        The facts the report shows.
+    """
     statistics = read_statistics(version_dir, list(manifest.get("splits") or {}),
                                  statistics_folder)
     rejected, unread = read_dead_letters(version_dir, manifest)

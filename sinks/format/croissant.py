@@ -115,5 +115,12 @@ def croissant_document(manifest: Mapping[str, Any], about: Mapping[str, Any]
 
 
 def dumps(document: Mapping[str, Any]) -> str:
-    """The document as ``croissant.json``'s text (indented, keys in the document's order)."""
+    """The document as ``croissant.json``'s text (indented, keys in the document's order).
+
+    Args:
+        document: the Croissant document (:func:`croissant_document`'s result).
+
+    Returns:
+        The JSON text, ending in a newline.
+    """
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -54,7 +54,14 @@ class FileIdentity:
 
 def kind_of_mode(mode: int) -> str:
     """``st_mode`` as :data:`REGULAR` or the name of what else it is ("FIFO (named pipe)",
-    "character device", ...)."""
+    "character device", ...).
+
+    Args:
+        mode: an ``os.stat_result.st_mode``.
+
+    Returns:
+        :data:`REGULAR`, or the kind of special file.
+    """
     if stat.S_ISREG(mode):
         return REGULAR
     for test, name in _KINDS:
@@ -64,7 +71,14 @@ def kind_of_mode(mode: int) -> str:
 
 
 def not_a_file(identity: FileIdentity) -> str | None:
-    """Why the path must never be opened as input (it is not a regular file), or None."""
+    """Why the path must never be opened as input (it is not a regular file), or None.
+
+    Args:
+        identity: the file as listed.
+
+    Returns:
+        One line naming the path, its kind and why it is not read; None for a regular file.
+    """
     if identity.kind == REGULAR:
         return None
     what = {
@@ -79,7 +93,15 @@ def not_a_file(identity: FileIdentity) -> str | None:
 def change(listed: FileIdentity, seen: FileIdentity) -> str | None:
     """How ``seen`` (the file as found after reading it) differs from ``listed`` (the file
     the build listed), as a phrase ("shrank from 100 to 40 bytes", "was replaced ..."), or
-    None when every field both report agrees."""
+    None when every field both report agrees.
+
+    Args:
+        listed: the file's identity when the build listed its inputs.
+        seen: its identity after it was read.
+
+    Returns:
+        The difference as a phrase, or None.
+    """
     found = _difference(listed, seen)
     return None if found is None else found[1]
 
@@ -87,7 +109,15 @@ def change(listed: FileIdentity, seen: FileIdentity) -> str | None:
 def changed_region(listed: FileIdentity, seen: FileIdentity) -> tuple[int, int]:
     """``(offset, bytes)`` of a changed file that the build cannot vouch for: the part a
     truncation took away; for any other change, the whole file (what was read may mix the
-    old content with the new)."""
+    old content with the new).
+
+    Args:
+        listed: the file's identity when the build listed its inputs.
+        seen: its identity after it was read.
+
+    Returns:
+        ``(offset, bytes)`` of the region whose records cannot be trusted.
+    """
     found = _difference(listed, seen)
     if found is not None and found[0] == "shrank":
         return seen.size, listed.size - seen.size

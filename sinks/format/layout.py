@@ -221,7 +221,15 @@ def index_path(shard_path: str) -> str:
 
 
 def statistics_path(version_dir: str, split: str) -> str:
-    """``<version>/statistics/Split-<split>/FeatureStats.pb``: a split's statistics."""
+    """``<version>/statistics/Split-<split>/FeatureStats.pb``: a split's statistics.
+
+    Args:
+        version_dir: the version folder (local path or URL).
+        split: the split's name; must be a valid name.
+
+    Returns:
+        The path of the split's ``FeatureStats.pb``.
+    """
     check_name("split", split)
     return resolve_in_version(version_dir, f"Split-{split}", STATISTICS_FILE,
                               within=(STATISTICS,))
@@ -272,7 +280,14 @@ class Layout:
 
     def failed_dir(self, build_id: str) -> str:
         """Where a failed build keeps its dead letters and ``failure.json``: outside the
-        version folder, which the next build may reuse or clean."""
+        version folder, which the next build may reuse or clean.
+
+        Args:
+            build_id: the failed build's id; its first 8 characters name the folder.
+
+        Returns:
+            The folder's path.
+        """
         return self._join(FAILED, f"{self.version}-{build_id[:8]}")
 
     @property

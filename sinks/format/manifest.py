@@ -33,11 +33,30 @@ FORMAT_VERSION = 1
 
 
 def crc32c_b64(value: int) -> str:
-    """A crc32c in Cloud Storage's notation."""
+    """A crc32c in Cloud Storage's notation.
+
+    Args:
+        value: a CRC-32C as an unsigned 32-bit integer.
+
+    Returns:
+        Its 4 big-endian bytes in base64, as Cloud Storage's ``crc32c`` metadata writes it.
+    """
     return base64.b64encode(value.to_bytes(4, "big")).decode("ascii")
 
 
 def relative_path(path: str, base: str) -> str:
+    """``path`` relative to the folder ``base``, as the manifest records shard paths.
+
+    Args:
+        path: a path (or URL) inside ``base``.
+        base: a folder; a trailing ``/`` is optional.
+
+    Returns:
+        The rest of ``path`` after ``base/``.
+
+    Raises:
+        ValueError: ``path`` is not inside ``base``.
+    """
     base = base.rstrip("/") + "/"
     if not path.startswith(base):
         raise ValueError(f"{path} is not inside {base}")
@@ -45,13 +64,25 @@ def relative_path(path: str, base: str) -> str:
 
 
 def utc_now() -> str:
+    """The current UTC time in the manifest's notation.
+
+    Returns:
+        ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+    """
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def shards_digest(splits: Mapping[str, Mapping[str, Any]]) -> str:
     """``sha256:<hex>`` over every shard's split, path, records, bytes and crc32c (a manifest's
     ``splits`` section): two versions with the same digest hold the same shard files, byte for
-    byte, under the same names -- what a seeded, shuffled rebuild is compared by."""
+    byte, under the same names -- what a seeded, shuffled rebuild is compared by.
+
+    Args:
+        splits: the manifest's ``splits`` section (split to ``{"shards": [...]}``).
+
+    Returns:
+        ``sha256:`` and 64 hex digits.
+    """
     lines = [f"{split}\t{shard['path']}\t{shard['records']}\t{shard['bytes']}\t"
              f"{shard['crc32c']}\n"
              for split, entry in sorted(splits.items())
@@ -72,6 +103,27 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
 
     ``config`` and ``inputs`` hold user-given paths and patterns, so credentials in them
     (signed-URL parameters, tokens, ``user:password@``) are redacted (sinks/format/redact.py).
+
+    Args:
+        name: the data set's name.
+        version: the version's name.
+        version_dir: the version folder; shard paths are recorded relative to it.
+        created: when the build started, as :func:`utc_now` writes it.
+        compression: the shards' compression (``none``, ``gzip``, ``zlib``).
+        counts: the build's counters (records read, written, dead-lettered...).
+        shards: each split's written shards (objects with ``path``, ``records``, ``bytes``,
+            ``crc32c`` and optionally ``index``).
+        dead_letters: ``(path, records)`` of each dead-letter file, path relative to the version.
+        feature_spec: the features' spec, as the readers of the data set parse it.
+        config: the build's config, as given (redacted here).
+        config_sha256: the hex digest of the config's text.
+        inputs: the build's inputs (patterns, files, sizes), redacted here.
+        tool_version: this package's version.
+        runner: the Beam runner's name.
+        shuffle_seed: the shuffle's seed, or None for a build that kept the input order.
+
+    Returns:
+        The manifest as a JSON-ready dict.
     """
     splits = {}
     for split, infos in sorted(shards.items()):
@@ -115,4 +167,15 @@ def make_manifest(*, name: str, version: str, version_dir: str, created: str, co
 
 
 def dumps(document: Mapping[str, Any]) -> bytes:
+    """The manifest's bytes: indented JSON in the document's key order, ending in a newline.
+
+    Args:
+        document: the manifest (:func:`make_manifest`'s result).
+
+    Returns:
+        UTF-8 JSON.
+
+    Raises:
+        ValueError: the document holds NaN or infinity, which JSON cannot hold.
+    """
     return (json.dumps(document, indent=2, sort_keys=False, allow_nan=False) + "\n").encode()

@@ -47,7 +47,14 @@ _OAUTH_TOKEN = re.compile(r"\bya29\.[A-Za-z0-9._-]+")  # Google OAuth access tok
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every credential we recognise replaced by ``REDACTED``."""
+    """``text`` with every credential we recognise replaced by ``REDACTED``.
+
+    Args:
+        text: any text; a non-string or an empty string is returned as it is.
+
+    Returns:
+        The redacted text.
+    """
     if not text or not isinstance(text, str):
         return text
     text = _PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}", text)
@@ -74,18 +81,39 @@ def _escape(match: re.Match) -> str:
 def printable(text: str) -> str:
     """``text`` with every character a terminal would act on or could not encode written as
     a backslash escape (``\\x1b``, ``\\xff`` for an invalid UTF-8 byte, ``\\u202e``), so a
-    line we print is text, one line per newline, whatever bytes a path or a value held."""
+    line we print is text, one line per newline, whatever bytes a path or a value held.
+
+    Args:
+        text: text as decoded, possibly with surrogate escapes for invalid bytes.
+
+    Returns:
+        The escaped text.
+    """
     return _UNPRINTABLE.sub(_escape, text)
 
 
 def safe_text(text: str) -> str:
-    """What the command line prints: ``text`` redacted, then made :func:`printable`."""
+    """What the command line prints: ``text`` redacted, then made :func:`printable`.
+
+    Args:
+        text: a line or more about to be printed.
+
+    Returns:
+        The text, safe to print.
+    """
     return printable(redact_text(text))
 
 
 def redact(value: Any) -> Any:
     """A copy of JSON-like data (dicts, lists, tuples, strings) with every string redacted;
-    other values are returned as they are."""
+    other values are returned as they are.
+
+    Args:
+        value: JSON-like data.
+
+    Returns:
+        The redacted copy (same container types).
+    """
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
@@ -132,7 +160,11 @@ STREAMS_ENV = "BEAM_TFRECORDS_REDACT_STREAMS"
 
 
 class SafeLines(io.TextIOBase):
-    """A text stream that writes ``safe_text`` of each line to ``stream``."""
+    """A text stream that writes ``safe_text`` of each line to ``stream``.
+
+    Args:
+        stream: the terminal stream written to (``sys.stdout``, ``sys.stderr``).
+    """
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__()

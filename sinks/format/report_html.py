@@ -73,12 +73,26 @@ class Anomaly:
             raise ValueError(f"anomaly severity {self.severity!r} is not one of {SEVERITIES}")
 
     def to_dict(self) -> dict[str, str]:
-        """The anomaly as a JSON object (``anomalies.json``)."""
+        """The anomaly as a JSON object (``anomalies.json``).
+
+        Returns:
+            Field name to value.
+        """
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Anomaly:
-        """The inverse of :meth:`to_dict`; unknown keys are an error."""
+        """The inverse of :meth:`to_dict`; unknown keys are an error.
+
+        Args:
+            data: a JSON object that :meth:`to_dict` wrote.
+
+        Returns:
+            The anomaly.
+
+        Raises:
+            TypeError: a key is not a field of :class:`Anomaly`.
+        """
         return cls(**{key: str(value) for key, value in data.items()})
 
 
@@ -155,7 +169,14 @@ _KIND_FIELDS = (("num_stats", "number"), ("string_stats", "string"), ("bytes_sta
 
 def feature_name(feature: Mapping[str, Any]) -> str:
     """A ``FeatureNameStatistics``' name: its ``name``, or its path's steps joined by ``.``
-    (as TFDV shows them)."""
+    (as TFDV shows them).
+
+    Args:
+        feature: a ``FeatureNameStatistics`` as a JSON object.
+
+    Returns:
+        The feature's name, or ``""`` when it has neither a name nor a path.
+    """
     if feature.get("name"):
         return str(feature["name"])
     return ".".join(str(s) for s in (feature.get("path") or {}).get("step", ()))

@@ -61,7 +61,14 @@ def parse_size(value: int | str) -> int:
 
 def format_bytes(n: float) -> str:
     """Decimal units, as in the config's sizes (``150MB`` is 150 * 10**6 bytes): what
-    :func:`parse_size` reads."""
+    :func:`parse_size` reads.
+
+    Args:
+        n: a size in bytes.
+
+    Returns:
+        The size with a decimal unit, such as ``150.0 MB``.
+    """
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"

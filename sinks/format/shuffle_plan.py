@@ -51,7 +51,14 @@ _SAMPLE_STEPS = np.arange(_SAMPLES, dtype=np.int64)
 
 
 def seed_words(seed: int) -> tuple[int, int]:
-    """Two 64-bit words derived from the seed (any integer): the mixer's keys."""
+    """Two 64-bit words derived from the seed (any integer): the mixer's keys.
+
+    Args:
+        seed: the shuffle's seed.
+
+    Returns:
+        The two words, each below 2**64.
+    """
     digest = hashlib.blake2b(str(int(seed)).encode(), digest_size=16,
                              person=b"btf-shuffle").digest()
     return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little")
@@ -87,7 +94,15 @@ def sampled_bytes_of_pieces(records: Sequence[Sequence[bytes | memoryview]],
                             offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_sampled_bytes` of records given as pieces (``b"".join(records[i])`` is record
     ``i``; ``offsets`` their boundaries as if joined), without joining them: each sampled
-    position is found in its piece, and each piece is read with one numpy gather."""
+    position is found in its piece, and each piece is read with one numpy gather.
+
+    Args:
+        records: each record as a sequence of byte pieces.
+        offsets: the records' boundaries as if they were joined (length ``len(records) + 1``).
+
+    Returns:
+        Two uint64 arrays, one word each per record, of the sampled bytes :func:`record_keys` mixes.
+    """
     bounds = np.asarray(offsets, np.int64)
     n = bounds.size - 1
     flat = [piece for parts in records for piece in parts]
@@ -127,6 +142,16 @@ def record_keys(payload: bytes | bytearray | memoryview | None, offsets: np.ndar
     chance. (A second checksum over every byte would cost a call per record.) ``sampled``:
     those bytes when the caller has them (:func:`sampled_bytes_of_pieces`; ``payload`` is
     then not read).
+
+    Args:
+        payload: the records' bytes, back to back; unread when ``sampled`` is given.
+        offsets: the records' boundaries in ``payload`` (length records + 1).
+        crcs: each record's plain CRC-32C.
+        seed: the shuffle's seed.
+        sampled: the sampled bytes, when the caller already has them.
+
+    Returns:
+        One uint64 key per record.
     """
     a, b = (np.uint64(w) for w in seed_words(seed))
     lengths = np.diff(np.asarray(offsets, np.int64)).astype(np.uint64)
@@ -139,6 +164,14 @@ def record_keys(payload: bytes | bytearray | memoryview | None, offsets: np.ndar
 
 
 def cells_of(keys: np.ndarray) -> np.ndarray:
+    """The cell each key falls in: its top ``CELL_BITS`` bits, the unit the plan counts records by.
+
+    Args:
+        keys: shuffle keys (uint64).
+
+    Returns:
+        The cells (int64, below ``CELLS``).
+    """
     return (np.asarray(keys, np.uint64) >> _CELL_SHIFT).astype(np.int64)
 
 
@@ -151,7 +184,11 @@ class RunCells:
     nbytes: bytes  # uint64 per cell
 
     def dense(self) -> tuple[np.ndarray, np.ndarray]:
-        """(records, bytes) per cell over all CELLS, int64."""
+        """(records, bytes) per cell over all CELLS, int64.
+
+        Returns:
+            Two int64 arrays of length ``CELLS``: records and framed bytes per cell.
+        """
         cells = np.frombuffer(self.cells, np.uint16).astype(np.int64)
         records = np.zeros(CELLS, np.int64)
         sizes = np.zeros(CELLS, np.int64)
@@ -161,7 +198,15 @@ class RunCells:
 
 
 def run_cells(sorted_keys: np.ndarray, framed_sizes: np.ndarray) -> RunCells:
-    """The census of a run whose records are sorted by key, with their framed sizes."""
+    """The census of a run whose records are sorted by key, with their framed sizes.
+
+    Args:
+        sorted_keys: the run's shuffle keys, ascending.
+        framed_sizes: each record's framed size in bytes, in the same order.
+
+    Returns:
+        The run's records and bytes per present cell.
+    """
     cells = cells_of(sorted_keys)
     present, first = np.unique(cells, return_index=True)
     counts = np.diff(np.append(first, len(cells)))
@@ -173,7 +218,15 @@ def run_cells(sorted_keys: np.ndarray, framed_sizes: np.ndarray) -> RunCells:
 
 def choose_shard_count(stored_estimate: float, size: ShardSize) -> int:
     """How many shards a split of ``stored_estimate`` bytes gets: equal shares nearest the
-    target that lie in the band; one shard when the split is not above ``max``."""
+    target that lie in the band; one shard when the split is not above ``max``.
+
+    Args:
+        stored_estimate: the split's estimated bytes on disk (after compression).
+        size: the shard size band (target, min, max).
+
+    Returns:
+        The number of shards, at least 1.
+    """
     if stored_estimate <= size.max:
         return 1
     low = max(1, int(stored_estimate // size.target))
@@ -193,6 +246,14 @@ def plan_ranges(cell_bytes: np.ndarray, ratio: float, size: ShardSize
     against a shard (32 or more cells each), else inside the cell, at the key the share
     falls on if the cell's bytes were spread evenly over its keys -- shards then read a cell
     they share with a neighbour, and their sizes vary by the records' randomness only.
+
+    Args:
+        cell_bytes: framed bytes per cell over all runs (length ``CELLS``).
+        ratio: stored bytes per framed byte.
+        size: the shard size band.
+
+    Returns:
+        ``(lo, hi)`` per shard.
     """
     cell_bytes = np.asarray(cell_bytes, np.float64)
     total = float(cell_bytes.sum())
@@ -225,7 +286,17 @@ def windows(cell_bytes: np.ndarray, lo: int, hi: int, window_bytes: int
     """``[lo, hi)`` cut at cell boundaries into key ranges of about ``window_bytes`` framed
     bytes each (``cell_bytes``: the shard's runs' bytes per cell): the pieces a shard is
     ordered and written in, so that it is never in memory whole. A range's records all sort
-    before the next range's, so writing them one after another writes the shard in order."""
+    before the next range's, so writing them one after another writes the shard in order.
+
+    Args:
+        cell_bytes: the shard's framed bytes per cell (length ``CELLS``).
+        lo: the shard's first key.
+        hi: the key after its last.
+        window_bytes: the framed bytes a window aims at.
+
+    Returns:
+        ``(lo, hi)`` per window, in key order.
+    """
     width = KEY_SPACE // CELLS
     first, last = lo // width, (hi - 1) // width
     cuts, held = [], 0
@@ -241,7 +312,11 @@ def windows(cell_bytes: np.ndarray, lo: int, hi: int, window_bytes: int
 class RunIndex:
     """Where each cell starts in each of a split's sorted runs: two (runs, CELLS + 1) tables of
     record and byte offsets, built once by the plan, so that a key range's slice of every run
-    is two column lookups (:meth:`slices`)."""
+    is two column lookups (:meth:`slices`).
+
+    Args:
+        censuses: each run's census, in run order.
+    """
 
     def __init__(self, censuses: Sequence[RunCells]) -> None:
         self.records = np.zeros((len(censuses), CELLS + 1), np.int64)
@@ -252,13 +327,25 @@ class RunIndex:
             np.cumsum(sizes, out=self.bytes[row, 1:])
 
     def cell_bytes(self) -> np.ndarray:
-        """Framed bytes per cell over all the runs."""
+        """Framed bytes per cell over all the runs.
+
+        Returns:
+            An int64 array of length ``CELLS``.
+        """
         return np.diff(self.bytes, axis=1).sum(axis=0)
 
     def slices(self, lo: int, hi: int) -> np.ndarray:
         """(runs, 4) int64: first record, end record, first byte and end byte of the whole
         cells of each run that hold keys in ``[lo, hi)`` -- what a shard reads of it (then
-        filters by key at the edges)."""
+        filters by key at the edges).
+
+        Args:
+            lo: the range's first key.
+            hi: the key after its last.
+
+        Returns:
+            The (runs, 4) table.
+        """
         first, end = lo >> (64 - CELL_BITS), ((hi - 1) >> (64 - CELL_BITS)) + 1
         return np.stack([self.records[:, first], self.records[:, end], self.bytes[:, first],
                          self.bytes[:, end]], axis=1)
@@ -267,7 +354,16 @@ class RunIndex:
 def record_order(keys: np.ndarray,
                  record_at: Callable[[int], bytes | memoryview] | None = None) -> np.ndarray:
     """The order of records by key; records of equal keys by their bytes (``record_at(i)``
-    gives record ``i``'s bytes; without it ties keep their input order)."""
+    gives record ``i``'s bytes; without it ties keep their input order).
+
+    Args:
+        keys: the records' shuffle keys (uint64).
+        record_at: returns record ``i``'s bytes, to break ties; None keeps tied records in input
+            order.
+
+    Returns:
+        Record indices (int64) in output order.
+    """
     keys = np.asarray(keys, np.uint64)
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
@@ -294,6 +390,16 @@ def gather_framed(buffer: bytes | bytearray | memoryview, starts: np.ndarray,
     then an Arrow binary array over it, uncopied, and each chunk is one Arrow ``take`` (a
     memcpy per record in C++; twice as fast as a numpy byte gather and without its index
     arrays). Large records are yielded one by one as views, not copied at all.
+
+    Args:
+        buffer: the framed records, back to back.
+        starts: each record's start in ``buffer``.
+        sizes: each record's framed size.
+        order: record indices in the order to write them.
+        chunk_bytes: about how many bytes a chunk holds.
+
+    Yields:
+        ``(chunk, sizes)``: the chunk's bytes and the framed size of each record in it.
     """
     view = memoryview(buffer).cast("B")
     starts = np.asarray(starts, np.int64)

@@ -43,7 +43,14 @@ def esc(value: object, limit: int | None = None) -> str:
 
 def fmt_num(value: float | int | None) -> str:
     """A number for people: integers with thousands separators, others to 4 significant
-    digits (more where the integer part needs them), ``–`` for None."""
+    digits (more where the integer part needs them), ``–`` for None.
+
+    Args:
+        value: the number, or None for a missing one.
+
+    Returns:
+        The formatted number.
+    """
     if value is None:
         return "–"
     if isinstance(value, float):
@@ -61,7 +68,15 @@ def fmt_num(value: float | int | None) -> str:
 
 
 def fmt_share(part: float, whole: float) -> str:
-    """``part / whole`` as a percentage; ``<0.1%`` rather than a misleading ``0.0%``."""
+    """``part / whole`` as a percentage; ``<0.1%`` rather than a misleading ``0.0%``.
+
+    Args:
+        part: the count or size shown.
+        whole: the total; zero gives ``–``.
+
+    Returns:
+        The percentage, such as ``12.5%``.
+    """
     if not whole:
         return "–"
     share = 100.0 * part / whole

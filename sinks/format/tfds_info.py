@@ -45,6 +45,16 @@ def tfds_dataset_info(*, name: str, version: str, compression: str,
     ``splits`` is the manifest's ``splits`` section (relative shard paths, record and byte
     counts); ``version`` is our version name, kept in the description because TFDS wants
     a semantic version (``1.0.0``) of its own.
+
+    Args:
+        name: the data set's name.
+        version: our version's name.
+        compression: the shards' compression; only ``none`` can be loaded by TFDS.
+        splits: the manifest's ``splits`` section.
+        tool: this package's name and version, recorded as the writer.
+
+    Returns:
+        The document and ``""``, or None and the reason.
     """
     if compression != "none":
         return None, (f"the shards are {compression}-compressed and TensorFlow Datasets "

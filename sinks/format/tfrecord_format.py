@@ -344,6 +344,12 @@ class StreamCompressor:
 
     ``bytes_out`` is exact at all times; ``estimated_size()`` adds a guess for input still held
     inside the compressor, so a sink can cut shards by size without flushing after every write.
+
+    Args:
+        fileobj: the binary file written to.
+        compression: ``none``, ``gzip`` or ``zlib`` (any name :func:`normalize_compression` takes).
+        level: the zlib compression level, 0 to 9.
+        close_file: close ``fileobj`` in :meth:`close`; otherwise it is only flushed.
     """
 
     def __init__(self, fileobj: BinaryIO, compression: str = NONE, level: int = 6,
@@ -362,7 +368,14 @@ class StreamCompressor:
             self.bytes_out += size
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Compress (if configured) and hand ``data`` to the file."""
+        """Compress (if configured) and hand ``data`` to the file.
+
+        Args:
+            data: the bytes to write.
+
+        Raises:
+            ValueError: the stream is closed.
+        """
         if self._closed:
             raise ValueError("write to a closed StreamCompressor")
         self.bytes_in += memoryview(data).nbytes
@@ -372,7 +385,14 @@ class StreamCompressor:
             self._emit(self._z.compress(data))
 
     def write_many(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
-        """:meth:`write` each of ``buffers``; uncompressed, one call down to the file."""
+        """:meth:`write` each of ``buffers``; uncompressed, one call down to the file.
+
+        Args:
+            buffers: the byte buffers, written in order.
+
+        Raises:
+            ValueError: the stream is closed.
+        """
         if self._closed:
             raise ValueError("write to a closed StreamCompressor")
         if self._z is not None:
@@ -395,6 +415,9 @@ class StreamCompressor:
         Input written since the last exact point is scaled by the compression ratio seen at that
         point; before any sync the ratio is taken as 1, an upper bound that errs towards small
         shards rather than oversized ones.
+
+        Returns:
+            The estimate in bytes, never below ``bytes_out``.
         """
         if self._z is None or self._closed:
             return self.bytes_out
@@ -407,7 +430,11 @@ class StreamCompressor:
         self._exact_in, self._exact_out = self.bytes_in, self.bytes_out
 
     def sync(self) -> int:
-        """Flush the compressor (Z_SYNC_FLUSH) and the file; return the now exact ``bytes_out``."""
+        """Flush the compressor (Z_SYNC_FLUSH) and the file; return the now exact ``bytes_out``.
+
+        Returns:
+            The bytes written to the file so far.
+        """
         if self._z is not None and not self._closed and self.bytes_in > self._exact_in:
             self._emit(self._z.flush(zlib.Z_SYNC_FLUSH))
             self._mark_exact()
@@ -419,6 +446,9 @@ class StreamCompressor:
         """Finish the stream (gzip trailer / zlib adler32), optionally close the file.
 
         Returns the total number of bytes written; calling it again is harmless.
+
+        Returns:
+            The bytes written to the file.
         """
         if not self._closed:
             if self._z is not None:
@@ -438,6 +468,18 @@ class TFRecordWriter:
     With ``track_offsets=True`` every record is reported to ``on_record(offset, length)``, where
     offset is where its framing starts in the uncompressed stream and length its framed size;
     nothing is retained, so an index sidecar can be streamed out in O(1) memory.
+
+    Args:
+        fileobj: the binary file written to.
+        compression: ``none``, ``gzip`` or ``zlib``.
+        level: the zlib compression level, 0 to 9.
+        close_file: close ``fileobj`` when the writer is closed.
+        track_offsets: report every record to ``on_record``.
+        on_record: called with ``(offset, framed_length)`` per record; required with
+            ``track_offsets``.
+
+    Raises:
+        ValueError: ``track_offsets`` without ``on_record``.
     """
 
     def __init__(self, fileobj: BinaryIO, compression: str = NONE, level: int = 6, *,
@@ -460,6 +502,12 @@ class TFRecordWriter:
         return self._stream.bytes_out
 
     def estimated_bytes_on_disk(self) -> int:
+        """The bytes the file would hold if the stream were flushed now (see
+        ``StreamCompressor.estimated_size``), for cutting shards by size.
+
+        Returns:
+            The estimate in bytes.
+        """
         return self._stream.estimated_size()
 
     def _report(self, sizes: Iterable[int]) -> None:
@@ -470,14 +518,23 @@ class TFRecordWriter:
             offset += framed
 
     def write(self, record: bytes | bytearray | memoryview) -> None:
-        """Frame and write one record."""
+        """Frame and write one record.
+
+        Args:
+            record: the record's data (a serialized Example).
+        """
         if self._on_record is not None:
             self._report((memoryview(record).nbytes,))
         self._stream.write(frame(record))
         self.records += 1
 
     def write_batch(self, payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> None:
-        """Frame and write the records ``payload[offsets[i]:offsets[i+1]]`` (see frame_batch)."""
+        """Frame and write the records ``payload[offsets[i]:offsets[i+1]]`` (see frame_batch).
+
+        Args:
+            payload: the records' data, back to back.
+            offsets: the records' boundaries in ``payload`` (length records + 1).
+        """
         framed = frame_batch(payload, offsets)
         if self._on_record is not None:
             self._report(np.diff(np.asarray(offsets, dtype=np.int64)).tolist())
@@ -489,6 +546,11 @@ class TFRecordWriter:
         """Write already framed data holding ``n_records`` records of data lengths ``sizes``.
 
         ``sizes`` is only needed for offset tracking; when omitted the headers are walked.
+
+        Args:
+            framed: the framed records, back to back.
+            n_records: how many records ``framed`` holds.
+            sizes: each record's data length, or None to read them from the headers.
         """
         if self._on_record is not None:
             self._report(_walk_sizes(framed, n_records) if sizes is None else sizes)
@@ -498,7 +560,17 @@ class TFRecordWriter:
     def write_pieces(self, pieces: Sequence[bytes | memoryview], n_records: int,
                      sizes: Sequence[int] | None = None) -> None:
         """Write ``n_records`` framed records as buffers: those of :func:`frame_pieces` (three
-        per record), or of :func:`frame_record_pieces` with the records' data ``sizes``."""
+        per record), or of :func:`frame_record_pieces` with the records' data ``sizes``.
+
+        Args:
+            pieces: the framed records' buffers.
+            n_records: how many records the pieces frame.
+            sizes: each record's data length when the pieces are :func:`frame_record_pieces`'; None
+                for three pieces per record.
+
+        Raises:
+            ValueError: the pieces or sizes do not match ``n_records``.
+        """
         if sizes is None and len(pieces) != 3 * n_records:
             raise ValueError(f"{len(pieces)} pieces do not frame {n_records} records")
         if sizes is not None and len(sizes) != n_records:
@@ -510,10 +582,19 @@ class TFRecordWriter:
         self.records += n_records
 
     def sync(self) -> int:
+        """Flush the compressor and the file, so that the bytes on disk are exact.
+
+        Returns:
+            The bytes written to the file so far.
+        """
         return self._stream.sync()
 
     def close(self) -> int:
-        """Finish the stream; return the bytes on disk."""
+        """Finish the stream; return the bytes on disk.
+
+        Returns:
+            The file's size in bytes.
+        """
         return self._stream.close()
 
     def __enter__(self) -> TFRecordWriter:
@@ -538,7 +619,14 @@ def _walk_sizes(framed: bytes | bytearray | memoryview, n_records: int) -> list[
 
 
 class CorruptRecordError(UserError, ValueError):
-    """A TFRecord stream that is not well formed, located by path and byte offset."""
+    """A TFRecord stream that is not well formed, located by path and byte offset.
+
+    Args:
+        path: the file's path or URL.
+        offset: where the bad record starts, in bytes.
+        reason: what is wrong, such as a CRC mismatch.
+        decompressed: the offset counts in the decompressed stream, not the file.
+    """
 
     def __init__(self, path: str, offset: int, reason: str, decompressed: bool = False) -> None:
         where = " (in the decompressed stream)" if decompressed else ""
@@ -853,6 +941,12 @@ def iter_records_with_offsets(fileobj: BinaryIO, compression: str | None = "auto
                               verify_crc: bool = True) -> Iterator[tuple[int, bytes]]:
     """Stream ``(offset, record)`` pairs; see :func:`iter_record_spans`, whose arguments
     these are (without ``max_bytes``). Memory holds the current record and a few chunks.
+
+    Args:
+        fileobj: the binary stream read from.
+        compression: ``none``, ``gzip``, ``zlib``, or ``auto`` (from the first bytes).
+        path: the file's name in errors.
+        verify_crc: check every record's CRCs.
 
     Yields:
         ``(offset, record)`` per record.

@@ -51,7 +51,17 @@ def leaf_kind(t: pa.DataType) -> str:
     """``int``, ``uint``, ``float``, ``bool``, ``text``, ``binary``, ``time`` (timestamps),
     ``date``, ``clock`` (time32/time64: times of day), ``decimal``, ``null`` or ``struct``
     (a dictionary type: that of its values); raises Unsupported for every other type (maps,
-    intervals, durations, ...)."""
+    intervals, durations, ...).
+
+    Args:
+        t: a leaf (non-list) Arrow type.
+
+    Returns:
+        The kind's name.
+
+    Raises:
+        Unsupported: a type the columnar path does not convert.
+    """
     t = undict(t)
     if pa.types.is_signed_integer(t):
         return "int"
@@ -81,17 +91,39 @@ def leaf_kind(t: pa.DataType) -> str:
 
 
 def is_list(t: pa.DataType) -> bool:
+    """Whether ``t`` is a list type of any kind: variable, large or fixed-size.
+
+    Args:
+        t: an Arrow type.
+
+    Returns:
+        True for the three list types.
+    """
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
 def undict(t: pa.DataType) -> pa.DataType:
-    """The value type of a dictionary type, any other type as it is."""
+    """The value type of a dictionary type, any other type as it is.
+
+    Args:
+        t: an Arrow type.
+
+    Returns:
+        The type values are decoded to.
+    """
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
 def list_depth(t: pa.DataType) -> tuple[int, pa.DataType]:
     """(list levels, leaf type) of a column type, looking through dictionaries at every level
-    (:func:`decoded` decodes them as the levels are walked)."""
+    (:func:`decoded` decodes them as the levels are walked).
+
+    Args:
+        t: a column's Arrow type.
+
+    Returns:
+        ``(depth, leaf type)``; depth 0 for a scalar column.
+    """
     depth = 0
     t = undict(t)
     while is_list(t):
@@ -101,13 +133,29 @@ def list_depth(t: pa.DataType) -> tuple[int, pa.DataType]:
 
 
 def valid_mask(arr: pa.Array) -> np.ndarray:
+    """Which slots of ``arr`` are not null.
+
+    Args:
+        arr: an Arrow array.
+
+    Returns:
+        A bool array, one per slot.
+    """
     if arr.null_count == 0:
         return np.ones(len(arr), dtype=bool)
     return ~arr.is_null().to_numpy(zero_copy_only=False)
 
 
 def child_layout(arr: pa.Array, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(starts into ``arr.values``, counts) of the list slots ``idx`` of a list array."""
+    """(starts into ``arr.values``, counts) of the list slots ``idx`` of a list array.
+
+    Args:
+        arr: a list, large list or fixed-size list array.
+        idx: the slots, int64.
+
+    Returns:
+        ``(starts, counts)``, int64.
+    """
     if pa.types.is_fixed_size_list(arr.type):
         size = arr.type.list_size
         return (arr.offset + idx) * size, np.full(idx.size, size, dtype=np.int64)
@@ -116,7 +164,15 @@ def child_layout(arr: pa.Array, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def numbers(arr: pa.Array, idx: np.ndarray | None) -> np.ndarray:
-    """The numbers at slots ``idx`` (None: all), nulls as zeros."""
+    """The numbers at slots ``idx`` (None: all), nulls as zeros.
+
+    Args:
+        arr: a numeric or boolean array.
+        idx: the slots to read; None for all.
+
+    Returns:
+        The values as a numpy array (float64 or int64 when empty).
+    """
     if len(arr) == 0 or (idx is not None and idx.size == 0):
         return np.zeros(0, dtype=np.float64 if pa.types.is_floating(arr.type) else np.int64)
     if arr.null_count:
@@ -139,7 +195,16 @@ _MAX_MICROS = 253_402_300_799 * 10**6 + 999_999
 def temporal_values(arr: pa.Array, idx: np.ndarray | None, unit: str
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(values in ``unit`` as int64, rows out of the int64 range) of the timestamp or date
-    slots ``idx`` (None: all), nulls as zeros -- what the row path gets from each value."""
+    slots ``idx`` (None: all), nulls as zeros -- what the row path gets from each value.
+
+    Args:
+        arr: a timestamp or date array.
+        idx: the slots to read; None for all.
+        unit: the feature's unit (``s``, ``ms``, ``us``, ``ns``, ``days``).
+
+    Returns:
+        ``(values, out_of_range)``: int64 values and a bool per slot.
+    """
     t = arr.type
     if pa.types.is_date32(t) or pa.types.is_date64(t):
         raw = numbers(arr.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()), idx)
@@ -177,7 +242,19 @@ def clock_values(arr: pa.Array, idx: np.ndarray | None, unit: str) -> np.ndarray
     as int64, nulls as zeros -- what coercion.to_int64 makes of the ``datetime.time`` that
     to_pylist() gives: microseconds (a time64[ns] value truncated to them), floored to the
     unit. A value outside one day (which to_pylist() wraps or refuses) is left to the row
-    path."""
+    path.
+
+    Args:
+        arr: a time32 or time64 array.
+        idx: the slots to read; None for all.
+        unit: the feature's unit (``s``, ``ms``, ``us``, ``ns``).
+
+    Returns:
+        The values, int64.
+
+    Raises:
+        Unsupported: a value outside one day.
+    """
     t = arr.type
     raw = numbers(arr.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()), idx
                   ).astype(np.int64)
@@ -199,7 +276,20 @@ def decimal_values(arr: pa.Array, idx: np.ndarray | None, dtype: str, scale: int
     Exact where it is cheap to be: the unscaled integer must fit 53 bits for a float (then
     one IEEE division by an exact power of ten rounds as ``float(Decimal)`` does) and 63 bits
     for an int64, whose power of ten (the feature's scale less the column's) must be within
-    18 either way; anything else is left to the row path."""
+    18 either way; anything else is left to the row path.
+
+    Args:
+        arr: a decimal128 or decimal256 array.
+        idx: the slots to read; None for all.
+        dtype: the feature's type, ``float`` or ``int64``.
+        scale: the feature's decimal scale (``int64`` only).
+
+    Returns:
+        ``(values, refused)``: float64 or int64 values, and a bool per slot.
+
+    Raises:
+        Unsupported: a scale or a size left to the row path.
+    """
     t = arr.type
     shift = scale - t.scale  # int64: the stored integer is the unscaled one times 10**shift
     if t.scale < 0 or (t.scale > 22 if dtype == "float" else not -18 <= shift <= 18):
@@ -245,7 +335,18 @@ def scaled_floats(values: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarra
     decimal's integer when there is one, and ``d / 10**k == x`` (one correctly rounded
     division by an exact power of ten) holds exactly when that decimal rounds to ``x``,
     which is when its shortest form has at most k places. Between 2**50 and 2**64 this
-    raises :class:`Unsupported`: the batch's feature goes per row, exactly."""
+    raises :class:`Unsupported`: the batch's feature goes per row, exactly.
+
+    Args:
+        values: float64 (or float32) numbers, NaN and infinities included.
+        scale: the feature's decimal scale.
+
+    Returns:
+        ``(values, refused)``: int64 values and a bool per value.
+
+    Raises:
+        Unsupported: a value between 2**50 and 2**64 once scaled.
+    """
     values = values.astype(np.float64, copy=False)
     power = 10.0**scale
     with np.errstate(invalid="ignore", over="ignore"):
@@ -261,7 +362,15 @@ def scaled_floats(values: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarra
 
 def binary_layout(arr: pa.Array, idx: np.ndarray | None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data buffer, starts, lengths) of the string/binary slots ``idx`` (None: all)."""
+    """(data buffer, starts, lengths) of the string/binary slots ``idx`` (None: all).
+
+    Args:
+        arr: a string, binary (large or fixed-size too) array.
+        idx: the slots; None for all.
+
+    Returns:
+        The uint8 data buffer and, per slot, its start in it and its length (int64).
+    """
     if idx is None:
         idx = np.arange(len(arr), dtype=np.int64)
     buffers = arr.buffers()
@@ -292,13 +401,29 @@ def take_rows(batch: pa.RecordBatch, rows: pa.Array) -> pa.RecordBatch:
     """``batch.take(rows)``, around an Arrow bug (pyarrow 25): ``take`` (and ``filter``) of a
     *sliced* fixed_size_list of fixed_size_lists reads the values of the unsliced rows
     (``[[[1], [2]], [[3], [4]]]`` sliced from row 1 takes ``[[1], [2]]`` for row 0). Such
-    columns are copied to offset 0 first."""
+    columns are copied to offset 0 first.
+
+    Args:
+        batch: the records, column-wise; may be a slice.
+        rows: the row indices to take, in order.
+
+    Returns:
+        The rows taken.
+    """
     columns = [pa.concat_arrays([c]) if c.offset and _fixed_in_fixed(c.type) else c
                for c in batch.columns]
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema).take(rows)
 
 
 def decoded(arr: pa.Array) -> pa.Array:
+    """One array, dictionary-decoded: what the columnar encoders read values from.
+
+    Args:
+        arr: an array or chunked array.
+
+    Returns:
+        A plain array.
+    """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_dictionary(arr.type):
@@ -309,7 +434,11 @@ def decoded(arr: pa.Array) -> pa.Array:
 class Columns:
     """The top-level columns of one schema by name: its names are read once, here, and each
     lookup is a dict's -- so planning ``n`` features over a batch of ``n`` columns is O(n)
-    work, not a scan of every name per feature."""
+    work, not a scan of every name per feature.
+
+    Args:
+        schema: the batches' schema.
+    """
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
@@ -320,7 +449,14 @@ class Columns:
                 self.repeated = True
 
     def find(self, name: str) -> int | None:
-        """The index of the column ``name`` (the first, if repeated), or None."""
+        """The index of the column ``name`` (the first, if repeated), or None.
+
+        Args:
+            name: a top-level column name.
+
+        Returns:
+            Its index, or None when absent.
+        """
         return self._index.get(name)
 
 
@@ -330,6 +466,16 @@ def resolve(columns: Columns, path: Sequence[str]) -> tuple[str, Any]:
     (``"absent"``, None): every row is missing; (``"column"``, [index, child indices...]): a
     top-level column and struct fields below it; raises Unsupported otherwise. Each step is
     one lookup by name (a struct type's own index of its fields below the top level).
+
+    Args:
+        columns: the batch's columns.
+        path: the feature's source path (field names, outermost first).
+
+    Returns:
+        ``(how, where)`` as above.
+
+    Raises:
+        Unsupported: the path goes through something other than structs, or names repeat.
     """
     if columns.repeated:
         raise Unsupported("the batch repeats a column name")
@@ -358,6 +504,15 @@ def resolve(columns: Columns, path: Sequence[str]) -> tuple[str, Any]:
 
 
 def column_type(schema: pa.Schema, steps: list) -> pa.DataType:
+    """The type at ``steps`` (a :func:`resolve` column: top-level index, then struct field indices).
+
+    Args:
+        schema: the batch's schema.
+        steps: the column's index, then each struct field's index below it.
+
+    Returns:
+        The Arrow type found there.
+    """
     t = schema.field(steps[0]).type
     for i in steps[1:]:
         t = t.field(i).type
@@ -365,7 +520,18 @@ def column_type(schema: pa.Schema, steps: list) -> pa.DataType:
 
 
 def check_type(spec: FeatureSpec, t: pa.DataType) -> str:
-    """Why a column of type ``t`` is columnar for ``spec``; raises Unsupported if it is not."""
+    """Why a column of type ``t`` is columnar for ``spec``; raises Unsupported if it is not.
+
+    Args:
+        spec: the feature the column is encoded into.
+        t: the column's Arrow type.
+
+    Returns:
+        The reason, for the plan's explanation.
+
+    Raises:
+        Unsupported: the column is converted per row.
+    """
     t = undict(t)
     depth, leaf = list_depth(t)
     kind = leaf_kind(leaf)  # raises for the types converted per row
@@ -384,7 +550,15 @@ def check_type(spec: FeatureSpec, t: pa.DataType) -> str:
 
 
 def never_coerces(spec: FeatureSpec, kind: str) -> bool:
-    """True when no value of this leaf kind passes the coercion policy for ``spec``."""
+    """True when no value of this leaf kind passes the coercion policy for ``spec``.
+
+    Args:
+        spec: the feature the column is encoded into.
+        kind: the column's :func:`leaf_kind`.
+
+    Returns:
+        Whether every present value is rejected.
+    """
     if kind in ("struct", "null"):
         return True
     if spec.dtype == "int64":  # decimals: whole ones pass; text: numbers and dates

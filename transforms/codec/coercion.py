@@ -127,7 +127,14 @@ _PREVIEW_CHARS = 80
 
 
 class FeatureValueError(UserError, ValueError):
-    """A value that the coercion policy refuses, with everything needed to fix it."""
+    """A value that the coercion policy refuses, with everything needed to fix it.
+
+    Args:
+        feature: the feature's name.
+        value: the value refused; shown shortened in the message.
+        expected: what the feature needs (``int64``, ``float of shape [3]``).
+        reason: why the value is refused, when its type alone does not say.
+    """
 
     def __init__(self, feature: str, value: Any, expected: str, reason: str = "") -> None:
         self.feature = feature
@@ -142,7 +149,14 @@ class FeatureValueError(UserError, ValueError):
 
 
 def type_name(value: Any) -> str:
-    """A short type name for messages: ``int``, ``numpy.float64``, ``datetime.date``."""
+    """A short type name for messages: ``int``, ``numpy.float64``, ``datetime.date``.
+
+    Args:
+        value: any value.
+
+    Returns:
+        The name of its type, with its top-level package unless a builtin.
+    """
     cls = type(value)
     module = cls.__module__
     if module == "builtins":
@@ -151,7 +165,15 @@ def type_name(value: Any) -> str:
 
 
 def preview(value: Any, limit: int = _PREVIEW_CHARS) -> str:
-    """``repr`` cut to ``limit`` characters, so a huge field never floods a message."""
+    """``repr`` cut to ``limit`` characters, so a huge field never floods a message.
+
+    Args:
+        value: any value; arrays are shown by shape and dtype.
+        limit: the most characters returned.
+
+    Returns:
+        The shortened ``repr``.
+    """
     if isinstance(value, np.ndarray):
         text = f"array(shape={list(value.shape)}, dtype={value.dtype})"
     else:
@@ -163,7 +185,14 @@ def preview(value: Any, limit: int = _PREVIEW_CHARS) -> str:
 
 
 def is_missing(value: Any) -> bool:
-    """None and NaT are missing. Zero, empty and False values are not."""
+    """None and NaT are missing. Zero, empty and False values are not.
+
+    Args:
+        value: a record's value.
+
+    Returns:
+        Whether it counts as absent.
+    """
     if value is None:
         return True
     return isinstance(value, (np.datetime64, np.timedelta64)) and bool(np.isnat(value))
@@ -231,7 +260,21 @@ def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None,
              scale: int = 0) -> int:
     """One value as an int64, by the ladder in the module docstring; ``fmt`` (``iso8601`` or a
     strptime layout) lets text be a date or datetime; ``scale`` multiplies numbers by
-    10**scale (exactly)."""
+    10**scale (exactly).
+
+    Args:
+        feature: the feature's name, for errors.
+        value: any Python or numpy value; text is read by the CSV rules.
+        unit: the unit of dates and times (``s``, ``ms``, ``us``, ``ns``, ``days``).
+        fmt: how text dates are written; None: text must be a number.
+        scale: decimal places kept by multiplying by 10**scale.
+
+    Returns:
+        The int64 value.
+
+    Raises:
+        FeatureValueError: the value is not an int64 by the policy.
+    """
     cls = type(value)
     if scale and cls is not bool and not isinstance(value, np.bool_) and isinstance(
             value, (numbers.Integral, float, np.floating, decimal.Decimal)):
@@ -273,7 +316,20 @@ def to_int64(feature: str, value: Any, unit: str = "s", fmt: str | None = None,
 
 
 def to_float(feature: str, value: Any, nan: str = "allow") -> float:
-    """One value as a float (to be stored as float32)."""
+    """One value as a float (to be stored as float32).
+
+    Args:
+        feature: the feature's name, for errors.
+        value: a number (Python, numpy or Decimal) or number text.
+        nan: the feature's ``nan`` policy; ``error`` refuses NaN, any other returns it (a
+            ``missing`` NaN is dropped before coercion).
+
+    Returns:
+        The value as a Python float.
+
+    Raises:
+        FeatureValueError: the value is not a float by the policy, or past float32's range.
+    """
     cls = type(value)
     if cls is float or isinstance(value, np.floating):
         number = float(value)
@@ -305,7 +361,18 @@ def to_float(feature: str, value: Any, nan: str = "allow") -> float:
 
 def to_bytes(feature: str, value: Any) -> bytes:
     """One value as bytes; text is encoded as UTF-8, binary stays as it is, a UUID is its
-    canonical text (``12345678-1234-...``: what Avro's ``uuid`` string holds)."""
+    canonical text (``12345678-1234-...``: what Avro's ``uuid`` string holds).
+
+    Args:
+        feature: the feature's name, for errors.
+        value: bytes, text or a UUID.
+
+    Returns:
+        The bytes.
+
+    Raises:
+        FeatureValueError: any other type, or text not encodable as UTF-8.
+    """
     if isinstance(value, bytes):  # includes numpy.bytes_
         return bytes(value)
     if isinstance(value, str):  # includes numpy.str_
@@ -321,7 +388,18 @@ def to_bytes(feature: str, value: Any) -> bytes:
 
 
 def to_utf8(feature: str, value: Any) -> bytes:
-    """One value as UTF-8 text bytes; bytes input must already be valid UTF-8."""
+    """One value as UTF-8 text bytes; bytes input must already be valid UTF-8.
+
+    Args:
+        feature: the feature's name, for errors.
+        value: text or bytes.
+
+    Returns:
+        The UTF-8 bytes.
+
+    Raises:
+        FeatureValueError: bytes that are not valid UTF-8.
+    """
     data = to_bytes(feature, value)
     if not isinstance(value, str):
         try:
@@ -336,7 +414,22 @@ def to_utf8(feature: str, value: Any) -> bytes:
 
 def element_coercer(dtype: str, feature: str, unit: str = "s", nan: str = "allow",
                     fmt: str | None = None, scale: int = 0) -> Callable[[Any], Any]:
-    """A one-argument function coercing one scalar element for a feature of ``dtype``."""
+    """A one-argument function coercing one scalar element for a feature of ``dtype``.
+
+    Args:
+        dtype: the feature's type: ``int64``, ``float``, ``bytes`` or ``string``.
+        feature: the feature's name, for errors.
+        unit: the unit of dates and times (``int64``).
+        nan: ``allow``, ``error`` or ``missing`` for NaN (``float``).
+        fmt: how text dates are written (``int64``).
+        scale: decimal places kept (``int64``).
+
+    Returns:
+        The function.
+
+    Raises:
+        ValueError: an unknown ``dtype``.
+    """
     if dtype == "int64":
         return lambda value: to_int64(feature, value, unit, fmt, scale)
     if dtype == "float":

@@ -152,6 +152,9 @@ class ColumnarEncoder:
     the batch, [(row index, error)] for the rejected ones, the error being the very
     FeatureValueError (or TypeError) ``ExampleEncoder.encode`` raises for that row).
     The plan is made once per schema and cached.
+
+    Args:
+        features: the features to encode, in the config's order.
     """
 
     def __init__(self, features: Sequence[FeatureSpec]) -> None:
@@ -169,7 +172,14 @@ class ColumnarEncoder:
     # -- planning ---------------------------------------------------------------------------
 
     def plan(self, schema: pa.Schema) -> dict[str, FeatureChoice]:
-        """Per feature name, whether it is encoded column-wise for ``schema``, and why."""
+        """Per feature name, whether it is encoded column-wise for ``schema``, and why.
+
+        Args:
+            schema: the batches' schema.
+
+        Returns:
+            Feature name to its :class:`FeatureChoice`.
+        """
         return {name: choice for name, (choice, _) in self._plan(schema).items()}
 
     def _plan(self, schema: pa.Schema) -> dict[str, tuple[FeatureChoice, Any]]:
@@ -207,6 +217,14 @@ class ColumnarEncoder:
         ``columns``: a dict to fill with the :class:`StoredColumn` of every stored key encoded
         column-wise (a key left out was encoded per row, or a row was rescued: then
         ``columns`` stays empty, and the serialized Examples are the only truth).
+
+        Args:
+            batch: the rows to encode.
+            columns: a dict to fill, or None.
+
+        Returns:
+            The accepted rows' Examples, their row indices (int64), and each rejected row with its
+            error.
         """
         n = batch.num_rows
         plan = self._plan(batch.schema)

@@ -41,7 +41,12 @@ PAD_LIMIT = 64
 
 
 class Padded:
-    """Per row, the first ``lens[r]`` bytes of ``mat[r]``; an int ``lens`` holds for all rows."""
+    """Per row, the first ``lens[r]`` bytes of ``mat[r]``; an int ``lens`` holds for all rows.
+
+    Args:
+        mat: (rows, width) uint8; a single row is used for every row.
+        lens: bytes used per row, or one count for all rows.
+    """
 
     __slots__ = ("mat", "lens")
 
@@ -50,14 +55,27 @@ class Padded:
         self.lens = lens
 
     def only(self, on: np.ndarray | None) -> Padded:
-        """The block for the rows where ``on`` is true (empty elsewhere); None: all rows."""
+        """The block for the rows where ``on`` is true (empty elsewhere); None: all rows.
+
+        Args:
+            on: a bool per row, or None.
+
+        Returns:
+            The block restricted to those rows.
+        """
         if on is None:
             return self
         return Padded(self.mat, np.where(on, self.lens, 0))
 
 
 class Flat:
-    """Per row, ``data[starts[r]:starts[r] + lens[r]]``."""
+    """Per row, ``data[starts[r]:starts[r] + lens[r]]``.
+
+    Args:
+        data: the bytes, uint8.
+        starts: each row's start in ``data``.
+        lens: each row's length.
+    """
 
     __slots__ = ("data", "starts", "lens")
 
@@ -67,6 +85,14 @@ class Flat:
         self.lens = lens
 
     def only(self, on: np.ndarray | None) -> Flat:
+        """The block for the rows where ``on`` is true (empty elsewhere); None: all rows.
+
+        Args:
+            on: a bool per row, or None.
+
+        Returns:
+            The block restricted to those rows.
+        """
         if on is None:
             return self
         return Flat(self.data, self.starts, np.where(on, self.lens, 0))
@@ -76,6 +102,14 @@ Block = Padded | Flat
 
 
 def exclusive_cumsum(lens: np.ndarray) -> np.ndarray:
+    """Where each of the lengths starts when they are laid end to end.
+
+    Args:
+        lens: lengths, any integer dtype.
+
+    Returns:
+        int64 starts, the first 0.
+    """
     out = np.zeros(lens.size, dtype=np.int64)
     if lens.size > 1:
         np.cumsum(lens[:-1], out=out[1:])
@@ -83,7 +117,15 @@ def exclusive_cumsum(lens: np.ndarray) -> np.ndarray:
 
 
 def segments(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The concatenated index ranges ``[starts[i], starts[i] + lens[i])``."""
+    """The concatenated index ranges ``[starts[i], starts[i] + lens[i])``.
+
+    Args:
+        starts: each range's start.
+        lens: each range's length.
+
+    Returns:
+        The indices, int64.
+    """
     lens = lens.astype(np.int64, copy=False)
     total = int(lens.sum())
     if total == 0:
@@ -96,7 +138,14 @@ _LIMITS = [np.uint64(1 << (7 * k)) for k in range(1, 10)]
 
 
 def varints(values: np.ndarray) -> tuple[Padded, np.ndarray]:
-    """Varints of int64 values (negative ones as 10-byte two's complement), and their lengths."""
+    """Varints of int64 values (negative ones as 10-byte two's complement), and their lengths.
+
+    Args:
+        values: int64 values.
+
+    Returns:
+        The varints as a :class:`Padded` block, and each one's length in bytes.
+    """
     u = values.astype(np.int64, copy=False).view(np.uint64)
     vlen = np.ones(u.shape, dtype=np.int64)
     for limit in _LIMITS:
@@ -115,7 +164,15 @@ def varints(values: np.ndarray) -> tuple[Padded, np.ndarray]:
 
 
 def const(data: bytes, on: np.ndarray | None = None) -> Padded:
-    """The same bytes in every row where ``on`` (None: every row)."""
+    """The same bytes in every row where ``on`` (None: every row).
+
+    Args:
+        data: the bytes each selected row gets, such as a field's tag.
+        on: a bool per row, or None for every row.
+
+    Returns:
+        The block.
+    """
     row = np.frombuffer(data, dtype=np.uint8)[None, :]
     return Padded(row, len(data) if on is None else on.astype(np.int64) * len(data))
 
@@ -332,7 +389,15 @@ def _compact(blocks: list[Padded], n: int) -> Flat:
 
 
 def assemble(blocks: list[Block], n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the concatenation of every block's bytes: (uint8 payload, ``n + 1`` offsets)."""
+    """Per row, the concatenation of every block's bytes: (uint8 payload, ``n + 1`` offsets).
+
+    Args:
+        blocks: the rows' byte blocks, in the order their bytes are joined.
+        n: the number of rows.
+
+    Returns:
+        The uint8 payload and the rows' int64 offsets into it.
+    """
     runs: list[Flat] = []
     pending: list[Padded] = []
     for b in blocks:

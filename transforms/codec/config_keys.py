@@ -56,7 +56,15 @@ class ConfigKey:
 
 
 def leaves(keys: tuple[ConfigKey, ...], parent: str) -> tuple[str, ...]:
-    """The names ``keys`` allow directly in the mapping ``parent``, in the table's order."""
+    """The names ``keys`` allow directly in the mapping ``parent``, in the table's order.
+
+    Args:
+        keys: the table of config keys.
+        parent: the dotted path of a mapping (``""`` for the top level).
+
+    Returns:
+        The key names.
+    """
     return tuple(k.leaf for k in keys if k.parent == parent)
 
 

@@ -34,7 +34,14 @@ _ABSENT = object()
 
 
 def describe(spec: FeatureSpec) -> str:
-    """What a feature expects, for messages: ``int64``, ``float of shape [28, 28]``."""
+    """What a feature expects, for messages: ``int64``, ``float of shape [28, 28]``.
+
+    Args:
+        spec: the feature, by its type and shape.
+
+    Returns:
+        A short description.
+    """
     what = spec.dtype if not spec.shape else f"{spec.dtype} of shape {list(spec.shape)}"
     return f"a sequence of steps of {what}" if spec.sequence else what
 
@@ -43,6 +50,16 @@ def lookup(record: Mapping[str, Any], path: Sequence[str]) -> Any:
     """The value at ``path`` in a (nested) record, or None when absent.
 
     A literal key spelled with dots or slashes (a CSV column ``meta.label``) is found too.
+
+    Args:
+        record: the record (nested mappings).
+        path: field names, outermost first.
+
+    Returns:
+        The value, or None.
+
+    Raises:
+        FeatureValueError: a step of the path is neither a mapping nor None.
     """
     value: Any = record
     for depth, part in enumerate(path):
@@ -330,6 +347,9 @@ class ExampleEncoder:
 
     With any ``sequence`` feature the output is a SequenceExample: sequence features go to
     ``feature_lists``, the others to ``context``.
+
+    Args:
+        specs: the features, in the config's order.
     """
 
     def __init__(self, specs: Sequence[FeatureSpec]) -> None:
@@ -344,12 +364,32 @@ class ExampleEncoder:
                         and len(set(keys)) == len(keys) else None)
 
     def encode(self, record: Mapping[str, Any]) -> bytes:
-        """Serialized Example (or SequenceExample) bytes; raises FeatureValueError."""
+        """Serialized Example (or SequenceExample) bytes; raises FeatureValueError.
+
+        Args:
+            record: field name to value (nested mappings for dotted paths).
+
+        Returns:
+            The serialized Example or SequenceExample.
+
+        Raises:
+            FeatureValueError: a value the coercion policy refuses.
+        """
         return b"".join(self.encode_pieces(record)[0])
 
     def encode_pieces(self, record: Mapping[str, Any]) -> tuple[list[bytes], int]:
         """:meth:`encode` as pieces and their total size, unjoined: a caller gathering many
-        records joins them all at once, so a large value (an image) is copied once."""
+        records joins them all at once, so a large value (an image) is copied once.
+
+        Args:
+            record: field name to value.
+
+        Returns:
+            The pieces, and their total size in bytes.
+
+        Raises:
+            FeatureValueError: a value the coercion policy refuses.
+        """
         if self._sorted is not None:
             pieces: list[bytes] = []
             size = 0
@@ -393,6 +433,9 @@ class ExampleDecoder:
 
     Scalars come back as Python values, fixed and variable shapes as numpy arrays (object
     arrays for bytes and strings), ragged shapes as nested lists, omitted features as None.
+
+    Args:
+        specs: the features, as the records were written with them.
     """
 
     def __init__(self, specs: Sequence[FeatureSpec]) -> None:
@@ -400,6 +443,17 @@ class ExampleDecoder:
         self.sequence = any(spec.sequence for spec in self.specs)
 
     def decode(self, data: bytes) -> dict[str, Any]:
+        """One serialized Example (or SequenceExample) as feature name to value.
+
+        Args:
+            data: the serialized record.
+
+        Returns:
+            Feature name to value, shaped as the class docstring says.
+
+        Raises:
+            ExampleDecodeError: the bytes are not a serialized Example.
+        """
         if self.sequence:
             context, lists = wire.decode_sequence_example(data)
         else:

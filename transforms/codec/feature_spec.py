@@ -56,7 +56,12 @@ MAX_SCALE = 18
 
 
 class FeatureSpecError(UserError, ValueError):
-    """An invalid :class:`FeatureSpec`; ``field`` names the attribute at fault (``shape``)."""
+    """An invalid :class:`FeatureSpec`; ``field`` names the attribute at fault (``shape``).
+
+    Args:
+        field: the spec's attribute at fault (``dtype``, ``shape``...).
+        message: one line saying what is wrong.
+    """
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
@@ -231,11 +236,26 @@ class FeatureSpec:
         return f"{self.name}/flat_values" if self.is_ragged else self.name
 
     def row_lengths_key(self, dim: int) -> str:
+        """The Example key of a ragged dimension's row lengths.
+
+        Args:
+            dim: the dimension's index in the shape.
+
+        Returns:
+            ``<name>/row_lengths_<dim>``.
+        """
         return f"{self.name}/row_lengths_{dim}"
 
 
 def stored_keys(spec: FeatureSpec) -> tuple[str, ...]:
-    """Every feature key this spec writes into an Example."""
+    """Every feature key this spec writes into an Example.
+
+    Args:
+        spec: the feature (its name, shape and ragged dimensions).
+
+    Returns:
+        Its values key, then one row-lengths key per ragged dimension.
+    """
     return (spec.values_key,) + tuple(spec.row_lengths_key(k) for k in spec.ragged_dims)
 
 
@@ -287,6 +307,12 @@ def tf_parse_spec(specs: tuple[FeatureSpec, ...] | list[FeatureSpec]) -> dict[st
 
     Each entry maps 1:1 onto a ``tf.io`` class (``type``) and its arguments, so a reader needs
     no knowledge of this package to build ``tf.io.parse_example``'s ``features`` argument.
+
+    Args:
+        specs: the features; any with ``sequence`` make it a SequenceExample spec.
+
+    Returns:
+        The JSON-ready document.
     """
     sequence = any(s.sequence for s in specs)
     doc: dict[str, Any] = {
@@ -322,7 +348,14 @@ def _py_feature(spec: dict[str, Any]) -> str:
 
 
 def tf_parse_spec_python(doc: dict[str, Any]) -> str:
-    """``feature_spec.json`` as ready-to-paste Python that builds the ``tf.io`` objects."""
+    """``feature_spec.json`` as ready-to-paste Python that builds the ``tf.io`` objects.
+
+    Args:
+        doc: a ``feature_spec.json`` document (:func:`tf_parse_spec`).
+
+    Returns:
+        Python source text.
+    """
     lines = ["import tensorflow as tf", ""]
     groups = [("features", doc["features"])]
     if doc.get("example_type") == "SequenceExample":

@@ -18,12 +18,26 @@ __all__ = ["adjacent_changes", "expected_changes", "is_class_ordered"]
 
 
 def adjacent_changes(labels: Sequence[object]) -> int:
-    """How many neighbours in ``labels`` differ."""
+    """How many neighbours in ``labels`` differ.
+
+    Args:
+        labels: the labels in reading order.
+
+    Returns:
+        The count.
+    """
     return sum(1 for a, b in zip(labels, labels[1:]) if a != b)
 
 
 def expected_changes(labels: Sequence[object]) -> float:
-    """The mean of :func:`adjacent_changes` over random orders of the same labels."""
+    """The mean of :func:`adjacent_changes` over random orders of the same labels.
+
+    Args:
+        labels: the labels in reading order.
+
+    Returns:
+        The expected count.
+    """
     n = len(labels)
     if n < 2:
         return 0.0
@@ -35,6 +49,13 @@ def expected_changes(labels: Sequence[object]) -> float:
 
 def is_class_ordered(labels: Sequence[object]) -> bool:
     """True when there are at least two labels and the neighbours change less than half as
-    often as at random -- folders read one class after another."""
+    often as at random -- folders read one class after another.
+
+    Args:
+        labels: the labels in reading order.
+
+    Returns:
+        Whether the order looks sorted by class.
+    """
     expected = expected_changes(labels)
     return len(set(labels)) > 1 and adjacent_changes(labels) < 0.5 * expected

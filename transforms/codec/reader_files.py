@@ -22,7 +22,15 @@ IMAGE_SOURCE = ("image",)
 
 
 def image_features(specs: Sequence[FeatureSpec], source_format: str) -> frozenset[str]:
-    """Names of the features that hold an image file's bytes, as read from an image folder."""
+    """Names of the features that hold an image file's bytes, as read from an image folder.
+
+    Args:
+        specs: the features, as the config declares them.
+        source_format: the source's format (``images``, ``csv``...).
+
+    Returns:
+        The features' names; empty for any other format.
+    """
     if source_format != "images":
         return frozenset()
     return frozenset(s.name for s in specs
@@ -31,7 +39,16 @@ def image_features(specs: Sequence[FeatureSpec], source_format: str) -> frozense
 
 def reader_documents(specs: Sequence[FeatureSpec], images: Collection[str] = ()
                      ) -> tuple[dict[str, str], str]:
-    """``({file name: text}, why TFDS gets no features.json or "")`` for ``specs``."""
+    """``({file name: text}, why TFDS gets no features.json or "")`` for ``specs``.
+
+    Args:
+        specs: the features; none for records passed through serialized.
+        images: the names of features holding image bytes.
+
+    Returns:
+        The files to write beside the shards, and why ``features.json`` is missing (``""`` if
+        written).
+    """
     if not specs:
         return {}, "no features are described (serialized records passed through)"
     documents = {SCHEMA: schema_pbtxt(specs, images)}

@@ -132,7 +132,17 @@ def _parse_feature(name: Any, raw: Any) -> FeatureSpec:
 
 def parse_features(raw: Any) -> tuple[FeatureSpec, ...]:
     """The ``features:`` mapping (feature name -> spec mapping) as FeatureSpecs, checked
-    whole: each spec, and no two features storing the same key."""
+    whole: each spec, and no two features storing the same key.
+
+    Args:
+        raw: the config's ``features:`` value.
+
+    Returns:
+        The specs, in the mapping's order.
+
+    Raises:
+        ConfigError: a spec is invalid or two features store the same key; names the key.
+    """
     if not isinstance(raw, Mapping) or not raw:
         raise _fail("features", raw, "must map at least one feature name to its spec")
     specs = tuple(_parse_feature(name, spec) for name, spec in raw.items())
@@ -154,7 +164,18 @@ def parse_features(raw: Any) -> tuple[FeatureSpec, ...]:
 
 
 def as_feature_specs(features: FeaturesLike) -> tuple[FeatureSpec, ...]:
-    """A ``features:`` mapping (as a config holds it) or FeatureSpecs -> FeatureSpecs."""
+    """A ``features:`` mapping (as a config holds it) or FeatureSpecs -> FeatureSpecs.
+
+    Args:
+        features: a ``features:`` mapping or a sequence of FeatureSpec.
+
+    Returns:
+        The specs.
+
+    Raises:
+        TypeError: neither form.
+        ConfigError: the mapping is invalid.
+    """
     if isinstance(features, Mapping):
         return parse_features(features)
     specs = tuple(features)
@@ -166,7 +187,17 @@ def as_feature_specs(features: FeaturesLike) -> tuple[FeatureSpec, ...]:
 
 def parse_splits(raw: Any) -> SplitSpec:
     """The ``splits:`` mapping (``{key: id, train: 80, eval: 20}`` or ``{field: f, names:
-    [...]}``) as a SplitSpec; None is one split named ``train``."""
+    [...]}``) as a SplitSpec; None is one split named ``train``.
+
+    Args:
+        raw: the config's ``splits:`` value, or None.
+
+    Returns:
+        The split spec.
+
+    Raises:
+        ConfigError: the mapping is invalid; names the key.
+    """
     if raw is None:
         return SplitSpec()
     if not isinstance(raw, Mapping):

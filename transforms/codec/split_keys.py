@@ -32,7 +32,15 @@ REQUEST_HEADER = struct.Struct("<cqq")
 def key_column(batch: pa.RecordBatch, path: Sequence[str]) -> pa.Array | None:
     """The top-level integer, string or binary column ``path`` names, in one chunk and
     dictionary-decoded; None for any other key (nested, absent, repeated names, other types),
-    which goes through ``key_bytes`` row by row."""
+    which goes through ``key_bytes`` row by row.
+
+    Args:
+        batch: the records, column-wise.
+        path: the split key's field names.
+
+    Returns:
+        The column, or None.
+    """
     if len(path) != 1 or batch.schema.names.count(path[0]) != 1:
         return None
     arr = batch.column(path[0])
@@ -50,7 +58,14 @@ def key_column(batch: pa.RecordBatch, path: Sequence[str]) -> pa.Array | None:
 def key_bytes_column(arr: pa.Array) -> pa.Array:
     """``key_bytes`` of every value of a :func:`key_column` (``0x02`` + decimal digits for
     integers, ``0x04`` + the bytes otherwise), as large_binary; null where the key is
-    missing."""
+    missing.
+
+    Args:
+        arr: a :func:`key_column`.
+
+    Returns:
+        The key bytes per row.
+    """
     if pa.types.is_integer(arr.type):
         prefix, text = INT_PREFIX, arr.cast(pa.string()).cast(pa.large_binary())
     else:
@@ -61,14 +76,32 @@ def key_bytes_column(arr: pa.Array) -> pa.Array:
 
 def repeats(keys: pa.Array, sample: int = 4096) -> bool:
     """Do the first ``sample`` keys repeat enough (fewer than a quarter distinct) for hashing
-    each distinct key once to pay for finding them?"""
+    each distinct key once to pay for finding them?
+
+    Args:
+        keys: the batch's :func:`key_column`.
+        sample: how many keys to look at.
+
+    Returns:
+        Whether to hash distinct keys once.
+    """
     head = keys.slice(0, sample)
     return pc.count_distinct(head).as_py() * 4 < len(head)
 
 
 def hash_request(arr: pa.Array) -> tuple[bytes, list]:
     """A :func:`key_column` without nulls as one request to the hashing process: the header
-    and the payload's buffers (views of the column where its layout allows)."""
+    and the payload's buffers (views of the column where its layout allows).
+
+    Args:
+        arr: a key column without nulls.
+
+    Returns:
+        The header and the payload's buffers.
+
+    Raises:
+        ValueError: the column holds nulls.
+    """
     if arr.null_count:
         raise ValueError("a hash request holds present keys only; drop the nulls first")
     t = arr.type

@@ -36,6 +36,12 @@ def key_bytes(value: Any) -> bytes:
 
     Integers of any type hash alike (``7``, ``numpy.int32(7)``, ``True`` is not an integer
     here but a bool); text and bytes hash by their UTF-8 bytes; floats by ``repr``.
+
+    Args:
+        value: a split key's value: None, bool, number, text or bytes.
+
+    Returns:
+        The canonical bytes, prefixed by the value's kind.
     """
     if value is None:
         return NULL_KEY
@@ -78,7 +84,14 @@ def _digest(key: bytes | memoryview | list[bytes], _copy=_HASHER.copy) -> bytes:
 
 
 def digests(keys: Sequence[bytes | memoryview]) -> bytes:
-    """The split hash of every key (canonical key bytes), joined: 8 bytes each, in order."""
+    """The split hash of every key (canonical key bytes), joined: 8 bytes each, in order.
+
+    Args:
+        keys: canonical key bytes (:func:`key_bytes`).
+
+    Returns:
+        ``HASH_DIGEST_SIZE`` bytes per key.
+    """
     copy = _HASHER.copy
 
     def digest(key: bytes | memoryview) -> bytes:
@@ -137,7 +150,14 @@ class SplitSpec:
 
     def choose(self, key: bytes | list[bytes]) -> str:
         """The split of a record whose key (or serialized content, maybe as pieces) is
-        ``key``."""
+        ``key``.
+
+        Args:
+            key: the canonical key bytes, or the record's serialized pieces.
+
+        Returns:
+            The split's name.
+        """
         if len(self.shares) == 1:
             return self.shares[0][0]
         bucket = int.from_bytes(_digest(key), "big") % BUCKETS
@@ -147,7 +167,11 @@ class SplitSpec:
         return self._ranges[-1][0]  # type: ignore[attr-defined]
 
     def null_split(self) -> str | None:
-        """The split of a record whose key is missing; None: it is rejected."""
+        """The split of a record whose key is missing; None: it is rejected.
+
+        Returns:
+            A split's name, or None.
+        """
         return None if self.null_key == "reject" else self.null_key
 
     @property
@@ -157,13 +181,27 @@ class SplitSpec:
 
     def choose_many(self, keys: Sequence[bytes | memoryview]) -> np.ndarray:
         """For every key, the index in :attr:`names` of :meth:`choose`; one hashing pass and
-        whole-array bucket lookups, for a batch of records."""
+        whole-array bucket lookups, for a batch of records.
+
+        Args:
+            keys: canonical key bytes, one per record.
+
+        Returns:
+            int64 split indices.
+        """
         if len(self.shares) == 1:
             return np.zeros(len(keys), dtype=np.int64)
         return self.choose_digests(digests(keys))
 
     def choose_digests(self, joined: bytes) -> np.ndarray:
-        """:meth:`choose_many` of keys whose :func:`digests` are ``joined``."""
+        """:meth:`choose_many` of keys whose :func:`digests` are ``joined``.
+
+        Args:
+            joined: the keys' digests, back to back.
+
+        Returns:
+            int64 split indices.
+        """
         if len(self.shares) == 1:
             return np.zeros(len(joined) // HASH_DIGEST_SIZE, dtype=np.int64)
         names = list(self.names)
@@ -175,7 +213,17 @@ class SplitSpec:
         return codes[which]
 
     def named(self, value: Any) -> str:
-        """The split a record names in ``field``; ValueError when it is not one of ours."""
+        """The split a record names in ``field``; ValueError when it is not one of ours.
+
+        Args:
+            value: the record's ``field`` value (text or UTF-8 bytes).
+
+        Returns:
+            The split's name.
+
+        Raises:
+            ValueError: not one of the splits (or not a valid split name).
+        """
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         if isinstance(value, str):

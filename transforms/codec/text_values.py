@@ -114,7 +114,11 @@ _LEAF = 4  # a failing cast of at most this many values leaves them to the calle
 
 
 class TextValueError(ValueError):
-    """Text that is not the value its feature needs; ``reason`` says why."""
+    """Text that is not the value its feature needs; ``reason`` says why.
+
+    Args:
+        reason: why, as a phrase (``not a number``).
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -123,7 +127,17 @@ class TextValueError(ValueError):
 
 def check_format(fmt: str) -> str:
     """``fmt`` if it is ``iso8601`` or a ``strptime`` layout; else a ValueError naming the
-    directive at fault."""
+    directive at fault.
+
+    Args:
+        fmt: ``iso8601`` or a ``strptime`` layout.
+
+    Returns:
+        ``fmt`` unchanged.
+
+    Raises:
+        ValueError: neither.
+    """
     if not isinstance(fmt, str) or not fmt:
         raise ValueError(f"format must be {ISO8601!r} or a strptime layout such as "
                          f"'%d/%m/%Y %H:%M', got {fmt!r}")
@@ -150,7 +164,17 @@ def decimal_of(text: str) -> decimal.Decimal:
     """Number text as its exact Decimal, of any length -- also where its exponent is past the
     range Decimal holds (about ±10**18): such an exponent is clamped to ±10**15, which no range
     rule tells apart from it (the number is zero, or overflows or underflows every feature
-    type). Other text raises TextValueError."""
+    type). Other text raises TextValueError.
+
+    Args:
+        text: number text.
+
+    Returns:
+        The exact Decimal.
+
+    Raises:
+        TextValueError: not a number.
+    """
     try:
         return decimal.Decimal(text)
     except decimal.InvalidOperation:
@@ -168,14 +192,34 @@ def decimal_of(text: str) -> decimal.Decimal:
 
 
 def parse_whole(text: str) -> int:
-    """Decimal number text (a fraction or an exponent allowed) as its exact whole value."""
+    """Decimal number text (a fraction or an exponent allowed) as its exact whole value.
+
+    Args:
+        text: number text (spaces around it ignored).
+
+    Returns:
+        The value.
+
+    Raises:
+        TextValueError: not a number, not whole, or past int64.
+    """
     return whole_number(decimal_of(text.strip()))
 
 
 def whole_number(number: decimal.Decimal) -> int:
     """A Decimal's exact whole value in the int64 range, by the range rules: zero whatever its
     exponent (``0e-999999999``, ``-0E+99999``), a fractional part however small refused, a
-    magnitude past int64 refused without computing it (``1e999999999999`` is never expanded)."""
+    magnitude past int64 refused without computing it (``1e999999999999`` is never expanded).
+
+    Args:
+        number: the exact value of number text (:func:`decimal_of`).
+
+    Returns:
+        The value.
+
+    Raises:
+        TextValueError: not finite, not whole, or past int64.
+    """
     if not number.is_finite():
         raise TextValueError(NOT_FINITE)
     if number.is_zero():
@@ -208,7 +252,20 @@ def int64_text(text: str, unit: str = "s", fmt: str | None = None,
     layout the date is tried first (``%Y%m%d`` reads ``20240301`` as a date); ISO-8601 text and
     numbers never look alike. With ``scale`` a number is returned as its exact Decimal, which
     the encoder multiplies or refuses (12.34 with scale 2 is 1234; 1.005 is refused, never
-    rounded). Other text raises TextValueError with the reason."""
+    rounded). Other text raises TextValueError with the reason.
+
+    Args:
+        text: a cell's text.
+        unit: the unit of dates (``s``, ``ms``, ``us``, ``ns``, ``days``).
+        fmt: ``iso8601``, a ``strptime`` layout, or None for numbers only.
+        scale: the feature's decimal scale.
+
+    Returns:
+        The value (a Decimal with ``scale``).
+
+    Raises:
+        TextValueError: the text is not such a value.
+    """
     cell = text.strip()
     why = ""
     if fmt is not None and fmt != ISO8601:
@@ -241,7 +298,17 @@ def int64_text(text: str, unit: str = "s", fmt: str | None = None,
 def float_text(text: str) -> float:
     """The text of a float value (surrounding spaces ignored): decimal or scientific notation,
     ``nan``, ``inf``. A finite number past float64 (``1e400``) is refused as past float32,
-    never read as ``inf``. Other text raises TextValueError."""
+    never read as ``inf``. Other text raises TextValueError.
+
+    Args:
+        text: a cell's text.
+
+    Returns:
+        The value.
+
+    Raises:
+        TextValueError: not a number, or past float32.
+    """
     cell = text.strip()
     if _FLOAT_TEXT.match(cell):
         value = float(cell)
@@ -255,7 +322,14 @@ def json_number(text: str) -> float | decimal.Decimal:
     """A JSON number with a fraction or an exponent (``json.loads``'s ``parse_float``): the
     double it rounds to -- or, where no double holds it (``1e400`` is past float64, ``1e-400``
     is not zero but rounds to it), its exact Decimal, so that the range rules refuse or round
-    it as they do the same text in a CSV cell, and it is never stored as ``inf``."""
+    it as they do the same text in a CSV cell, and it is never stored as ``inf``.
+
+    Args:
+        text: the number's JSON text.
+
+    Returns:
+        A float, or the exact Decimal.
+    """
     value = float(text)
     if math.isinf(value) or (value == 0.0 and not decimal_of(text).is_zero()):
         return decimal_of(text)
@@ -265,7 +339,14 @@ def json_number(text: str) -> float | decimal.Decimal:
 def json_integer(text: str) -> int | decimal.Decimal:
     """A JSON integer (``json.loads``'s ``parse_int``): an int -- or, past Python's limit on
     digits for ``int()`` (4300), its exact Decimal, which the range rules refuse as they
-    refuse any integer past int64 or float32, instead of failing the whole line."""
+    refuse any integer past int64 or float32, instead of failing the whole line.
+
+    Args:
+        text: the integer's JSON text.
+
+    Returns:
+        An int, or the exact Decimal.
+    """
     try:
         return int(text)
     except ValueError:
@@ -316,7 +397,19 @@ def _strptime_ns(text: str, fmt: str) -> int:
 
 
 def parse_time(text: str, unit: str, fmt: str = ISO8601) -> int:
-    """Date or datetime text as an integer since 1970-01-01 UTC in ``unit``."""
+    """Date or datetime text as an integer since 1970-01-01 UTC in ``unit``.
+
+    Args:
+        text: a date or datetime.
+        unit: the result's unit (``s``, ``ms``, ``us``, ``ns``, ``days``).
+        fmt: ``iso8601`` or a ``strptime`` layout.
+
+    Returns:
+        The instant in ``unit``.
+
+    Raises:
+        TextValueError: the text is not a date in that format, or out of range.
+    """
     text = text.strip()
     ns = _iso_ns(text) if fmt == ISO8601 else _strptime_ns(text, fmt)
     return _in_unit(ns, unit)
@@ -358,7 +451,14 @@ def decimal_text(cells: pa.Array) -> np.ndarray:
     ASCII decimal text within the bounds above, which that cast reads exactly as ``Decimal()``
     does, or refuses. Anything else (``0e-999999999``, ``1e-39``, ``1.`` and 39 zeros) is for
     ``Decimal`` alone, which reads every length exactly. Text without an exponent is judged
-    by its length (one pass); only the rest is taken apart."""
+    by its length (one pass); only the rest is taken apart.
+
+    Args:
+        cells: a string array.
+
+    Returns:
+        A bool per cell.
+    """
     if not len(cells):
         return np.zeros(0, bool)
     plain = pc.match_substring_regex(cells, _PLAIN_RE).fill_null(False)
@@ -393,7 +493,14 @@ def whole_values(cells: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
     Only :func:`decimal_text` is looked at. A double that is not whole (or not finite) means
     the text is not; one that is whole is only a hint, so the candidates are cast to
-    ``decimal128(38, 0)``, which (within those bounds) fails rather than drop a digit."""
+    ``decimal128(38, 0)``, which (within those bounds) fails rather than drop a digit.
+
+    Args:
+        cells: a string array.
+
+    Returns:
+        int64 values and a bool per cell.
+    """
     n = len(cells)
     values, decided = np.zeros(n, np.int64), np.zeros(n, bool)
     if not n:
@@ -567,7 +674,16 @@ def _strptime_parts(cells: pa.Array, fmt: str) -> tuple[np.ndarray, np.ndarray, 
 def time_values(cells: pa.Array, unit: str, fmt: str = ISO8601
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(values in ``unit``, decided) of string ``cells``: decided where ``pyarrow.compute``
-    gives the value :func:`parse_time` gives; nulls and the rest are left undecided."""
+    gives the value :func:`parse_time` gives; nulls and the rest are left undecided.
+
+    Args:
+        cells: a string array.
+        unit: the result's unit.
+        fmt: ``iso8601`` or a ``strptime`` layout.
+
+    Returns:
+        int64 values and a bool per cell.
+    """
     n = len(cells)
     if not n:
         return np.zeros(0, np.int64), np.zeros(0, bool)
@@ -592,7 +708,16 @@ def time_values(cells: pa.Array, unit: str, fmt: str = ISO8601
 def text_times(arr: pa.Array, unit: str, fmt: str = ISO8601
                ) -> tuple[np.ndarray, np.ndarray]:
     """(values in ``unit``, refused) of every string in ``arr``: :func:`time_values`, then
-    :func:`parse_time` for what it left; nulls are zeros and not refused."""
+    :func:`parse_time` for what it left; nulls are zeros and not refused.
+
+    Args:
+        arr: a string array.
+        unit: the result's unit.
+        fmt: ``iso8601`` or a ``strptime`` layout.
+
+    Returns:
+        int64 values and a bool per cell.
+    """
     values, decided = time_values(arr, unit, fmt)
     refused = np.zeros(len(arr), bool)
     if arr.null_count:

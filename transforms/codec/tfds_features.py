@@ -87,6 +87,13 @@ def tfds_features(specs: Sequence[FeatureSpec], images: Collection[str] = ()
 
     ``images``: names of features that hold an image file's bytes unchanged (an image folder
     source's ``source: image`` feature); they become TFDS ``Image`` connectors.
+
+    Args:
+        specs: the features.
+        images: the names of features holding image bytes.
+
+    Returns:
+        The document and ``""``, or None and the reason.
     """
     if any(s.sequence for s in specs):
         return None, ("TensorFlow Datasets reads tf.train.Example records only, and these are "

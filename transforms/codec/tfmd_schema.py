@@ -120,7 +120,15 @@ def _representation(name: str, parse: dict[str, Any]) -> list[str]:
 
 
 def schema_pbtxt(specs: Sequence[FeatureSpec], images: Collection[str] = ()) -> str:
-    """The ``schema.pbtxt`` text for ``specs``; ``images`` names image-bytes features."""
+    """The ``schema.pbtxt`` text for ``specs``; ``images`` names image-bytes features.
+
+    Args:
+        specs: the features; sequence features go into one STRUCT feature.
+        images: the names of features holding image bytes.
+
+    Returns:
+        The text-format Schema.
+    """
     context = [s for s in specs if not s.sequence]
     steps = [s for s in specs if s.sequence]
     lines = ["# tensorflow_metadata Schema (text format), written by beam-tfrecords.",

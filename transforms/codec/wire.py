@@ -55,7 +55,14 @@ _SMALL_VARINTS = [bytes([n]) for n in range(128)]
 
 
 def varint(n: int) -> bytes:
-    """Base-128 varint of a non-negative integer below 2**64."""
+    """Base-128 varint of a non-negative integer below 2**64.
+
+    Args:
+        n: the integer, 0 <= n < 2**64.
+
+    Returns:
+        The varint bytes.
+    """
     if n < 128:
         return _SMALL_VARINTS[n]
     out = bytearray()
@@ -93,6 +100,13 @@ def feature_pieces(kind: str, values: Any) -> list[bytes]:
 
     A bytes value is one piece of its own, never copied here: a large value (an image) is
     copied once, by whoever joins the record's pieces -- ideally straight into a batch buffer.
+
+    Args:
+        kind: ``int64_list``, ``float_list`` or ``bytes_list``.
+        values: the values, as above.
+
+    Returns:
+        The pieces.
     """
     if kind == "bytes_list":
         body = []
@@ -109,7 +123,15 @@ def feature_pieces(kind: str, values: Any) -> list[bytes]:
 
 
 def encode_feature(kind: str, values: Any) -> bytes:
-    """A serialized ``Feature`` holding ``values`` as ``kind`` (see :func:`feature_pieces`)."""
+    """A serialized ``Feature`` holding ``values`` as ``kind`` (see :func:`feature_pieces`).
+
+    Args:
+        kind: ``int64_list``, ``float_list`` or ``bytes_list``.
+        values: the list's values, typed by ``kind`` as described above.
+
+    Returns:
+        The serialized Feature.
+    """
     return b"".join(feature_pieces(kind, values))
 
 
@@ -133,12 +155,27 @@ def _map_pieces(items: Mapping[str, bytes | list[bytes]]) -> tuple[list[bytes], 
 def entry_pieces(key: str, value: bytes | list[bytes]) -> tuple[list[bytes], int]:
     """One map entry ``key -> value`` (a serialized ``Feature`` or its pieces) as pieces and
     their size: the entries of all keys, in :func:`_map_pieces`' order after
-    :func:`example_head`, are the ``Example``."""
+    :func:`example_head`, are the ``Example``.
+
+    Args:
+        key: the feature's name.
+        value: its serialized Feature, or the pieces of one.
+
+    Returns:
+        The pieces and their total size in bytes.
+    """
     return _entry_pieces(key, value)
 
 
 def example_head(size: int) -> bytes:
-    """What precedes an ``Example``'s map entries of ``size`` bytes in all."""
+    """What precedes an ``Example``'s map entries of ``size`` bytes in all.
+
+    Args:
+        size: the map entries' total size in bytes.
+
+    Returns:
+        The Example's field tag and length.
+    """
     return b"\x0a" + varint(size)
 
 
@@ -153,7 +190,15 @@ def _entry_pieces(key: str, value: bytes | list[bytes]) -> tuple[list[bytes], in
 
 def map_entry(key: str, value: bytes | list[bytes]) -> bytes:
     """One serialized entry of a ``Features`` map, ``key -> value`` (a serialized ``Feature``
-    or its pieces): joined entries, sorted by key, are the map."""
+    or its pieces): joined entries, sorted by key, are the map.
+
+    Args:
+        key: the feature's name.
+        value: its serialized Feature, or the pieces of one.
+
+    Returns:
+        The entry's bytes.
+    """
     return b"".join(_entry_pieces(key, value)[0])
 
 
@@ -162,20 +207,41 @@ def _map_entries(items: Mapping[str, bytes | list[bytes]]) -> bytes:
 
 
 def encode_features(features: Mapping[str, bytes | list[bytes]]) -> bytes:
-    """A serialized ``Features`` from feature name -> serialized ``Feature`` (or its pieces)."""
+    """A serialized ``Features`` from feature name -> serialized ``Feature`` (or its pieces).
+
+    Args:
+        features: feature name to serialized Feature (or its pieces).
+
+    Returns:
+        The serialized Features map, keys sorted.
+    """
     return _map_entries(features)
 
 
 def example_pieces(features: Mapping[str, bytes | list[bytes]]) -> tuple[list[bytes], int]:
     """A serialized ``Example`` as pieces and their total size, from feature name ->
-    serialized ``Feature`` or its pieces; ``b"".join(pieces)`` is :func:`encode_example`."""
+    serialized ``Feature`` or its pieces; ``b"".join(pieces)`` is :func:`encode_example`.
+
+    Args:
+        features: feature name to serialized Feature (or its pieces).
+
+    Returns:
+        The pieces and their total size in bytes.
+    """
     pieces, size = _map_pieces(features)
     head = example_head(size)
     return [head, *pieces], len(head) + size
 
 
 def encode_example(features: Mapping[str, bytes | list[bytes]]) -> bytes:
-    """A serialized ``Example`` from feature name -> serialized ``Feature`` (or its pieces)."""
+    """A serialized ``Example`` from feature name -> serialized ``Feature`` (or its pieces).
+
+    Args:
+        features: feature name to serialized Feature (or its pieces).
+
+    Returns:
+        The serialized Example.
+    """
     return b"".join(example_pieces(features)[0])
 
 
@@ -184,6 +250,13 @@ def encode_sequence_example(context: Mapping[str, bytes],
     """A serialized ``SequenceExample``: context features and per-step feature lists.
 
     ``feature_lists`` maps a name to the serialized ``Feature`` of every step.
+
+    Args:
+        context: feature name to serialized Feature.
+        feature_lists: feature name to each step's serialized Feature.
+
+    Returns:
+        The serialized SequenceExample.
     """
     lists = {
         name: b"".join([_field(b"\x0a", step) for step in steps])
@@ -193,7 +266,12 @@ def encode_sequence_example(context: Mapping[str, bytes],
 
 
 class ExampleDecodeError(UserError, ValueError):
-    """Bytes that are not a valid serialized Example / SequenceExample."""
+    """Bytes that are not a valid serialized Example / SequenceExample.
+
+    Args:
+        reason: what is malformed.
+        offset: the byte where it was found.
+    """
 
     def __init__(self, reason: str, offset: int) -> None:
         self.reason = reason
@@ -318,7 +396,19 @@ def _map(buf: bytes, start: int, end: int) -> list[tuple[str, tuple[int, int] | 
 
 def decode_features(buf: bytes, start: int = 0, end: int | None = None
                     ) -> dict[str, tuple[str | None, list]]:
-    """Feature name -> (kind, values) of a serialized ``Features``; later keys win."""
+    """Feature name -> (kind, values) of a serialized ``Features``; later keys win.
+
+    Args:
+        buf: the buffer holding the Features.
+        start: where the Features message starts.
+        end: where it ends; None for the buffer's end.
+
+    Returns:
+        Feature name to ``(kind, values)``.
+
+    Raises:
+        ExampleDecodeError: the bytes are malformed.
+    """
     end = len(buf) if end is None else end
     out = {}
     for key, slot in _map(buf, start, end):
@@ -331,6 +421,15 @@ def decode_example(data: bytes) -> dict[str, tuple[str | None, list]]:
 
     Floats come back as Python floats holding the exact float32 values; kind is None for a
     Feature with no list set.
+
+    Args:
+        data: the serialized Example.
+
+    Returns:
+        Feature name to ``(kind, values)``.
+
+    Raises:
+        ExampleDecodeError: the bytes are malformed.
     """
     data = bytes(data)
     out: dict[str, tuple[str | None, list]] = {}
@@ -342,7 +441,18 @@ def decode_example(data: bytes) -> dict[str, tuple[str | None, list]]:
 
 def decode_sequence_example(data: bytes) -> tuple[dict[str, tuple[str | None, list]],
                                                    dict[str, list[tuple[str | None, list]]]]:
-    """(context, feature_lists) of a serialized ``SequenceExample``."""
+    """(context, feature_lists) of a serialized ``SequenceExample``.
+
+    Args:
+        data: the serialized SequenceExample.
+
+    Returns:
+        The context (feature name to ``(kind, values)``) and feature lists (name to each step's
+        ``(kind, values)``).
+
+    Raises:
+        ExampleDecodeError: the bytes are malformed.
+    """
     data = bytes(data)
     context: dict[str, tuple[str | None, list]] = {}
     lists: dict[str, list[tuple[str | None, list]]] = {}

@@ -51,7 +51,17 @@ class AvroDamage(ValueError):
 
 def read_long(exact: Callable[[int], bytes]) -> int:
     """One Avro ``long`` (a zigzag varint of at most 10 bytes) from ``exact(n)``, which
-    returns exactly ``n`` bytes or raises."""
+    returns exactly ``n`` bytes or raises.
+
+    Args:
+        exact: returns the next ``n`` bytes of the stream.
+
+    Returns:
+        The decoded integer.
+
+    Raises:
+        AvroDamage: the varint runs past 10 bytes.
+    """
     value = shift = 0
     for _ in range(10):
         byte = exact(1)[0]
@@ -110,8 +120,16 @@ class _Bytes:
 def avro_head(read_at: ReadAt, limit: int) -> AvroHead:
     """The header's sync marker and size, reading at most about ``limit`` bytes of metadata.
 
+    Args:
+        read_at: the file's bytes.
+        limit: the most metadata bytes read, ``source.max_record_bytes``.
+
     Raises:
-      AvroDamage: no magic, metadata past ``limit``, or the file ends inside the header."""
+      AvroDamage: no magic, metadata past ``limit``, or the file ends inside the header.
+
+    Returns:
+        The sync marker and the header's size.
+    """
     data = _Bytes(read_at, 0)
     if data.exact(len(MAGIC)) != MAGIC:
         raise AvroDamage("no Avro magic bytes at the start")
@@ -136,7 +154,11 @@ def block_start(read_at: ReadAt, head: AvroHead, offset: int) -> int:
     Args:
       read_at: the file's bytes.
       head: the file's :func:`avro_head`.
-      offset: a range's start."""
+      offset: a range's start.
+
+    Returns:
+        A block start offset.
+    """
     if offset <= head.end:
         return head.end
     at = offset - SYNC
@@ -172,7 +194,17 @@ def range_blocks(read_at: ReadAt, head: AvroHead, start: int, end: int,
 def frame_block(read_at: ReadAt, head: AvroHead, at: int, limit: int) -> AvroBlock:
     """The block starting at ``at``: its framing, or -- when it does not frame (a size past
     ``limit`` or the file, a wrong sync marker after it, a bad varint) -- the damaged
-    stretch up to and including the next sync marker."""
+    stretch up to and including the next sync marker.
+
+    Args:
+        read_at: the file's bytes.
+        head: the file's :func:`avro_head`.
+        at: a block start.
+        limit: the largest block read, in bytes.
+
+    Returns:
+        The block's framing, or the damaged stretch.
+    """
     data = _Bytes(read_at, at)
     count: int | None = None
     try:
@@ -190,5 +222,13 @@ def frame_block(read_at: ReadAt, head: AvroHead, at: int, limit: int) -> AvroBlo
 
 
 def avro_link(first: int, stop: int) -> Link:
-    """A range's join: it began at block start ``first`` and its walk stopped at ``stop``."""
+    """A range's join: it began at block start ``first`` and its walk stopped at ``stop``.
+
+    Args:
+        first: the first block start the range owned.
+        stop: where its walk stopped: the first block start at or past its end.
+
+    Returns:
+        The range's link.
+    """
     return Link(first, None, stop, None)

@@ -84,7 +84,15 @@ class NeedsRows(Exception):
 
 
 def dialect_supported(delimiter: str, quotechar: str) -> bool:
-    """Arrow splits on single bytes: both characters must be ASCII and not line ends."""
+    """Arrow splits on single bytes: both characters must be ASCII and not line ends.
+
+    Args:
+        delimiter: the field delimiter.
+        quotechar: the quote character.
+
+    Returns:
+        True when the columnar path may be used.
+    """
     return all(len(c) == 1 and c.isascii() and c not in "\r\n" for c in (delimiter, quotechar))
 
 
@@ -145,6 +153,13 @@ class ByteBlocks:
     the stream is dropped. ``offset`` is the byte offset in the file of what comes next
     (of the next block, or of ``rest()``); given, the stream starts there (a range's first
     row: no BOM is looked for). :meth:`grow` makes the next blocks larger.
+
+    Args:
+        handle: the file, opened in binary mode.
+        quote: the quote character's byte.
+        block_bytes: about how many bytes a block holds.
+        max_pending: the most bytes held while looking for a row's end.
+        offset: the stream's start in the file; 0 looks for a BOM.
     """
 
     def __init__(self, handle: BinaryIO, quote: bytes, block_bytes: int = BLOCK_BYTES,
@@ -163,7 +178,11 @@ class ByteBlocks:
             self.offset = len(BOM)
 
     def grow(self, block_bytes: int) -> None:
-        """Blocks of about ``block_bytes`` from now on (if that is larger)."""
+        """Blocks of about ``block_bytes`` from now on (if that is larger).
+
+        Args:
+            block_bytes: the new block size in bytes.
+        """
         self._block = max(self._block, block_bytes)
         self._max = max(self._max, self._block)
 
@@ -190,13 +209,33 @@ class ByteBlocks:
             self._fill()
 
     def first_row(self) -> bytes | None:
+        """The first row's bytes (its line end included), for the header.
+
+        Returns:
+            The row, or None for an empty stream.
+
+        Raises:
+            NeedsRows: no row ends within ``max_pending`` bytes.
+        """
         return self._take(_first_row_end)
 
     def next_block(self) -> bytes | None:
+        """The next block of whole rows, about ``block_bytes`` long.
+
+        Returns:
+            The block, or None at the end.
+
+        Raises:
+            NeedsRows: no row ends within ``max_pending`` bytes.
+        """
         return self._take(_last_row_end)
 
     def rest(self) -> BinaryIO:
-        """The bytes not returned yet, as a stream (the pending buffer, then the handle)."""
+        """The bytes not returned yet, as a stream (the pending buffer, then the handle).
+
+        Returns:
+            A buffered binary stream.
+        """
         return io.BufferedReader(Prefixed(self._buf, self._handle))
 
 
@@ -205,7 +244,14 @@ def text_stream(handle: BinaryIO) -> tuple[BinaryIO, Unread | None]:
     text, or a compressed file (:func:`events.unreadable_text`) -- the whole file as one
     :class:`Unread` saying so (its size from a seek where the stream allows one, else by
     reading it to its end): read as UTF-8 text it would be a header of garbled names and
-    rows of dead letters."""
+    rows of dead letters.
+
+    Args:
+        handle: the file, opened at its start.
+
+    Returns:
+        A stream from the start and None, or a stream and the :class:`Unread` region.
+    """
     head = handle.read(HEAD_BYTES)
     why = unreadable_text(head)
     seekable = handle.seekable()
@@ -226,7 +272,12 @@ def text_stream(handle: BinaryIO) -> tuple[BinaryIO, Unread | None]:
 
 
 class Prefixed(io.RawIOBase):
-    """``prefix``, then the rest of ``handle``, as one raw stream."""
+    """``prefix``, then the rest of ``handle``, as one raw stream.
+
+    Args:
+        prefix: bytes already read from ``handle``.
+        handle: the rest of the stream.
+    """
 
     def __init__(self, prefix: bytes, handle: BinaryIO) -> None:
         self._prefix = memoryview(prefix)
@@ -307,6 +358,15 @@ class RowSplitter:
     stream's offset in the file; a UTF-8 BOM at the start is skipped when ``strip_bom``
     (then the attribute ``start`` is the offset after it). ``end`` is the offset of the end
     of what was read so far (the file's size at the end).
+
+    Args:
+        handle: the file (or a range of it), opened in binary mode.
+        quote: the quote character's byte.
+        delimiter: the delimiter's byte.
+        limit: the longest row held, in bytes; longer ones come as a RowSpan.
+        start: the stream's offset in the file.
+        strip_bom: skip a UTF-8 BOM at the start.
+        chunk: bytes read from the handle at a time.
     """
 
     def __init__(self, handle: BinaryIO, quote: bytes, delimiter: bytes, limit: int,
@@ -340,7 +400,11 @@ class RowSplitter:
             self._eof = True
 
     def drain(self) -> int:
-        """Skip the rest of the stream; the offset of its end."""
+        """Skip the rest of the stream; the offset of its end.
+
+        Returns:
+            The file offset of the stream's end.
+        """
         self._base += len(self._buf)
         self._buf = bytearray()
         while not self._eof:
@@ -507,7 +571,16 @@ class RowSplitter:
 
 def quoting_is_clean(block: bytes, quote: bytes, delimiter: bytes) -> bool:
     """Whether every quote in ``block`` opens a field, closes one, or doubles a quote inside
-    one -- the quoting on which quote parity finds the rows and Arrow and ``csv`` agree."""
+    one -- the quoting on which quote parity finds the rows and Arrow and ``csv`` agree.
+
+    Args:
+        block: whole rows.
+        quote: the quote character's byte.
+        delimiter: the delimiter's byte.
+
+    Returns:
+        Whether the quoting is clean.
+    """
     if quote not in block:
         return True
     data = np.frombuffer(block, np.uint8)
@@ -529,7 +602,14 @@ def quoting_is_clean(block: bytes, quote: bytes, delimiter: bytes) -> bool:
 def has_empty_line(block: bytes) -> bool:
     """Whether ``block`` may hold an empty line (``csv`` yields [] for it, Arrow one cell).
 
-    May say yes for line ends inside quoted fields; that only costs speed."""
+    May say yes for line ends inside quoted fields; that only costs speed.
+
+    Args:
+        block: whole rows.
+
+    Returns:
+        False only when there is certainly none.
+    """
     if block[:1] in (b"\n", b"\r"):
         return True
     if b"\r" not in block:
@@ -539,7 +619,15 @@ def has_empty_line(block: bytes) -> bool:
 
 def row_ends(block: bytes, quote: bytes) -> np.ndarray:
     """The offset just past each row of a clean block (as :class:`RowSplitter` cuts rows: a
-    row ends at a line end outside quotes, CRLF at its LF; the last row may have none)."""
+    row ends at a line end outside quotes, CRLF at its LF; the last row may have none).
+
+    Args:
+        block: a clean block of whole rows.
+        quote: the quote character's byte.
+
+    Returns:
+        int64 offsets, the last ``len(block)``.
+    """
     data = np.frombuffer(block, np.uint8)
     ends = (data == 0x0A) | (data == 0x0D)
     ends[:-1] &= ~((data[:-1] == 0x0D) & (data[1:] == 0x0A))  # CRLF ends at its LF
@@ -552,7 +640,15 @@ def row_ends(block: bytes, quote: bytes) -> np.ndarray:
 
 
 def longest_row(block: bytes, quote: bytes) -> int:
-    """The size of the longest row of a clean block, its line end included."""
+    """The size of the longest row of a clean block, its line end included.
+
+    Args:
+        block: a clean block of whole rows.
+        quote: the quote character's byte.
+
+    Returns:
+        Its size in bytes.
+    """
     return int(np.diff(row_ends(block, quote), prepend=0).max())
 
 
@@ -560,7 +656,14 @@ def is_utf8(data: bytes) -> bool:
     """Whether ``data`` is valid UTF-8, checked by Arrow without decoding it into a str.
 
     For CSV text this is whether every cell is: cells are the text less delimiters, quotes
-    and line ends, ASCII bytes that never sit inside a multi-byte character."""
+    and line ends, ASCII bytes that never sit inside a multi-byte character.
+
+    Args:
+        data: a block of CSV text.
+
+    Returns:
+        Whether they are valid UTF-8.
+    """
     if data.isascii():
         return True
     offsets = pa.py_buffer(np.array([0, len(data)], np.int64).tobytes())
@@ -585,6 +688,13 @@ class BlockParser:
     which few columns are kept, since Arrow tokenizes every cell. The Arrow options are made
     once, not per block: with tens of thousands of columns, building the name list and the
     type map costs more than parsing a block.
+
+    Args:
+        ncols: the header's number of columns.
+        delimiter: the delimiter character.
+        quotechar: the quote character.
+        max_row_bytes: the longest row the block may hold; None for no limit.
+        keep: the indices of the columns to return; None for all.
     """
 
     def __init__(self, ncols: int, delimiter: str, quotechar: str,
@@ -623,6 +733,14 @@ class BlockParser:
         return options
 
     def parse(self, block: bytes) -> pa.RecordBatch | None:
+        """A clean block's rows as string cells, or None when the per-row reader must read it.
+
+        Args:
+            block: whole rows, quoting clean (:func:`quoting_is_clean`).
+
+        Returns:
+            A batch with the kept columns (``c<index>``), or None.
+        """
         if block.startswith(BOM):  # Arrow drops a BOM; csv keeps it
             return None
         if (self._max is not None and len(block) > self._max
@@ -701,7 +819,18 @@ def _gather(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
 def parse_block(block: bytes, ncols: int, delimiter: str, quotechar: str,
                 max_row_bytes: int | None = None) -> pa.RecordBatch | None:
     """A clean block's rows as a RecordBatch of ``ncols`` string columns (``c0``...), or None
-    (see :class:`BlockParser`, which a reader of many blocks makes once)."""
+    (see :class:`BlockParser`, which a reader of many blocks makes once).
+
+    Args:
+        block: whole rows, quoting clean.
+        ncols: the header's number of columns.
+        delimiter: the delimiter character.
+        quotechar: the quote character.
+        max_row_bytes: the longest row allowed; None for no limit.
+
+    Returns:
+        The batch, or None.
+    """
     return BlockParser(ncols, delimiter, quotechar, max_row_bytes).parse(block)
 
 
@@ -713,7 +842,18 @@ def pick_cells(row: bytes, keep: Sequence[int], ncols: int, quote: bytes,
     empty -- so that ``csv`` must split it for its exact cells and errors.
 
     For wide rows of which few columns are read: numpy finds the delimiters and only the
-    wanted cells become strings, where ``csv`` makes a string of every cell."""
+    wanted cells become strings, where ``csv`` makes a string of every cell.
+
+    Args:
+        row: one row's bytes.
+        keep: the indices of the columns wanted.
+        ncols: the header's number of columns.
+        quote: the quote character's byte.
+        delimiter: the delimiter's byte.
+
+    Returns:
+        The kept cells, or None.
+    """
     end = len(row)
     if row.endswith(b"\r\n"):
         end -= 2

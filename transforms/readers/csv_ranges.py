@@ -80,7 +80,14 @@ class Dialect:
 
     @classmethod
     def of(cls, options: Any) -> Dialect:
-        """From ``CsvOptions`` (``quotechar``, ``delimiter``)."""
+        """From ``CsvOptions`` (``quotechar``, ``delimiter``).
+
+        Args:
+            options: the source's CSV options.
+
+        Returns:
+            The dialect, as bytes.
+        """
         return cls(options.quotechar.encode(), options.delimiter.encode())
 
 
@@ -258,7 +265,14 @@ class _Walk:
 # -- points, starts, rows, links --------------------------------------------------------------
 
 def first_start(read_at: ReadAt) -> int:
-    """Where a file's first row (the header, when there is one) starts: after a UTF-8 BOM."""
+    """Where a file's first row (the header, when there is one) starts: after a UTF-8 BOM.
+
+    Args:
+        read_at: the file's bytes.
+
+    Returns:
+        3 after a BOM, else 0.
+    """
     return len(BOM) if read_at(0, len(BOM)) == BOM else 0
 
 
@@ -406,7 +420,16 @@ def _size(read_at: ReadAt, at: int) -> int:
 def csv_link(start: CsvStart, end_point: int, stop: int) -> Link:
     """The join of a range that started at ``start`` and whose parse found its first row
     start at or after its end at ``stop`` (the file's size when none), ``end_point`` being
-    :func:`point_at` its end: *out* there exactly when a row starts there."""
+    :func:`point_at` its end: *out* there exactly when a row starts there.
+
+    Args:
+        start: where and in which state the range started.
+        end_point: :func:`point_at` the range's end.
+        stop: the first row start at or after the end.
+
+    Returns:
+        The range's link.
+    """
     if start.point >= end_point:  # owns no row start: the state before passes through
         return Link(start.point, None, start.point, None)
     return Link(start.point, start.state, end_point, OUT if stop == end_point else IN)
@@ -417,7 +440,15 @@ class RangeRows:
     :class:`csv_columnar.RowSplitter` yields it: bytes, or a :class:`RowSpan` for a row over
     ``limit`` bytes or an unterminated quote -- read from ``start.first`` up to the first row
     starting at or after ``end``. After iterating, ``stop`` is that row's start (the file's
-    size when none) and ``link`` the range's :class:`ranges.Link`."""
+    size when none) and ``link`` the range's :class:`ranges.Link`.
+
+    Args:
+        read_at: the file's bytes.
+        start: where the range's first row starts, and the quote state assumed there.
+        end: the range's end offset.
+        dialect: the quote and delimiter bytes.
+        limit: the longest row held, in bytes.
+    """
 
     def __init__(self, read_at: ReadAt, start: CsvStart, end: int, dialect: Dialect,
                  limit: int) -> None:

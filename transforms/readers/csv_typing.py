@@ -58,6 +58,20 @@ def type_batch(batch: pa.RecordBatch, columns: Sequence[str], specs: Mapping[str
     the caller drops them from the batch. Raises :class:`NeedsRows` for a value an int64
     column cannot hold (the per-row reader keeps it; the encoder rejects it later), and for
     a feature with ``scale`` whose cells :func:`decimal_cells` cannot type exactly.
+
+    Args:
+        batch: the block's string cells.
+        columns: the names of the batch's columns, in order.
+        specs: column name to the feature spec that types it.
+        nulls: cell spellings read as null.
+        parse_cell: the per-row reader's cell parser, for the error of a rejected cell.
+        cell_error: the exception ``parse_cell`` raises.
+
+    Returns:
+        The typed batch, and row index to ``(feature, reason, cell)``.
+
+    Raises:
+        NeedsRows: the block must be read row by row.
     """
     null_set = pa.array(list(nulls), pa.string()) if nulls else None
     arrays = []
@@ -103,7 +117,19 @@ def decimal_cells(cells: pa.Array, isnull: pa.Array | None, column: str) -> pa.A
     -- and which the encoder scales column-wise. That holds when every present cell is plain
     decimal text (sign, digits, point, digits) with the same number of decimal places and
     none is a negative zero; any other block raises :class:`NeedsRows` and the per-row
-    reader reads it (true/false, exponents, spaces, mixed places)."""
+    reader reads it (true/false, exponents, spaces, mixed places).
+
+    Args:
+        cells: the column's string cells.
+        isnull: which cells are null; None for none.
+        column: the column's name, for the reason.
+
+    Returns:
+        A decimal128 array.
+
+    Raises:
+        NeedsRows: the cells are not plain decimals of one scale.
+    """
     present = cells if isnull is None else pc.if_else(isnull, pa.scalar(None, pa.string()),
                                                       cells)
     why = f"column {column!r}: decimal text for scale:"

@@ -17,7 +17,19 @@ def top_level_fields(fmt: str, path: str,
                      max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
     """The top-level field names a Parquet or Avro file declares (None for other formats),
     to validate a config before the pipeline runs. Reads at most about ``max_record_bytes``
-    of a footer or header (a larger one raises ValueError)."""
+    of a footer or header (a larger one raises ValueError).
+
+    Args:
+        fmt: the source's format.
+        path: the file's path or URL.
+        max_record_bytes: the most footer or header bytes read.
+
+    Returns:
+        The field names, or None.
+
+    Raises:
+        ValueError: the footer or header is larger.
+    """
     if fmt == "parquet":
         from beam_tfrecords.transforms.readers.read_parquet import parquet_fields
 

@@ -53,7 +53,14 @@ def unreadable_text(head: bytes) -> str | None:
     """Why a CSV or JSON Lines file starting with ``head`` (its first :data:`HEAD_BYTES`
     bytes) cannot be read -- UTF-16 or UTF-32 text by its byte order mark, a Parquet or Avro
     file or a compressed file by its magic number -- with the format or the command that reads
-    it; None otherwise."""
+    it; None otherwise.
+
+    Args:
+        head: the file's first bytes.
+
+    Returns:
+        The reason, or None.
+    """
     for mark, family, order in FOREIGN_BOMS:
         if head.startswith(mark):
             return (f"the file is {family} text ({order}-endian byte order mark "
@@ -102,7 +109,15 @@ class Unread:
 def bounded_line(handle: BinaryIO, limit: int) -> tuple[bytes, int]:
     """The next line of ``handle`` (newline included) and its size in bytes, holding at most
     ``limit + 1`` bytes of it: a longer line comes back as its first ``PREVIEW_BYTES`` bytes
-    with its full size, the rest skipped in pieces. ``(b"", 0)`` at the end of the file."""
+    with its full size, the rest skipped in pieces. ``(b"", 0)`` at the end of the file.
+
+    Args:
+        handle: the file, opened in binary mode.
+        limit: the longest line held, in bytes.
+
+    Returns:
+        The line (or its preview) and its size in bytes.
+    """
     line = handle.readline(limit + 1)
     if len(line) <= limit or line.endswith(b"\n"):
         return line, len(line)

@@ -60,7 +60,11 @@ class FormatDescriptor:
 
     def config_keys(self) -> tuple[ConfigKey, ...]:
         """Its options as rows of the config's table: keyed from the root, each default
-        read from the field of the options dataclass that the key names."""
+        read from the field of the options dataclass that the key names.
+
+        Returns:
+            One row per option.
+        """
         where = f"beam_tfrecords.transforms.readers.{self.module}:{self.options_class}"
         return tuple(dataclasses.replace(
             option, key=f"source.{self.name}.{option.key}",
@@ -80,11 +84,19 @@ class FormatDescriptor:
         return getattr(importlib.import_module(f"{_READERS}.{self.module}"), name)
 
     def source_class(self) -> Any:
-        """The public source (imports the reader module, and with it Beam)."""
+        """The public source (imports the reader module, and with it Beam).
+
+        Returns:
+            The class, such as ``ReadCsv``.
+        """
         return self._attribute(self.source)
 
     def options_parser(self) -> Callable[[Any, str], Any]:
-        """The ``source.<name>`` parser (imports the reader module, and with it Beam)."""
+        """The ``source.<name>`` parser (imports the reader module, and with it Beam).
+
+        Returns:
+            A function of ``(raw mapping, key)`` that returns the options.
+        """
         return self._attribute(self.parse_options)
 
 
@@ -136,12 +148,26 @@ FORMATS: tuple[FormatDescriptor, ...] = (
 
 
 def names() -> tuple[str, ...]:
-    """Every ``source.format`` value, in the table's order."""
+    """Every ``source.format`` value, in the table's order.
+
+    Returns:
+        The format names.
+    """
     return tuple(f.name for f in FORMATS)
 
 
 def descriptor(name: str) -> FormatDescriptor:
-    """The descriptor of format ``name`` (KeyError naming the known ones otherwise)."""
+    """The descriptor of format ``name`` (KeyError naming the known ones otherwise).
+
+    Args:
+        name: a ``source.format`` value.
+
+    Returns:
+        The format's descriptor.
+
+    Raises:
+        KeyError: an unknown format.
+    """
     for fmt in FORMATS:
         if fmt.name == name:
             return fmt
@@ -149,7 +175,14 @@ def descriptor(name: str) -> FormatDescriptor:
 
 
 def by_suffix(path: str) -> FormatDescriptor | None:
-    """The format a file name's suffix says (case-insensitive), or None."""
+    """The format a file name's suffix says (case-insensitive), or None.
+
+    Args:
+        path: a file path or URL.
+
+    Returns:
+        The format's descriptor, or None.
+    """
     lower = path.lower()
     for fmt in FORMATS:
         if any(lower.endswith(suffix) for suffix in fmt.suffixes):

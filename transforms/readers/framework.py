@@ -137,10 +137,22 @@ class RecordChunk:
         return self.batch.num_rows if self.batch is not None else len(self.rows)
 
     def records(self) -> list:
-        """The records as mappings (converted from ``batch`` when the chunk is columnar)."""
+        """The records as mappings (converted from ``batch`` when the chunk is columnar).
+
+        Returns:
+            A list of mappings.
+        """
         return self.batch.to_pylist() if self.batch is not None else self.rows
 
     def row_number(self, index: int) -> int:
+        """The row number of the chunk's ``index``-th record in its file (or range).
+
+        Args:
+            index: the record's position in the chunk.
+
+        Returns:
+            Its row number.
+        """
         return self.row_numbers[index] if self.row_numbers else self.first_row + index
 
 
@@ -150,6 +162,14 @@ class RecordChunkCoder(SizedPickleCoder):
     value_type = RecordChunk
 
     def nbytes(self, value: RecordChunk) -> int:
+        """The chunk's size in memory, for Beam's byte counts.
+
+        Args:
+            value: the chunk.
+
+        Returns:
+            Bytes.
+        """
         return value.batch.nbytes if value.batch is not None else rows_nbytes(value.rows)
 
 
@@ -161,7 +181,20 @@ def dead_letter(path: str, row: int | None, feature: str, reason: str, value: An
     """One dead-letter row for a rejected record: where it came from, what was wrong, and
     previews. ``range_offset`` (a :attr:`RecordChunk.range_offset`): the record was read in
     a range of the file starting at that byte, ``row`` counts from that range's first record;
-    the row is then ``range_row`` beside ``range_offset``, and ``row`` is None."""
+    the row is then ``range_row`` beside ``range_offset``, and ``row`` is None.
+
+    Args:
+        path: the source file.
+        row: the record's row number (None when counted in a range).
+        feature: the feature at fault (``""`` for the whole record).
+        reason: why the record was rejected.
+        value: the bad value.
+        record: the whole record.
+        range_offset: the byte where the record's range starts.
+
+    Returns:
+        The row.
+    """
     letter = {
         "source": path,
         "row": row,
@@ -179,7 +212,15 @@ def dead_letter(path: str, row: int | None, feature: str, reason: str, value: An
 def unread_letter(path: str, unread: Unread) -> dict[str, Any]:
     """One dead-letter row for a region of input no record came from: where it starts (byte
     ``offset``, first ``row`` lost or None), its ``bytes``, the ``rows`` it held (None:
-    unknown) and why."""
+    unknown) and why.
+
+    Args:
+        path: the source file.
+        unread: the region of input no record came from.
+
+    Returns:
+        The row.
+    """
     return {
         "source": path,
         "row": unread.row,
@@ -197,7 +238,17 @@ def unread_letter(path: str, unread: Unread) -> dict[str, Any]:
 def records_chunk(path: str, rows: list, numbers: Sequence[int], batch: Any = None
                   ) -> RecordChunk:
     """Records (``rows``, or ``batch`` column-wise) with their ascending row numbers as one
-    chunk; ``row_numbers`` is kept only when they skip."""
+    chunk; ``row_numbers`` is kept only when they skip.
+
+    Args:
+        path: the source file.
+        rows: the records as mappings (empty when ``batch`` holds them).
+        numbers: their row numbers.
+        batch: a RecordBatch of the records, or None.
+
+    Returns:
+        The chunk.
+    """
     contiguous = numbers[-1] - numbers[0] == len(numbers) - 1
     return RecordChunk(path, numbers[0], rows, () if contiguous else tuple(numbers), batch)
 
@@ -222,7 +273,20 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
     For a range of a file (:class:`ReadRangesFn`): ``range_offset`` (None: the range starts
     where the file does and its rows are the file's) goes on its chunks and dead letters, and
     instead of the six counts ``close(read, rejected, unread)`` makes the one ``(RANGES,
-    part)`` count that the commit merges with the file's other ranges (ranges.RangePart)."""
+    part)`` count that the commit merges with the file's other ranges (ranges.RangePart).
+
+    Args:
+        path: the source file.
+        events: the reader's events for it.
+        read_counter: Beam counter of records read.
+        rejected_counter: Beam counter of records rejected.
+        range_offset: the byte where the range starts, when reading a range.
+        close: called with ``(read, rejected, unread regions)`` instead of emitting the counts (a
+            range's).
+
+    Yields:
+        Records' chunks, tagged dead-letter rows and count pairs.
+    """
     read = rejected = 0
     spans: list[Unread] = []
     unread_bytes = unread_rows = regions = 0
@@ -302,13 +366,31 @@ def read_outputs(path: str, events: Iterable[Any], read_counter: Any,
 # -- options ----------------------------------------------------------------------------------
 
 def max_record_bytes_of(options: Any) -> int:
-    """``source.max_record_bytes`` as the options of a format carry it."""
+    """``source.max_record_bytes`` as the options of a format carry it.
+
+    Args:
+        options: a format's options.
+
+    Returns:
+        The limit in bytes.
+    """
     return getattr(options, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
 
 
 def parse_max_record_bytes(value: Any, key: str = "source.max_record_bytes") -> int:
     """A record size limit (67108864, "64MiB", "64MB"): the config's ``source.max_record_bytes``
-    and every public source's ``max_record_bytes`` argument."""
+    and every public source's ``max_record_bytes`` argument.
+
+    Args:
+        value: a number of bytes or a size text.
+        key: the config key or argument named in errors.
+
+    Returns:
+        The limit in bytes.
+
+    Raises:
+        ConfigError: not a size, or above the largest limit.
+    """
     if isinstance(value, float):
         raise _fail(key, value, "must be a whole number of bytes or a size such as '64MiB'")
     try:
@@ -330,6 +412,13 @@ class ReadFileFn(beam.DoFn):
     (top-level fields to keep besides theirs, e.g. the split key) let a format read less;
     ``columnar`` selects the format's Arrow path where it has one; ``batch_rows`` caps a
     columnar chunk.
+
+    Args:
+        options: the format's options dataclass.
+        features: the features to read.
+        extra_fields: other top-level fields to keep.
+        columnar: use the format's Arrow path.
+        batch_rows: the most rows in a columnar chunk.
     """
 
     def __init__(self, options: Any, features: Sequence[FeatureSpec] = (),
@@ -344,19 +433,47 @@ class ReadFileFn(beam.DoFn):
         self._rejected = Metrics.counter("sources", "records_rejected_at_parse")
 
     def events(self, path: str, handle: Any) -> Iterator[Any]:
-        """The events of one file, read from ``handle`` (opened by ``storage.open_read``)."""
+        """The events of one file, read from ``handle`` (opened by ``storage.open_read``).
+
+        Args:
+            path: the file's path, for messages.
+            handle: the open file.
+
+        Yields:
+            The file's events.
+        """
         raise NotImplementedError
 
     def plan(self, path: str, size: int, split_bytes: int) -> tuple[int, list[int]] | None:
         """How a file of ``size`` bytes splits: ``(units, cuts)`` -- the units its ranges
         count in (bytes, or Parquet's row groups) and the cuts ``[0, ..., units]`` between
-        ranges -- or None to read it whole (the default: a format without ranges)."""
+        ranges -- or None to read it whole (the default: a format without ranges).
+
+        Args:
+            path: the file's path.
+            size: its size in bytes.
+            split_bytes: the size a range aims at.
+
+        Returns:
+            ``(units, cuts)``, or None.
+        """
         return None
 
     def range_events(self, path: str, handle: Any, start: int, tracker: Any,
                      found: RangeFound) -> Iterator[Any]:
         """The events of the records whose starts the range from ``start`` claims on
-        ``tracker`` (:class:`RangeTracker`); sets ``found`` as it goes."""
+        ``tracker`` (:class:`RangeTracker`); sets ``found`` as it goes.
+
+        Args:
+            path: the file's path.
+            handle: the open file.
+            start: the range's first record start.
+            tracker: the range's :class:`RangeTracker`, which each record start is claimed on.
+            found: filled with what the range found.
+
+        Yields:
+            The range's events.
+        """
         raise NotImplementedError
 
     def setup(self) -> None:
@@ -482,7 +599,14 @@ class ClaimedWindow(io.RawIOBase):
     end, then on to ``next_start(end)`` -- the first record start at or after the end, where
     the next range begins -- to finish the last record. The end is the tracker's at the
     moment the stream reaches it, so a split made while the range is read moves it.
-    ``end_at`` is where the stream ended (None until then)."""
+    ``end_at`` is where the stream ended (None until then).
+
+    Args:
+        handle: the open file.
+        first: the range's first record start.
+        tracker: the range's :class:`RangeTracker`, read for its current end.
+        next_start: the first record start at or after an offset.
+    """
 
     def __init__(self, handle: Any, first: int, tracker: Any,
                  next_start: Callable[[int], int]) -> None:
@@ -530,7 +654,17 @@ def text_plan(fmt: str, path: str, size: int, split_bytes: int
               ) -> tuple[int, list[int]] | None:
     """A CSV or JSON Lines file's plan (``ReadFileFn.plan``): byte ranges
     (``formats.plan_file``), or None -- logged with its reason -- when its name or first bytes
-    say compressed or foreign text, which is read whole."""
+    say compressed or foreign text, which is read whole.
+
+    Args:
+        fmt: ``csv`` or ``jsonl``.
+        path: the file's path.
+        size: its size in bytes.
+        split_bytes: the size a range aims at.
+
+    Returns:
+        ``(size, cuts)``, or None.
+    """
     with storage.open_read(path) as handle:
         head = handle.read(HEAD_BYTES)
     ranges, why = plan_file(descriptor(fmt), path, size, split_bytes, head)
@@ -542,7 +676,14 @@ def text_plan(fmt: str, path: str, size: int, split_bytes: int
 
 
 def handle_reader(handle: Any) -> Callable[[int, int], bytes]:
-    """A ``ranges.ReadAt`` over a seekable handle."""
+    """A ``ranges.ReadAt`` over a seekable handle.
+
+    Args:
+        handle: a seekable binary handle.
+
+    Returns:
+        ``read_at(offset, n)``.
+    """
     def read_at(offset: int, n: int) -> bytes:
         handle.seek(offset)
         return handle.read(n)
@@ -552,7 +693,12 @@ def handle_reader(handle: Any) -> Callable[[int, int], bytes]:
 
 class PlanRanges(beam.DoFn):
     """A file (path or identity) -> its :class:`FileRange` s, in file order: the format's
-    plan (``ReadFileFn.plan``) for a file larger than ``split_bytes``, else one whole."""
+    plan (``ReadFileFn.plan``) for a file larger than ``split_bytes``, else one whole.
+
+    Args:
+        reader: the format's file reader.
+        split_bytes: the size above which a file is read as ranges.
+    """
 
     def __init__(self, reader: ReadFileFn, split_bytes: int) -> None:
         self._reader = reader
@@ -582,7 +728,11 @@ class ReadRangesFn(beam.DoFn):
     always was read, with its six counts; a range through the format's ``range_events``,
     claiming each record start (so a runner that rebalances work -- Dataflow -- can split a
     straggling range further), with one ``(RANGES, RangePart)`` count that the commit merges
-    with the file's other ranges."""
+    with the file's other ranges.
+
+    Args:
+        reader: the format's file reader.
+    """
 
     def __init__(self, reader: ReadFileFn) -> None:
         self._reader = reader
@@ -679,6 +829,13 @@ class ReadFiles(beam.PTransform):
     keyword arguments (``columnar``, ``batch_rows``, CSV's ``block_bytes``) go to the DoFn.
     The records, their row numbers and the dead letters are the same with ``columnar`` on or
     off.
+
+    Args:
+        options: the format's options.
+        features: the features to read.
+        extra_fields: other top-level fields to keep.
+        split_bytes: the size above which a file is read as ranges.
+        knobs: the DoFn's keyword arguments.
     """
 
     _fn: type[ReadFileFn]
@@ -760,7 +917,21 @@ def parse_arguments(transform: str, parse: Callable[[Any, str], Any], raw: Mappi
     """A public source's keyword arguments as its options, checked by the parser the config
     uses for the same options (``max_record_bytes``, when given, by the one for
     ``source.max_record_bytes``, into the options' ``limit_field``); a bad one is a
-    :class:`SourceError` naming the argument."""
+    :class:`SourceError` naming the argument.
+
+    Args:
+        transform: the source's name, for errors.
+        parse: the format's options parser.
+        raw: the keyword arguments given.
+        max_record_bytes: the record size limit given, or None.
+        limit_field: the options' field it sets.
+
+    Returns:
+        The options.
+
+    Raises:
+        SourceError: a bad argument.
+    """
     try:
         options = parse(dict(raw), transform)
         if max_record_bytes is None:
@@ -778,7 +949,14 @@ def _argument_message(transform: str, err: Exception) -> str:
 
 
 def listed(value: Any) -> Any:
-    """A tuple argument as the list a config parser expects (YAML gives lists)."""
+    """A tuple argument as the list a config parser expects (YAML gives lists).
+
+    Args:
+        value: a keyword argument as given.
+
+    Returns:
+        A list for a tuple, else ``value``.
+    """
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -788,7 +966,18 @@ def match_files(transform: str, file_pattern: str | Sequence[str | FileIdentity]
     tells one (the reader compares it with the file it reads): a pattern matched on its Beam
     filesystem, or a list of paths (or identities listed already) taken as they are. Nothing
     matched is a :class:`SourceError` naming the pattern; so is a FIFO, a device or a
-    directory among the files, which no reader may open."""
+    directory among the files, which no reader may open.
+
+    Args:
+        transform: the source's name, for errors.
+        file_pattern: a pattern, or a list of paths or identities.
+
+    Returns:
+        The files.
+
+    Raises:
+        SourceError: nothing matched, or a file is not a regular file.
+    """
     if not isinstance(file_pattern, str):
         given = list(file_pattern)
         if not given or not all(isinstance(p, FileIdentity) or (isinstance(p, str) and p)
@@ -830,6 +1019,16 @@ class ReadSource(beam.PTransform):
     travels as its :class:`FileIdentity`, so the worker that reads it can tell whether it
     changed since (sinks/format/file_identity.py). (A template staged for later runs
     therefore reads the files that matched when it was made, as they were then.)
+
+    Args:
+        file_pattern: a file pattern on any Beam filesystem, or a list of paths.
+        features: a ``features:`` mapping or FeatureSpecs.
+        options: the format's options.
+        extra_fields: other top-level fields to keep.
+        split_bytes: the size above which a file is read as ranges (bytes or text like ``64MiB``).
+
+    Raises:
+        SourceError: a bad argument.
     """
 
     _files: type[ReadFiles]
@@ -868,7 +1067,11 @@ class ReadSource(beam.PTransform):
 
     def file_reader(self) -> ReadFileFn:
         """The DoFn that reads one file, for callers that sample a file before the pipeline
-        runs (pipelines/launch_check.py)."""
+        runs (pipelines/launch_check.py).
+
+        Returns:
+            The DoFn.
+        """
         return self._reader.reader
 
     def display_data(self) -> dict[str, Any]:

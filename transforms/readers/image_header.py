@@ -61,7 +61,17 @@ class ImageInfo:
 
 
 def read_header(data: bytes) -> ImageInfo:
-    """The format, height, width and channel count of an encoded image; never decodes it."""
+    """The format, height, width and channel count of an encoded image; never decodes it.
+
+    Args:
+        data: the image file's bytes.
+
+    Returns:
+        The image's facts.
+
+    Raises:
+        ImageHeaderError: not a JPEG, PNG, GIF, WebP or BMP, or a malformed header.
+    """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ImageHeaderError(f"not an image: expected bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -90,6 +100,13 @@ def check_complete(data: bytes, info: ImageInfo) -> None:
     it, so trailing bytes after the marker are allowed). PNG: no IEND chunk. WebP: fewer
     bytes than the RIFF header declares. BMP: fewer bytes than the file header declares.
     GIF has no size field to check and always passes.
+
+    Args:
+        data: the image file's bytes.
+        info: its :func:`read_header`.
+
+    Raises:
+        ImageHeaderError: the file is truncated.
     """
     data = bytes(data)
     if len(data) < 30 and info.format in ("WEBP", "BMP"):

@@ -39,7 +39,14 @@ class GroupRange:
 
 
 def group_span(group: Any) -> tuple[int, int]:
-    """(first byte, bytes) of a row group's column chunks (``RowGroupMetaData``)."""
+    """(first byte, bytes) of a row group's column chunks (``RowGroupMetaData``).
+
+    Args:
+        group: the row group's metadata.
+
+    Returns:
+        The span, ``(0, 0)`` for a group without columns.
+    """
     starts, ends = [], []
     for index in range(group.num_columns):
         column = group.column(index)

@@ -73,7 +73,14 @@ class RangeError(UserError, ValueError):
 
 
 def bytes_reader(data: bytes) -> ReadAt:
-    """A :data:`ReadAt` over bytes in memory."""
+    """A :data:`ReadAt` over bytes in memory.
+
+    Args:
+        data: a file's bytes, in memory (tests, small files).
+
+    Returns:
+        ``read_at(offset, n)``.
+    """
     view = memoryview(data)
 
     def read_at(offset: int, n: int) -> bytes:
@@ -85,7 +92,12 @@ def bytes_reader(data: bytes) -> ReadAt:
 class WindowStream(io.RawIOBase):
     """A :data:`ReadAt` from ``offset`` on as a binary stream (for the readers' splitters).
 
-    Wrap it in ``io.BufferedReader`` for small reads; ``tell()`` is the file offset."""
+    Wrap it in ``io.BufferedReader`` for small reads; ``tell()`` is the file offset.
+
+    Args:
+        read_at: the file's bytes.
+        offset: where the stream starts.
+    """
 
     def __init__(self, read_at: ReadAt, offset: int) -> None:
         self._read_at = read_at
@@ -181,7 +193,18 @@ def unsplittable_text(path: str, head: bytes = b"") -> str | None:
 def owner_of(offset: int, ranges: Sequence[ByteRange]) -> int:
     """The index of the range owning something that starts at byte ``offset``: the range it
     falls in, the last one for an offset at or past the planned end (a file that grew after it
-    was listed), the first one for an empty file."""
+    was listed), the first one for an empty file.
+
+    Args:
+        offset: a byte offset.
+        ranges: the file's ranges, in order.
+
+    Returns:
+        The range's index.
+
+    Raises:
+        ValueError: no ranges.
+    """
     for index, span in enumerate(ranges):
         if span.start <= offset < span.end:
             return index
@@ -218,7 +241,14 @@ _STATE_WORDS = {"out": "a row start", "in": "the inside of a quoted field"}
 
 
 def describe_state(state: str) -> str:
-    """A join state in words, for errors (the state itself when it has none)."""
+    """A join state in words, for errors (the state itself when it has none).
+
+    Args:
+        state: a join state.
+
+    Returns:
+        A phrase.
+    """
     return _STATE_WORDS.get(state, state)
 
 
@@ -345,7 +375,11 @@ class FileTally:
     regions: tuple[UnreadSpan, ...]
 
     def counts(self) -> dict[str, int]:
-        """``read``, ``rejected_at_read`` and the four ``unread_*`` counts (framework's)."""
+        """``read``, ``rejected_at_read`` and the four ``unread_*`` counts (framework's).
+
+        Returns:
+            Count name to count.
+        """
         return {
             "read": self.read,
             "rejected_at_read": self.rejected,
@@ -414,9 +448,16 @@ class RangePart:
         (``read``, ``rejected_at_read``, the four ``unread_*`` and, for a changed file,
         ``changed_files`` and ``changed_bytes``), added up over the files.
 
+        Args:
+            parts: every range's part, of any files.
+
         Raises:
           RangeError: a file's ranges do not tile it, do not join up, count a region twice,
-            or one saw the file change while the range that reports changes did not."""
+            or one saw the file change while the range that reports changes did not.
+
+        Returns:
+            Count name to count.
+        """
         by_file: dict[str, list[RangePart]] = {}
         for part in parts:
             by_file.setdefault(part.path, []).append(part)

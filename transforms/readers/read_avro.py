@@ -61,7 +61,18 @@ class AvroOptions:
 
 
 def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
-    """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`."""
+    """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an option Avro does not have.
+    """
     _mapping(key, {} if raw is None else raw, ())
     return AvroOptions()
 
@@ -324,7 +335,18 @@ def _avro_block(fastavro: Any, header: _AvroHeader, count: int, data: bytes,
 def avro_fields(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str]:
     """The top-level field names an Avro file's schema declares ([] when it is not a record),
     to check a config before the pipeline runs; reads at most about ``max_record_bytes`` of
-    its header (a larger one raises ValueError)."""
+    its header (a larger one raises ValueError).
+
+    Args:
+        path: the file's path or URL.
+        max_record_bytes: the most header bytes read.
+
+    Returns:
+        The field names.
+
+    Raises:
+        ValueError: the header is larger.
+    """
     with storage.open_read(path) as handle:
         schema = _AvroFile(handle, max_record_bytes).read_header().schema
     if isinstance(schema, Mapping) and schema.get("type") == "record":

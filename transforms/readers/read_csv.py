@@ -92,7 +92,18 @@ class CsvOptions:
 def parse_csv_options(raw: Any, key: str = "source.csv") -> CsvOptions:
     """The ``source.csv`` mapping (None: defaults) as :class:`CsvOptions`; the error names
     ``key.<option>`` and echoes the bad value. ``max_record_bytes`` is set apart (it is
-    ``source.max_record_bytes`` in a config)."""
+    ``source.max_record_bytes`` in a config).
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an unknown option or a bad value.
+    """
     raw = _mapping(key, {} if raw is None else raw, descriptor("csv").option_keys)
     opts = {}
     for name in ("delimiter", "quotechar"):
@@ -132,6 +143,11 @@ _PICK_BYTES = 2048
 
 
 class CellError(ValueError):
+    """A CSV cell that its feature cannot take; ``reason`` says why.
+
+    Args:
+        reason: why, as a phrase.
+    """
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -141,7 +157,18 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     """A CSV cell's text as the Python value the encoder expects for ``spec``: a JSON array
     for a list-shaped feature; for a number feature, the text rules every entry point shares
     (``text_values.int64_text`` / ``float_text``); bytes and string cells exactly as they are,
-    spaces included."""
+    spaces included.
+
+    Args:
+        spec: the cell's feature.
+        text: the cell's text.
+
+    Returns:
+        The value.
+
+    Raises:
+        CellError: the text is not such a value.
+    """
     if spec.shape or spec.sequence:
         try:
             return json.loads(text, parse_float=json_number, parse_int=json_integer)
@@ -525,7 +552,16 @@ def _parse_header(head: bytes | cc.RowSpan, cells_of: Any,
 def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
     """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
     launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
-    empty or its first row is longer than ``limit`` or malformed (the reader reports it)."""
+    empty or its first row is longer than ``limit`` or malformed (the reader reports it).
+
+    Args:
+        handle: the binary stream, at its start.
+        options: the source's CSV options.
+        limit: the most bytes of the row read.
+
+    Returns:
+        The column names, or [].
+    """
     splitter = cc.RowSplitter(_Capped(handle, limit + len(cc.BOM) + 1),
                               options.quotechar.encode(), options.delimiter.encode(), limit,
                               strip_bom=True)
@@ -629,6 +665,12 @@ class ReadCsvFiles(ReadFiles):
     ``columnar`` (default): RecordChunks carry pyarrow RecordBatches of about
     ``block_bytes`` of text each; otherwise Python dicts, row by row. The records, their row
     numbers and the dead letters are the same either way.
+
+    Args:
+        options: the source's CSV options.
+        features: the features to read.
+        extra_fields: other columns to keep; None keeps every column.
+        knobs: ``columnar``, ``batch_rows``, ``block_bytes``, ``split_bytes``.
     """
 
     _fn = _ReadCsvFile

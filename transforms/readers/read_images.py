@@ -131,7 +131,18 @@ class ImagePlan:
 
 def parse_images_options(raw: Any, key: str = "source.images") -> ImagesOptions:
     """The ``source.images`` mapping (or None) as :class:`ImagesOptions`; ValueError names
-    ``key.<field>`` and echoes the bad value."""
+    ``key.<field>`` and echoes the bad value.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an unknown option or a bad value.
+    """
     raw = _mapping(key, {} if raw is None else raw, descriptor("images").option_keys)
     opts: dict[str, Any] = {}
     if "layout" in raw:
@@ -273,6 +284,18 @@ def plan_images(options: ImagesOptions, source: str, *, paths: Sequence[str] = (
     ``folders``: ``source`` is the root and ``paths`` every file below it (any order).
     ``manifest``: ``source`` is the manifest CSV and ``rows`` its data rows as mappings
     (``csv.DictReader`` rows); the vocabulary holds the labels the manifest uses.
+
+    Args:
+        options: the source's image options.
+        source: the root folder, or the manifest's path.
+        paths: the files below the root (``folders``).
+        rows: the manifest's rows (``manifest``).
+
+    Returns:
+        The images and their labels.
+
+    Raises:
+        ValueError: an unknown layout, or files or rows the layout cannot place.
     """
     if options.layout == "folders":
         return _plan_folders(source.rstrip("/"), paths, options.extensions)
@@ -286,6 +309,16 @@ def list_images(path: str, options: ImagesOptions) -> ImagePlan:
 
     ``path`` is ``source.path``: the root folder for ``folders``; for ``manifest`` the CSV
     itself unless ``options.manifest`` names it.
+
+    Args:
+        path: ``source.path``.
+        options: the source's image options.
+
+    Returns:
+        The images and their labels.
+
+    Raises:
+        ValueError: an unreadable manifest or a bad layout.
     """
     if options.layout == "manifest":
         manifest = options.manifest or path
@@ -305,7 +338,19 @@ def list_images(path: str, options: ImagesOptions) -> ImagePlan:
 # -- reading (Beam) ---------------------------------------------------------------------------
 
 def image_record(entry: ImageEntry, data: bytes, check: bool = True) -> dict[str, Any]:
-    """The record for one image's bytes; raises ImageHeaderError for a bad file."""
+    """The record for one image's bytes; raises ImageHeaderError for a bad file.
+
+    Args:
+        entry: the image's planned entry (path, label, split).
+        data: its file's bytes.
+        check: reject a file that ends early.
+
+    Returns:
+        The record.
+
+    Raises:
+        ImageHeaderError: not an image, or truncated.
+    """
     info = read_header(data)
     if check:
         check_complete(data, info)
@@ -330,7 +375,15 @@ def _describe(entry: ImageEntry) -> dict[str, Any]:
 
 def read_threads_for(setting: int, paths: Sequence[str]) -> int:
     """Threads for reading ``paths``: ``setting``, or for 0 (auto) REMOTE_READ_THREADS when
-    any path is remote and 1 otherwise."""
+    any path is remote and 1 otherwise.
+
+    Args:
+        setting: ``source.images.read_threads``; 0 for automatic.
+        paths: the files to read.
+
+    Returns:
+        The number of threads.
+    """
     if setting:
         return setting
     return REMOTE_READ_THREADS if any("://" in path for path in paths) else 1
@@ -459,6 +512,9 @@ class ReadImages(beam.PTransform):
       check_complete: reject files cut short after their header (default true).
       read_threads: files a worker reads at once: ``auto`` (default: 8 on a remote
         filesystem, 1 for local files) or 1 to 64.
+      path: with :class:`ImagesOptions`, the root folder or manifest they apply to.
+      source: with entries or a plan, the folder or manifest they came from, named in the
+        dead letters (default: the plan's own).
 
     Returns a dict of PCollections, also readable as attributes: ``records`` (chunks of image
     records), ``rejected`` (dead-letter dicts: unreadable, empty, truncated or non-image

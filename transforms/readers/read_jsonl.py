@@ -81,7 +81,18 @@ def _int_in(key: str, value: Any, low: int, high: int) -> int:
 
 
 def parse_jsonl_options(raw: Any, key: str = "source.jsonl") -> JsonlOptions:
-    """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`."""
+    """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an unknown option or a bad value.
+    """
     raw = _mapping(key, {} if raw is None else raw, descriptor("jsonl").option_keys)
     opts: dict[str, int] = {}
     if "max_depth" in raw:

@@ -58,7 +58,18 @@ class ParquetOptions:
 
 
 def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
-    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`."""
+    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an option Parquet does not have.
+    """
     _mapping(key, {} if raw is None else raw, ())
     return ParquetOptions()
 
@@ -67,6 +78,13 @@ def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -
     """Top-level fields the features read (plus ``extra``, e.g. the split key's first part).
 
     A dotted source also names its literal column (``meta.label``), which ``lookup`` accepts.
+
+    Args:
+        features: the features.
+        extra: other fields to read.
+
+    Returns:
+        Field names, without repeats.
     """
     names: dict[str, None] = {}
     for spec in features:
@@ -83,7 +101,18 @@ def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -
 def parquet_fields(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str]:
     """The top-level field names a Parquet file declares, to check a config before the
     pipeline runs; reads at most about ``max_record_bytes`` of its footer (a larger one raises
-    ValueError)."""
+    ValueError).
+
+    Args:
+        path: the file's path or URL.
+        max_record_bytes: the most footer bytes read.
+
+    Returns:
+        The field names.
+
+    Raises:
+        ValueError: the footer is larger.
+    """
     import pyarrow.parquet as pq
 
     with storage.open_read(path) as handle:

@@ -124,7 +124,17 @@ def _is_list(t: pa.DataType) -> bool:
 
 def check_column_type(t: pa.DataType) -> bool:
     """Whether a column of type ``t`` holds a list per row (else one value per row); raises
-    ValueError for lists of lists (a stored Example feature is one flat list)."""
+    ValueError for lists of lists (a stored Example feature is one flat list).
+
+    Args:
+        t: the column's Arrow type.
+
+    Returns:
+        True for a list column.
+
+    Raises:
+        ValueError: a list of lists.
+    """
     if not _is_list(t):
         return False
     inner = t.value_type
@@ -156,7 +166,15 @@ class Capacities:
 
 
 class FeatureAccumulator:
-    """Statistics of one stored key; see the module docstring."""
+    """Statistics of one stored key; see the module docstring.
+
+    Args:
+        kind: ``int``, ``float``, ``string`` or ``bytes``: which statistics TFDV keeps for the key.
+        capacities: the sketches' sizes.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
 
     def __init__(self, kind: str, capacities: Capacities = Capacities()) -> None:
         if kind not in KINDS:
@@ -220,7 +238,11 @@ class FeatureAccumulator:
 
     def add_arrow(self, array: pa.Array | pa.ChunkedArray) -> None:
         """Add a column of one value per row (a scalar) or of one list per row; a null row
-        does not hold the key (it is missing), an empty list does."""
+        does not hold the key (it is missing), an empty list does.
+
+        Args:
+            array: the key's column over a batch of Examples.
+        """
         if isinstance(array, pa.ChunkedArray):
             for chunk in array.chunks:
                 self.add_arrow(chunk)
@@ -242,7 +264,11 @@ class FeatureAccumulator:
             self.add(values, counts)
 
     def add_python(self, rows: Iterable[Any]) -> None:
-        """Add rows of Python values: None (missing), a scalar, or a list of values."""
+        """Add rows of Python values: None (missing), a scalar, or a list of values.
+
+        Args:
+            rows: one entry per Example.
+        """
         flat: list[Any] = []
         counts: list[int] = []
         for row in rows:
@@ -321,7 +347,17 @@ class FeatureAccumulator:
     # -- merging ----------------------------------------------------------------------------
 
     def merge(self, other: FeatureAccumulator) -> FeatureAccumulator:
-        """Add everything ``other`` holds; returns self."""
+        """Add everything ``other`` holds; returns self.
+
+        Args:
+            other: an accumulator of the same kind.
+
+        Returns:
+            This accumulator.
+
+        Raises:
+            ValueError: the kinds differ.
+        """
         if other.kind != self.kind:
             raise ValueError(f"cannot merge {other.kind} statistics into {self.kind} ones")
         self.present += other.present
@@ -347,7 +383,14 @@ class FeatureAccumulator:
     # -- results ----------------------------------------------------------------------------
 
     def common(self, num_examples: int) -> dict[str, Any]:
-        """``CommonStatistics`` as a mapping (see :mod:`statistics_wire`)."""
+        """``CommonStatistics`` as a mapping (see :mod:`statistics_wire`).
+
+        Args:
+            num_examples: the Examples in the split, present or not.
+
+        Returns:
+            The mapping.
+        """
         out: dict[str, Any] = {"num_non_missing": self.present,
                                "num_missing": max(num_examples - self.present, 0),
                                "tot_num_values": self.total_values}
@@ -360,7 +403,15 @@ class FeatureAccumulator:
 
     def result(self, name: str, num_examples: int) -> dict[str, Any]:
         """``FeatureNameStatistics`` of this key named ``name``, for a split of
-        ``num_examples`` Examples, as a mapping (see :mod:`statistics_wire`)."""
+        ``num_examples`` Examples, as a mapping (see :mod:`statistics_wire`).
+
+        Args:
+            name: the stored key.
+            num_examples: the Examples in the split.
+
+        Returns:
+            The mapping.
+        """
         common = self.common(num_examples)
         out: dict[str, Any] = {"path": {"step": [name]}, "type": KINDS[self.kind]}
         custom = []

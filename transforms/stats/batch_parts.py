@@ -53,7 +53,15 @@ class BatchPart:
 
 
 def add_part(acc: DatasetAccumulator, part: BatchPart) -> DatasetAccumulator:
-    """Add ``part``'s Examples to ``acc``; returns ``acc``."""
+    """Add ``part``'s Examples to ``acc``; returns ``acc``.
+
+    Args:
+        acc: the split's accumulator.
+        part: the statistics a batch left for the combine.
+
+    Returns:
+        ``acc``.
+    """
     acc.add_batch(part.num_rows, part.columns)
     for key, (values, counts) in part.defaults.items():
         acc.feature(key).add(values, counts)

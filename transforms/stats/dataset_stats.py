@@ -72,7 +72,13 @@ class ImageFacts:
         self.height: tuple[int, int] | None = None
 
     def add(self, formats: Sequence[str], heights: Sequence[int], widths: Sequence[int]) -> None:
-        """Add images by the format, height and width read from their headers."""
+        """Add images by the format, height and width read from their headers.
+
+        Args:
+            formats: each image's format (``jpeg``, ``png``...).
+            heights: each image's height in pixels, where known.
+            widths: each image's width in pixels, in the same order.
+        """
         for fmt in formats:
             self.formats[fmt] = self.formats.get(fmt, 0) + 1
         self.count += len(formats)
@@ -82,7 +88,14 @@ class ImageFacts:
             self.width = _span(self.width, (int(w.min()), int(w.max())))
 
     def merge(self, other: ImageFacts) -> ImageFacts:
-        """Add ``other``'s images; returns self."""
+        """Add ``other``'s images; returns self.
+
+        Args:
+            other: another key's or part's image facts.
+
+        Returns:
+            This object.
+        """
         for fmt, count in other.formats.items():
             self.formats[fmt] = self.formats.get(fmt, 0) + count
         self.count += other.count
@@ -92,7 +105,11 @@ class ImageFacts:
         return self
 
     def custom_stats(self) -> list[dict[str, Any]]:
-        """TFDV's image statistics (``image_format_histogram``, ``image_max_width``, ...)."""
+        """TFDV's image statistics (``image_format_histogram``, ``image_max_width``, ...).
+
+        Returns:
+            TFDV ``CustomStatistic`` mappings.
+        """
         ranked = sorted(self.formats.items(), key=lambda kv: (-kv[1], kv[0]))
         out: list[dict[str, Any]] = [{"name": "image_format_histogram", "rank_histogram": {
             "buckets": [{"low_rank": i, "high_rank": i, "label": fmt,
@@ -151,7 +168,17 @@ class DatasetAccumulator:
             self.features[key].add_arrow(array)
 
     def feature(self, key: str) -> FeatureAccumulator:
-        """The accumulator of ``key``, made on first use."""
+        """The accumulator of ``key``, made on first use.
+
+        Args:
+            key: a stored Example key.
+
+        Returns:
+            The key's accumulator.
+
+        Raises:
+            KeyError: no statistics kind is known for the key.
+        """
         acc = self.features.get(key)
         if acc is None:
             if key not in self.kinds:
@@ -188,7 +215,11 @@ class DatasetAccumulator:
                 self._flush(key)
 
     def add_examples(self, examples: Iterable[Mapping[str, tuple[str | None, list]]]) -> None:
-        """Add decoded Examples (``wire.decode_example``: key -> (list kind, values))."""
+        """Add decoded Examples (``wire.decode_example``: key -> (list kind, values)).
+
+        Args:
+            examples: decoded Examples; a key not seen before takes its kind from its list kind.
+        """
         rows: dict[str, list[Any]] = {}
         n = 0
         for example in examples:
@@ -202,16 +233,37 @@ class DatasetAccumulator:
             self.feature(key).add_python(values)
 
     def add_serialized(self, records: Iterable[bytes]) -> None:
-        """Add serialized Examples (decoded here, one at a time: the slow, general way in)."""
+        """Add serialized Examples (decoded here, one at a time: the slow, general way in).
+
+        Args:
+            records: serialized Examples.
+        """
         self.add_examples(wire.decode_example(record) for record in records)
 
     def add_image_facts(self, key: str, formats: Sequence[str], heights: Sequence[int],
                         widths: Sequence[int]) -> None:
-        """Add the header facts of the images stored under bytes ``key``."""
+        """Add the header facts of the images stored under bytes ``key``.
+
+        Args:
+            key: the bytes key the images are stored under.
+            formats: each image's format.
+            heights: each image's height in pixels.
+            widths: each image's width in pixels.
+        """
         self.images.setdefault(key, ImageFacts()).add(formats, heights, widths)
 
     def merge(self, other: DatasetAccumulator) -> DatasetAccumulator:
-        """Add ``other``'s Examples and statistics; returns self."""
+        """Add ``other``'s Examples and statistics; returns self.
+
+        Args:
+            other: another part of the same split.
+
+        Returns:
+            This accumulator.
+
+        Raises:
+            ValueError: a key has different kinds in the two parts.
+        """
         self.flush()
         other.flush()
         self.num_examples += other.num_examples
@@ -229,7 +281,14 @@ class DatasetAccumulator:
 
     def result(self, name: str) -> dict[str, Any]:
         """``DatasetFeatureStatistics`` named ``name`` (e.g. the split) as a mapping: every
-        known key, sorted, including keys no Example held."""
+        known key, sorted, including keys no Example held.
+
+        Args:
+            name: the statistics' name, the split's.
+
+        Returns:
+            The mapping.
+        """
         self.flush()
         features = []
         for key in sorted(self.kinds):

@@ -99,7 +99,14 @@ def _hash_short(data: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.nd
 
 
 def hash_bytes(values: Sequence[bytes]) -> np.ndarray:
-    """:func:`hash_values` of Python byte strings."""
+    """:func:`hash_values` of Python byte strings.
+
+    Args:
+        values: the values' bytes.
+
+    Returns:
+        A uint64 hash per value.
+    """
     lens = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
     data = np.frombuffer(b"".join(values), dtype=np.uint8)
     return hash_values(data, exclusive_cumsum(lens), lens)
@@ -141,7 +148,15 @@ def _tau(x: float) -> float:
 
 
 class DistinctSketch:
-    """The number of distinct values among those added; see the module docstring."""
+    """The number of distinct values among those added; see the module docstring.
+
+    Args:
+        precision: HyperLogLog precision, 4 to 18 (``2**precision`` registers).
+        exact_capacity: distinct values counted exactly before the sketch takes over.
+
+    Raises:
+        ValueError: a precision outside 4 to 18.
+    """
 
     __slots__ = ("precision", "exact_capacity", "hashes", "registers")
 
@@ -161,11 +176,19 @@ class DistinctSketch:
         self.precision, self.exact_capacity, self.hashes, self.registers = state
 
     def exact(self) -> bool:
-        """True while the count is exact (at most ``exact_capacity`` distinct hashes)."""
+        """True while the count is exact (at most ``exact_capacity`` distinct hashes).
+
+        Returns:
+            Whether :meth:`count` is exact.
+        """
         return self.registers is None
 
     def add_hashes(self, hashes: np.ndarray) -> None:
-        """Add values by their :func:`hash_values`."""
+        """Add values by their :func:`hash_values`.
+
+        Args:
+            hashes: uint64 hashes.
+        """
         if self.registers is None:
             self.hashes = np.union1d(self.hashes, hashes.astype(np.uint64, copy=False))
             if self.hashes.size > self.exact_capacity:
@@ -175,7 +198,17 @@ class DistinctSketch:
             np.maximum(self.registers, self._registers_of(hashes), out=self.registers)
 
     def merge(self, other: DistinctSketch) -> DistinctSketch:
-        """Add everything ``other`` saw; returns self."""
+        """Add everything ``other`` saw; returns self.
+
+        Args:
+            other: a sketch of the same precision and capacity.
+
+        Returns:
+            This sketch.
+
+        Raises:
+            ValueError: the sketches' sizes differ.
+        """
         if (other.precision, other.exact_capacity) != (self.precision, self.exact_capacity):
             raise ValueError("cannot merge distinct sketches of different precision/capacity")
         if other.registers is None:
@@ -198,7 +231,11 @@ class DistinctSketch:
         return registers
 
     def count(self) -> int:
-        """The exact count while :meth:`exact`, else the HyperLogLog estimate, rounded."""
+        """The exact count while :meth:`exact`, else the HyperLogLog estimate, rounded.
+
+        Returns:
+            The number of distinct values.
+        """
         if self.registers is None:
             return int(self.hashes.size)
         p = self.precision

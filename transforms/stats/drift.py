@@ -92,6 +92,12 @@ class Anomaly:
         return abs(self.value) / self.threshold
 
     def as_dict(self) -> dict[str, Any]:
+        """The anomaly as an ``anomalies.json`` entry; non-finite numbers become null, which JSON
+        can hold.
+
+        Returns:
+            A JSON-ready dict.
+        """
         severity = self.severity
         return {"kind": self.kind, "split": self.split, "feature": self.feature,
                 "value": self.value if math.isfinite(self.value) else None,
@@ -187,7 +193,15 @@ def _on_grid(buckets: Sequence[Mapping[str, Any]], nan: float, low: float, high:
 
 def jensen_shannon(p: Sequence[float], q: Sequence[float]) -> float:
     """Jensen-Shannon divergence (base 2) of two count vectors over the same buckets: 0 for
-    the same shares, 1 for disjoint ones."""
+    the same shares, 1 for disjoint ones.
+
+    Args:
+        p: counts per bucket in one version.
+        q: counts per bucket in the other, same buckets.
+
+    Returns:
+        The divergence, 0 to 1.
+    """
     sp, sq = math.fsum(p), math.fsum(q)
     if not sp or not sq:
         return 0.0 if sp == sq else 1.0
@@ -325,7 +339,15 @@ def _value_drift(split: str, name: str, old: Mapping[str, Any], new: Mapping[str
 
 
 def one_line(anomalies: Sequence[Anomaly], worst: int = 3) -> str:
-    """The gate's one line: how many anomalies, and the worst few."""
+    """The gate's one line: how many anomalies, and the worst few.
+
+    Args:
+        anomalies: the anomalies, worst first.
+        worst: how many to show.
+
+    Returns:
+        The line.
+    """
     shown = "; ".join(a.message for a in anomalies[:worst])
     more = f" (+{len(anomalies) - worst} more)" if len(anomalies) > worst else ""
     return f"{len(anomalies)} anomal{'y' if len(anomalies) == 1 else 'ies'}: {shown}{more}"
@@ -334,7 +356,17 @@ def one_line(anomalies: Sequence[Anomaly], worst: int = 3) -> str:
 def document(anomalies: Sequence[Anomaly], against: str | None, thresholds: Thresholds,
              note: str = "") -> dict[str, Any]:
     """``anomalies.json``: whether the gate passed, against which version, its one line, the
-    thresholds and every anomaly (worst first)."""
+    thresholds and every anomaly (worst first).
+
+    Args:
+        anomalies: the anomalies, worst first.
+        against: the version compared with, or None when there was none.
+        thresholds: the gate's thresholds.
+        note: a remark for the reader, such as why nothing was compared.
+
+    Returns:
+        The JSON-ready document.
+    """
     return {"passed": not anomalies, "against": against,
             "line": one_line(anomalies) if anomalies else "",
             "thresholds": dataclasses.asdict(thresholds),

@@ -45,6 +45,12 @@ def float32_sums(values: np.ndarray) -> tuple[int, int]:
     ``i = max(e, 1)``. Per ``i``, the signed ``m`` are summed in int64 and the ``m * m``
     (below 2**48) in uint64, ``2**15`` values at a time so neither can overflow; each bin is
     then shifted into place as a Python integer.
+
+    Args:
+        values: finite float32 values.
+
+    Returns:
+        The two scaled sums as Python integers.
     """
     x = np.ascontiguousarray(values, dtype=np.float32)
     total = 0
@@ -68,7 +74,14 @@ def float32_sums(values: np.ndarray) -> tuple[int, int]:
 
 
 def int64_sums(values: np.ndarray) -> tuple[int, int]:
-    """(sum, sum of squares) of int64 values, exactly."""
+    """(sum, sum of squares) of int64 values, exactly.
+
+    Args:
+        values: int64 values.
+
+    Returns:
+        The two sums as Python integers.
+    """
     v = np.asarray(values, dtype=np.int64)
     if not v.size:
         return 0, 0
@@ -92,7 +105,14 @@ def int64_sums(values: np.ndarray) -> tuple[int, int]:
 
 
 class ExactMoments:
-    """Count, sum and sum of squares of int64 (``kind="int"``) or float32 values, exact."""
+    """Count, sum and sum of squares of int64 (``kind="int"``) or float32 values, exact.
+
+    Args:
+        kind: ``int`` or ``float``.
+
+    Raises:
+        ValueError: another kind.
+    """
 
     __slots__ = ("kind", "count", "total", "square")
 
@@ -111,14 +131,28 @@ class ExactMoments:
         self.kind, self.count, self.total, self.square = state
 
     def add(self, values: np.ndarray) -> None:
-        """Add int64 values, or finite float32 values (NaN and infinities are the caller's)."""
+        """Add int64 values, or finite float32 values (NaN and infinities are the caller's).
+
+        Args:
+            values: int64 values, or finite float32 values.
+        """
         total, square = (int64_sums if self.kind == "int" else float32_sums)(values)
         self.count += int(np.asarray(values).size)
         self.total += total
         self.square += square
 
     def merge(self, other: ExactMoments) -> ExactMoments:
-        """Add ``other``'s sums to these; returns self."""
+        """Add ``other``'s sums to these; returns self.
+
+        Args:
+            other: moments of the same kind.
+
+        Returns:
+            These moments.
+
+        Raises:
+            ValueError: the kinds differ.
+        """
         if other.kind != self.kind:
             raise ValueError(f"cannot merge {other.kind} moments into {self.kind} moments")
         self.count += other.count
@@ -130,14 +164,22 @@ class ExactMoments:
         return (0, 0) if self.kind == "int" else (_SUM_SCALE, _SQUARE_SCALE)
 
     def mean(self) -> float:
-        """The exact mean, rounded once; NaN when empty."""
+        """The exact mean, rounded once; NaN when empty.
+
+        Returns:
+            The mean.
+        """
         if not self.count:
             return math.nan
         return float(Fraction(self.total, self.count << self._scales()[0]))
 
     def std_dev(self) -> float:
         """The population standard deviation (divided by n, as TFDV reports it); NaN when
-        empty."""
+        empty.
+
+        Returns:
+            The standard deviation.
+        """
         if not self.count:
             return math.nan
         sum_scale, square_scale = self._scales()

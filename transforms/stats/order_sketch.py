@@ -45,12 +45,26 @@ _SIGN = np.uint64(1 << 63)
 
 
 def int_keys(values: np.ndarray) -> np.ndarray:
-    """uint64 keys that sort as the int64 ``values`` do."""
+    """uint64 keys that sort as the int64 ``values`` do.
+
+    Args:
+        values: int64 values.
+
+    Returns:
+        uint64 keys.
+    """
     return np.asarray(values, dtype=np.int64).view(np.uint64) ^ _SIGN
 
 
 def float_keys(values: np.ndarray) -> np.ndarray:
-    """uint64 keys that sort as the (non-NaN) float ``values`` do; -0.0 gets 0.0's key."""
+    """uint64 keys that sort as the (non-NaN) float ``values`` do; -0.0 gets 0.0's key.
+
+    Args:
+        values: floats without NaN.
+
+    Returns:
+        uint64 keys.
+    """
     x = np.asarray(values, dtype=np.float64) + 0.0  # -0.0 + 0.0 is +0.0
     bits = x.view(np.uint64)
     return np.where(bits & _SIGN, ~bits, bits | _SIGN)
@@ -74,7 +88,15 @@ def _reduce_sorted(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np
 
 
 class OrderSketch:
-    """A mergeable histogram of int64 (``kind="int"``) or float keys; see the module doc."""
+    """A mergeable histogram of int64 (``kind="int"``) or float keys; see the module doc.
+
+    Args:
+        kind: ``int`` or ``float``.
+        capacity: the most buckets kept; past it, buckets merge by halving the resolution.
+
+    Raises:
+        ValueError: an unknown kind, or a capacity below 2.
+    """
 
     __slots__ = ("kind", "capacity", "level", "keys", "counts", "count", "kmin", "kmax")
 
@@ -102,12 +124,20 @@ class OrderSketch:
     # -- adding and merging -----------------------------------------------------------------
 
     def add(self, values: np.ndarray) -> None:
-        """Add numbers (ints for ``int``, non-NaN floats for ``float``)."""
+        """Add numbers (ints for ``int``, non-NaN floats for ``float``).
+
+        Args:
+            values: the numbers.
+        """
         keys = int_keys(values) if self.kind == "int" else float_keys(values)
         self.add_keys(keys)
 
     def add_keys(self, keys: np.ndarray) -> None:
-        """Add values by their keys (:func:`int_keys` / :func:`float_keys`)."""
+        """Add values by their keys (:func:`int_keys` / :func:`float_keys`).
+
+        Args:
+            keys: uint64 keys.
+        """
         if keys.size == 0:
             return
         kmin, kmax = keys.min(), keys.max()
@@ -122,7 +152,12 @@ class OrderSketch:
                       int(keys.size))
 
     def add_repeated(self, value: int | float, times: int) -> None:
-        """Add ``times`` copies of one number (a run of scalar rows' value counts)."""
+        """Add ``times`` copies of one number (a run of scalar rows' value counts).
+
+        Args:
+            value: the number.
+            times: how many copies; none added when not positive.
+        """
         if times <= 0:
             return
         keys = int_keys if self.kind == "int" else float_keys
@@ -142,7 +177,17 @@ class OrderSketch:
         self.kmax = kmax if self.kmax is None else max(self.kmax, kmax)
 
     def merge(self, other: OrderSketch) -> OrderSketch:
-        """Add everything ``other`` holds to this sketch; returns this sketch."""
+        """Add everything ``other`` holds to this sketch; returns this sketch.
+
+        Args:
+            other: a sketch of the same kind and capacity.
+
+        Returns:
+            This sketch.
+
+        Raises:
+            ValueError: the kinds or capacities differ.
+        """
         if other.kind != self.kind or other.capacity != self.capacity:
             raise ValueError(f"cannot merge a {other.kind} sketch of capacity {other.capacity} "
                              f"into a {self.kind} sketch of capacity {self.capacity}")
@@ -169,7 +214,11 @@ class OrderSketch:
     # -- reading ----------------------------------------------------------------------------
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each bucket's smallest and largest possible value (within the exact min and max)."""
+        """Each bucket's smallest and largest possible value (within the exact min and max).
+
+        Returns:
+            Two arrays, one entry per bucket in order.
+        """
         if not self.count:
             return np.zeros(0), np.zeros(0)
         low = self.keys << np.uint64(self.level)
@@ -179,20 +228,42 @@ class OrderSketch:
         return _decode(self.kind, low), _decode(self.kind, high)
 
     def min_value(self) -> float:
-        """The smallest value added (exact)."""
+        """The smallest value added (exact).
+
+        Returns:
+            The value, as a float.
+        """
         return float(_decode(self.kind, np.array([self.kmin], dtype=np.uint64))[0])
 
     def max_value(self) -> float:
-        """The largest value added (exact)."""
+        """The largest value added (exact).
+
+        Returns:
+            The value, as a float.
+        """
         return float(_decode(self.kind, np.array([self.kmax], dtype=np.uint64))[0])
 
     def exact(self) -> bool:
-        """True while every bucket is one value (the sketch saw at most ``capacity``)."""
+        """True while every bucket is one value (the sketch saw at most ``capacity``).
+
+        Returns:
+            Whether ranks and quantiles are exact.
+        """
         return self.level == 0
 
     def value_at_rank(self, rank: int) -> float:
         """The order statistic of 0-based ``rank`` (exact at level 0, else an estimate
-        inside the bucket that holds it)."""
+        inside the bucket that holds it).
+
+        Args:
+            rank: 0 to ``count - 1``.
+
+        Returns:
+            The value.
+
+        Raises:
+            IndexError: a rank outside that range.
+        """
         if not 0 <= rank < self.count:
             raise IndexError(f"rank {rank} outside 0..{self.count - 1}")
         cum = np.cumsum(self.counts)
@@ -206,12 +277,28 @@ class OrderSketch:
 
     def quantile(self, q: float) -> float:
         """The smallest value with at least a fraction ``q`` of the values at or below it
-        (numpy's ``inverted_cdf`` method): ``rank = max(ceil(q * n) - 1, 0)``."""
+        (numpy's ``inverted_cdf`` method): ``rank = max(ceil(q * n) - 1, 0)``.
+
+        Args:
+            q: the fraction, 0 to 1.
+
+        Returns:
+            The value.
+        """
         return self.value_at_rank(quantile_rank(q, self.count))
 
     def equal_width(self, low: float, high: float, buckets: int) -> list[float]:
         """Counts in ``buckets`` equal-width buckets over ``[low, high]`` (the last one closed):
-        a sketch bucket spanning an edge is shared in proportion to the overlap."""
+        a sketch bucket spanning an edge is shared in proportion to the overlap.
+
+        Args:
+            low: the first bucket's low edge.
+            high: the last bucket's high edge.
+            buckets: how many buckets.
+
+        Returns:
+            A (fractional) count per bucket.
+        """
         out = [0.0] * buckets
         if not self.count:
             return out
@@ -246,5 +333,13 @@ class OrderSketch:
 
 
 def quantile_rank(q: float, n: int) -> int:
-    """The 0-based rank of the ``q`` quantile of ``n`` values (inverted CDF)."""
+    """The 0-based rank of the ``q`` quantile of ``n`` values (inverted CDF).
+
+    Args:
+        q: the fraction, 0 to 1.
+        n: the number of values, at least 1.
+
+    Returns:
+        The rank, 0 to ``n - 1``.
+    """
     return min(max(math.ceil(q * n) - 1, 0), n - 1)

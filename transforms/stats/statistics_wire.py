@@ -201,7 +201,14 @@ def encode_message(message: str, fields: Mapping[str, Any]) -> bytes:
 
 def encode_statistics_list(datasets: Sequence[Mapping[str, Any]]) -> bytes:
     """A serialized ``DatasetFeatureStatisticsList`` of ``datasets`` (each a
-    ``DatasetFeatureStatistics`` as a mapping; see the module docstring)."""
+    ``DatasetFeatureStatistics`` as a mapping; see the module docstring).
+
+    Args:
+        datasets: the statistics, one mapping per split.
+
+    Returns:
+        The serialized message.
+    """
     return encode_message("DatasetFeatureStatisticsList", {"datasets": list(datasets)})
 
 
@@ -295,5 +302,15 @@ def decode_message(message: str, data: bytes) -> dict[str, Any]:
 
 def decode_statistics_list(data: bytes) -> list[dict[str, Any]]:
     """The ``DatasetFeatureStatistics`` of a serialized ``DatasetFeatureStatisticsList``
-    (a ``FeatureStats.pb``), each as a mapping; raises :class:`StatisticsDecodeError`."""
+    (a ``FeatureStats.pb``), each as a mapping; raises :class:`StatisticsDecodeError`.
+
+    Args:
+        data: a serialized ``DatasetFeatureStatisticsList``.
+
+    Returns:
+        The statistics, one mapping per data set.
+
+    Raises:
+        StatisticsDecodeError: the bytes are not such a message.
+    """
     return decode_message("DatasetFeatureStatisticsList", data).get("datasets", [])

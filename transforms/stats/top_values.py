@@ -44,7 +44,14 @@ _SHORT, _LONG, _LONG_BINARY = b"=", b"#", b"!"
 
 def value_key(value: bytes) -> bytes:
     """The counter key of ``value``: itself (marked) when short, else a digest key (marked
-    by whether the whole value is UTF-8, which its preview cannot tell)."""
+    by whether the whole value is UTF-8, which its preview cannot tell).
+
+    Args:
+        value: the value's bytes.
+
+    Returns:
+        The key.
+    """
     if len(value) <= MAX_KEY_BYTES:
         return _SHORT + value
     digest = hashlib.blake2b(value, digest_size=16).digest()
@@ -57,14 +64,28 @@ def value_key(value: bytes) -> bytes:
 
 
 def key_label(key: bytes) -> tuple[bytes, int]:
-    """(the value, or the first 32 bytes of a long one; the value's length) of a key."""
+    """(the value, or the first 32 bytes of a long one; the value's length) of a key.
+
+    Args:
+        key: a :func:`value_key`.
+
+    Returns:
+        The value's bytes (or a long value's first 32), and its length.
+    """
     if key[:1] == _SHORT:
         return key[1:], len(key) - 1
     return key[25:], int.from_bytes(key[1:9], "big")
 
 
 def key_is_utf8(key: bytes) -> bool:
-    """Whether the value of a key is UTF-8 (of a long one, the whole value)."""
+    """Whether the value of a key is UTF-8 (of a long one, the whole value).
+
+    Args:
+        key: a :func:`value_key`.
+
+    Returns:
+        Whether the value is UTF-8 text.
+    """
     if key[:1] == _LONG_BINARY:
         return False
     try:
@@ -75,7 +96,14 @@ def key_is_utf8(key: bytes) -> bool:
 
 
 class TopValues:
-    """Counts of the most frequent values; see the module docstring."""
+    """Counts of the most frequent values; see the module docstring.
+
+    Args:
+        capacity: the most counters kept (Misra-Gries); past it, counts are lower bounds.
+
+    Raises:
+        ValueError: a capacity below 1.
+    """
 
     __slots__ = ("capacity", "counters", "total", "pruned")
 
@@ -94,13 +122,23 @@ class TopValues:
         self.capacity, self.counters, self.total, self.pruned = state
 
     def exact(self) -> bool:
-        """True while every count is exact (at most ``capacity`` distinct values seen)."""
+        """True while every count is exact (at most ``capacity`` distinct values seen).
+
+        Returns:
+            Whether the counts are exact.
+        """
         return not self.pruned
 
     def add_counts(self, keys: Iterable[bytes], counts: Iterable[int], dropped: int = 0
                    ) -> None:
         """Add ``counts[i]`` occurrences of each :func:`value_key` ``keys[i]``, and
-        ``dropped`` occurrences a :meth:`batch_cut` took away (counted in the total only)."""
+        ``dropped`` occurrences a :meth:`batch_cut` took away (counted in the total only).
+
+        Args:
+            keys: :func:`value_key` of each value.
+            counts: how often each occurred.
+            dropped: occurrences a batch cut removed.
+        """
         counters = self.counters
         for key, count in zip(keys, counts):
             counters[key] = counters.get(key, 0) + count
@@ -114,7 +152,14 @@ class TopValues:
         """A batch's own Misra-Gries summary before its values become Python objects: (the
         values to keep, the count to subtract from each), or (None, 0) while the batch has
         at most ``capacity`` distinct values. Merging that summary keeps the bound stated
-        above: Misra-Gries summaries merge (Agarwal et al.)."""
+        above: Misra-Gries summaries merge (Agarwal et al.).
+
+        Args:
+            counts: the batch's count of each distinct value.
+
+        Returns:
+            A bool mask of the values to keep and the cut, or ``(None, 0)``.
+        """
         if counts.size <= self.capacity:
             return None, 0
         cut = int(np.partition(counts, counts.size - self.capacity - 1)[
@@ -122,7 +167,17 @@ class TopValues:
         return counts > cut, cut
 
     def merge(self, other: TopValues) -> TopValues:
-        """Add ``other``'s counters to these; returns self."""
+        """Add ``other``'s counters to these; returns self.
+
+        Args:
+            other: counters of the same capacity.
+
+        Returns:
+            These counters.
+
+        Raises:
+            ValueError: the capacities differ.
+        """
         if other.capacity != self.capacity:
             raise ValueError(f"cannot merge top values of capacity {other.capacity} into "
                              f"capacity {self.capacity}")
@@ -145,7 +200,14 @@ class TopValues:
 
     def ranked(self, limit: int | None = None) -> list[tuple[bytes, int]]:
         """[(key, count)] by count, then by the value's (preview's) bytes, then by key, all
-        descending (TFDV's order of ties); at most ``limit``."""
+        descending (TFDV's order of ties); at most ``limit``.
+
+        Args:
+            limit: the most pairs returned; None for all.
+
+        Returns:
+            ``(key, count)`` pairs.
+        """
         items = sorted(self.counters.items(), key=lambda kc: (kc[1], key_label(kc[0])[0],
                                                               kc[0]), reverse=True)
         return items if limit is None else items[:limit]
