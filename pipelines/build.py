@@ -40,7 +40,7 @@ from beam_tfrecords.pipelines.runners import (
     runs_in_process,
     worker_processes,
 )
-from beam_tfrecords.runtime import storage
+from beam_tfrecords.runtime import fork_server, storage
 from beam_tfrecords.sinks.commit import (
     Build,
     CommitSpec,
@@ -314,12 +314,11 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
 
 
 def _start_workers_early(beam_args: list[str]) -> None:
-    """With local worker processes, start the server they are forked from now: its imports
-    then overlap the launch instead of delaying the first stage (pipelines/forked_workers.py)."""
+    """With local worker processes, start the server they are forked from now (if the command
+    line has not already): its imports then overlap the launch instead of delaying the first
+    stage (pipelines/forked_workers.py)."""
     if worker_processes(beam_args) > 1:
-        from beam_tfrecords.pipelines.forked_workers import start_fork_server
-
-        start_fork_server()
+        fork_server.start()
 
 
 def _work_units(files: Sequence[str | FileIdentity], split_bytes: int) -> int:

@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 
 from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
-from beam_tfrecords.runtime import crash_note
+from beam_tfrecords.runtime import crash_note, fork_server
 
 __all__ = ["build_parser", "entry", "init_parser", "main", "run_build"]
 
@@ -139,6 +139,7 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
         The committed manifest, or None when the runner only submitted or staged the job.
         Raises ``build.Skipped`` when ``--skip-if-unchanged`` finds nothing to do.
     """
+    _start_fork_server_if_asked(argv)
     from beam_tfrecords.pipelines.build import run
 
     parser = build_parser(progress_interval)
@@ -150,7 +151,16 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
     return run(args, beam_args + argv[end + 1:])  # after a lone --: the runner's, unchecked
 
 
+def _start_fork_server_if_asked(argv: Sequence[str]) -> None:
+    """Before Beam is imported here: when the flags ask for local worker processes, start the
+    server they are forked from, so that its imports run beside ours
+    (pipelines/forked_workers.py)."""
+    if fork_server.worker_processes_asked([arg for arg in argv if arg != "--"]):
+        fork_server.start()
+
+
 def _build(argv: Sequence[str], check_flags: bool = True) -> int:
+    _start_fork_server_if_asked(argv)
     import time
 
     from beam_tfrecords.pipelines.build import Skipped
@@ -615,8 +625,10 @@ def entry() -> None:
     signals.claim_signals()
     crash_note.enable()
     argv = sys.argv[1:]
-    import_command(argv)
     words, _ = _split_debug(list(argv))
+    if words and words[0] == "build":
+        _start_fork_server_if_asked(argv)  # before our own Beam import, beside it
+    import_command(argv)
     try:
         if not words or words[0] != "build":
             signals.unblock_claimed()  # a Ctrl-C that came during the imports lands here

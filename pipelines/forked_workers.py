@@ -7,27 +7,21 @@ modules again (about 2 CPU-seconds each), and it does so only once the runner re
 stage, on the build's critical path. On a laptop that start-up ate the second core's gain
 (bench/README.md, "Workers on one machine").
 
-Here the workers come from a fork server (:mod:`multiprocessing`'s ``forkserver`` context): a
-clean, single-threaded Python that imports the worker's modules once and then forks one child
-per worker, which starts in milliseconds. The command line starts the server as soon as it
-knows the build will use worker processes (:func:`start_fork_server`), so its imports overlap
-the launcher's own. The children are ordinary Fn API SDK harnesses
+Here the workers come from a fork server (:mod:`multiprocessing`'s ``forkserver`` context,
+runtime/fork_server.py): a clean, single-threaded Python that imports the worker's modules once
+and then forks one child per worker, which starts in milliseconds. The command line starts the
+server as soon as its flags ask for worker processes, before it imports Beam itself, so the
+two imports run side by side. The children are ordinary Fn API SDK harnesses
 (``sdk_worker_main``) talking gRPC to the runner, exactly as Beam's subprocess workers do; only
 their start differs. The server never opens a gRPC channel, so forking it is safe.
 
-Where the ``forkserver`` start method does not exist (Windows), :func:`available` is false and
-the runner keeps Beam's own subprocess workers.
+Where the ``forkserver`` start method does not exist (Windows), the runner keeps Beam's own
+subprocess workers.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import multiprocessing
 import os
-import signal
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -38,93 +32,11 @@ from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
-__all__ = ["URN", "ForkedWorkersEnvironment", "ForkedWorkersRunner", "available",
-           "start_fork_server", "stop_fork_server"]
+from beam_tfrecords.runtime import fork_server
 
-_LOGGER = logging.getLogger(__name__)
+__all__ = ["URN", "ForkedWorkersEnvironment", "ForkedWorkersRunner"]
 
 URN = "beam_tfrecords:env:forked_python_workers:v1"
-
-# What the fork server imports once, so that each forked worker starts with them loaded: the
-# SDK harness, and the modules our pipelines' stages unpickle.
-_PRELOAD = (
-    "apache_beam.runners.worker.sdk_worker_main",
-    "beam_tfrecords.transforms.readers.framework",
-    "beam_tfrecords.transforms.to_examples",
-    "beam_tfrecords.transforms.compute_statistics",
-    "beam_tfrecords.sinks.tfrecord_sink",
-    "beam_tfrecords.sinks.shuffled_shards",
-)
-
-
-def available() -> bool:
-    """Whether this platform can fork workers from a server (Linux and macOS can).
-
-    Returns:
-        True when :mod:`multiprocessing` offers the ``forkserver`` start method.
-    """
-    return "forkserver" in multiprocessing.get_all_start_methods()
-
-
-def _context() -> Any:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(_PRELOAD))
-    return context
-
-
-@contextlib.contextmanager
-def _signal_mask_kept() -> Iterator[None]:
-    """Restore this thread's blocked signals afterwards: starting multiprocessing's resource
-    tracker unblocks SIGINT and SIGTERM in the calling thread, and the command keeps them
-    blocked in every thread with the action "ignore" (pipelines/signals.py) -- a thread that
-    no longer blocks them would swallow a Ctrl-C."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    kept = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, kept)
-
-
-# Whether this module started the process's fork server (and so may stop it).
-_STARTED = False
-
-
-def start_fork_server() -> None:
-    """Start the fork server now, in the background, so that its imports overlap the
-    launcher's; the first worker would otherwise start it on the critical path. Harmless when
-    it is running already or the platform has none."""
-    global _STARTED
-    if not available():
-        return
-    from multiprocessing import forkserver
-
-    server = forkserver._forkserver
-    if getattr(server, "_forkserver_pid", None) is None:
-        _context()
-        with _signal_mask_kept():
-            forkserver.ensure_running()
-        _STARTED = True
-
-
-def stop_fork_server() -> None:
-    """Stop the fork server (and multiprocessing's resource tracker it started) if this module
-    started it, so that a build called from a long-lived program (a notebook, a scheduler's
-    worker) leaves no idle process holding Beam's memory behind. The servers' ``_stop`` is
-    what CPython's own tests use (3.10 to 3.13 have it); without it they end with the
-    program."""
-    global _STARTED
-    if not _STARTED:
-        return
-    _STARTED = False
-    from multiprocessing import forkserver, resource_tracker
-
-    for server in (forkserver._forkserver, resource_tracker._resource_tracker):
-        stop = getattr(server, "_stop", None)
-        if stop is not None:
-            stop()
 
 
 def _run_worker(environ: dict[str, str]) -> None:
@@ -189,7 +101,6 @@ class _ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
         super().__init__(state, provision_info, grpc_server)
         self._process: Any = None
         self._logging_server: Any = None
-        self._thread: threading.Thread | None = None
 
     def start_worker(self) -> None:
         options = [("grpc.http2.max_pings_without_data", 0),
@@ -209,10 +120,10 @@ class _ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
                 self.provision_info.provision_info.pipeline_options),
             "WORKER_ID": self.worker_id,
         }
-        start_fork_server()  # unless the launcher did: then the run's end stops it
-        self._process = _context().Process(target=_run_worker, args=(environ,),
+        fork_server.start()  # unless the launcher did: the run's end stops it either way
+        self._process = fork_server.context().Process(target=_run_worker, args=(environ,),
                                            name=f"beam-worker-{self.worker_id}", daemon=True)
-        with worker_handlers.SUBPROCESS_LOCK, _signal_mask_kept():
+        with worker_handlers.SUBPROCESS_LOCK, fork_server.signal_mask_kept():
             self._process.start()
 
     def stop_worker(self) -> None:
@@ -255,7 +166,7 @@ class ForkedWorkersRunner(fn_runner.FnApiRunner):
         try:
             return super().run_pipeline(pipeline, options)
         finally:
-            stop_fork_server()
+            fork_server.stop()
 
     @property
     def _default_environment(self) -> Any:
@@ -263,6 +174,6 @@ class ForkedWorkersRunner(fn_runner.FnApiRunner):
 
     @_default_environment.setter
     def _default_environment(self, value: Any) -> None:
-        if isinstance(value, environments.SubprocessSDKEnvironment) and available():
+        if isinstance(value, environments.SubprocessSDKEnvironment) and fork_server.available():
             value = self._forked
         self._chosen = value

@@ -17,8 +17,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_tfrecords.pipelines import forked_workers
 from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.pipelines.signals import descendants
+from beam_tfrecords.runtime import fork_server
 
-pytestmark = pytest.mark.skipif(not forked_workers.available(), reason="no forkserver here")
+pytestmark = pytest.mark.skipif(not fork_server.available(), reason="no forkserver here")
 
 
 class _Where(beam.DoFn):
@@ -71,11 +72,25 @@ def test_starting_the_fork_server_keeps_the_blocked_signals_blocked():
 
     def start():
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM])
-        forked_workers.start_fork_server()
+        fork_server.start()
         masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
-        forked_workers.stop_fork_server()
+        fork_server.stop()
 
     thread = threading.Thread(target=start)  # its own mask: the test's main thread keeps its
     thread.start()
     thread.join()
     assert {signal.SIGINT, signal.SIGTERM} <= masks[0]
+
+
+@pytest.mark.parametrize("flags,workers", [
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], 2),
+    (["--direct_running_mode", "multi_processing", "--direct_num_workers", "4"], 4),
+    (["--direct_running_mode=multi_processing"], 0),  # one worker: nothing to start
+    (["--direct_running_mode=multi_threading", "--direct_num_workers=2"], 0),
+    (["--runner=DataflowRunner", "--direct_running_mode=multi_processing",
+      "--direct_num_workers=2"], 0),
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=x"], 0),
+    ([], 0),
+])
+def test_the_flags_say_without_beam_whether_to_start_the_server_early(flags, workers):
+    assert fork_server.worker_processes_asked(flags) == workers
