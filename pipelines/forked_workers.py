@@ -41,10 +41,16 @@ URN = "beam_tfrecords:env:forked_python_workers:v1"
 
 def _run_worker(environ: dict[str, str]) -> None:
     """A forked worker's body: the Fn API SDK harness, configured as Beam configures its
-    subprocess workers (through the environment)."""
-    os.environ.update(environ)
+    subprocess workers -- through the environment, the launcher's as it is now (the server
+    was started with the one it had then) plus the harness's addresses. What our modules
+    decided from the environment when the server imported them is decided again here."""
     from apache_beam.runners.worker import sdk_worker_main
 
+    from beam_tfrecords.sinks.format.redact import redact_streams_if_asked
+
+    os.environ.clear()
+    os.environ.update(environ)
+    redact_streams_if_asked()  # the command's filter on what the worker prints
     sdk_worker_main.main([])
 
 
@@ -112,6 +118,7 @@ class _ForkedWorkerHandler(worker_handlers.GrpcWorkerHandler):
                                                                  self._logging_server)
         self._logging_server.start()
         environ = {
+            **os.environ,
             "CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
                 endpoints_pb2.ApiServiceDescriptor(url=self.control_address)),
             "LOGGING_API_SERVICE_DESCRIPTOR": text_format.MessageToString(
