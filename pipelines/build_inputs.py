@@ -15,8 +15,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from apache_beam.io.filesystem import FileMetadata
-
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines.config import FORMAT_SUFFIXES, Config, check_columns
 from beam_tfrecords.runtime import storage
@@ -104,7 +102,7 @@ def list_inputs(pattern: str, fmt: str) -> tuple[list[FileIdentity], dict[str, A
             raise BuildError(f"input {why}")
     # The fingerprint's sizes are those the readers compare with (os.stat's, not Beam's).
     _, fingerprint = input_fingerprint(pattern, [
-        FileMetadata(m.path, i.size, m.last_updated_in_seconds)
+        storage.FileMetadata(m.path, i.size, m.last_updated_in_seconds)
         for m, i in zip(metadata, listed, strict=True)])
     return listed, fingerprint
 
