@@ -31,7 +31,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,14 +41,8 @@ import pyarrow as pa
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
-from beam_tfrecords.transforms.codec.text_values import (
-    TextValueError,
-    float_text,
-    int64_text,
-    json_integer,
-    json_number,
-)
 from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.csv_cells import CellError, parse_cell
 from beam_tfrecords.transforms.readers.csv_ranges import IN, OUT, Dialect, csv_range_start
 from beam_tfrecords.transforms.readers.csv_typing import type_batch
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
@@ -129,33 +122,6 @@ _SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogatee
 # A row at least this long, of which few columns are kept, is split by cc.pick_cells (numpy)
 # rather than csv, which makes a string of every cell.
 _PICK_BYTES = 2048
-
-
-class CellError(ValueError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def parse_cell(spec: FeatureSpec, text: str) -> Any:
-    """A CSV cell's text as the Python value the encoder expects for ``spec``: a JSON array
-    for a list-shaped feature; for a number feature, the text rules every entry point shares
-    (``text_values.int64_text`` / ``float_text``); bytes and string cells exactly as they are,
-    spaces included."""
-    if spec.shape or spec.sequence:
-        try:
-            return json.loads(text, parse_float=json_number, parse_int=json_integer)
-        except ValueError as err:
-            raise CellError(
-                f"a list-shaped feature needs a JSON array in the cell: {err}") from None
-    try:
-        if spec.dtype == "int64":
-            return int64_text(text, spec.unit, spec.format, spec.scale)
-        if spec.dtype == "float":
-            return float_text(text)
-    except TextValueError as err:
-        raise CellError(err.reason) from None
-    return text
 
 
 class _Feed:

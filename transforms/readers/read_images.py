@@ -56,6 +56,7 @@ from beam_tfrecords.transforms.readers.framework import (
     parse_arguments,
     records_chunk,
 )
+from beam_tfrecords.transforms.readers.image_files import DEFAULT_EXTENSIONS
 from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
     check_complete,
@@ -73,7 +74,6 @@ __all__ = [
     "plan_images",
 ]
 
-DEFAULT_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
 LAYOUTS = ("folders", "manifest")
 # Fields every image record has; manifest columns may not reuse them (``split`` excepted).
 RESERVED = ("image", "path", "label", "label_text", "height", "width", "channels", "format")
