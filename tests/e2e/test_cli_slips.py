@@ -370,14 +370,19 @@ finally:
     (["verify", "NOWHERE"], 1),
     (["inspect", "OUT", "--limit", "2"], 0),
     (["schema", "OUT"], 0),
+    (["init", "--input", "CSV"], 0),
+    (["init", "--input", "DATA"], 1),  # a folder of data files: "give a glob"
     (["--version"], 0),
 ], ids=["slip", "slip-with-beam-flags", "stray", "verify", "verify-nothing", "inspect",
-        "schema", "version"])
+        "schema", "init", "init-folder", "version"])
 def test_slips_and_local_reads_never_import_beam(command, status, built, tmp_path):
     """Beam's import alone costs over a second: a slip, and a command that reads only local
     files, answer without it (through the installed console script)."""
     out, _ = built
-    subs = {"OUT": str(out), "NOWHERE": str(tmp_path / "nowhere"), "CONFIG": str(DEMO)}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("id,x\n1,2\n")
+    subs = {"OUT": str(out), "NOWHERE": str(tmp_path / "nowhere"), "CONFIG": str(DEMO),
+            "CSV": str(DEMO_CSV), "DATA": str(tmp_path / "data")}
     args = [subs.get(a.split("/")[0], a.split("/")[0]) + a[len(a.split("/")[0]):]
             for a in command]
     done = subprocess.run([sys.executable, "-c", BEAM_PROBE, str(SCRIPT), *args],
@@ -385,3 +390,5 @@ def test_slips_and_local_reads_never_import_beam(command, status, built, tmp_pat
     err = done.stderr.decode()
     assert done.returncode == status, err
     assert err.splitlines()[-1] == "apache_beam imported: False", err
+    if command[-1] == "DATA":
+        assert "is a directory of csv files" in err, err
