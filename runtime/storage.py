@@ -342,28 +342,30 @@ def _match_local(pattern: str) -> list[FileMetadata]:
         if pattern.endswith(("/", "\\")):
             pattern += "*"
         prefix = re.match(r"^[^[*?]*", pattern).group(0)
-        if prefix == pattern:
-            if not os.path.exists(pattern):
-                return []
-            listed: Iterable[FileMetadata] = [FileMetadata(
-                pattern, os.path.getsize(pattern), os.path.getmtime(pattern))]
-        else:
-            listed = _list_local(os.path.dirname(prefix))
         matches = re.compile(_glob_regex(pattern)).match
-        return [m for m in listed if matches(m.path)]
+        if prefix != pattern:
+            return list(_list_local(os.path.dirname(prefix), matches))
+        if not os.path.exists(pattern):
+            return []
+        found = FileMetadata(pattern, os.path.getsize(pattern), os.path.getmtime(pattern))
+        return [found] if matches(found.path) else []
     except Exception as err:  # noqa: BLE001 -- Beam wraps every failure of a match so
         raise _beam_io_error("Match", {pattern: err}) from None
 
 
-def _list_local(folder: str) -> Iterator[FileMetadata]:
-    """Beam's LocalFileSystem listing of ``folder``: every file below it (``os.walk``: no
-    symlinked folder entered), a file that vanishes skipped, a failed walk a BeamIOError."""
+def _list_local(folder: str, matches: Any) -> Iterator[FileMetadata]:
+    """Beam's LocalFileSystem listing of ``folder``, filtered by ``matches``: every file below
+    it (``os.walk``: no symlinked folder entered) whose path matches, a file that vanishes
+    skipped, a failed walk a BeamIOError. A path is matched before its file is looked at
+    (Beam looks at every file, then matches)."""
     if not os.path.exists(folder):
         return
     try:
         for root, _, names in os.walk(folder):
             for name in names:
                 path = os.path.join(root, name)
+                if not matches(path):
+                    continue
                 try:
                     yield FileMetadata(path, os.path.getsize(path), os.path.getmtime(path))
                 except OSError:  # gone since the walk saw it
