@@ -146,9 +146,13 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
     args, beam_args = parser.parse_known_args(argv[:end])
     if check_flags:
         check_pipeline_flags(parser, beam_args)
+    beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
+    from beam_tfrecords.pipelines.build_launch import prepare
+
+    launch = prepare(args, beam_args)  # config, output and inputs, refused without Beam
     # Beam comes with the build module: a slip above is answered without it.
     build = _import_late(COMMAND_MODULES["build"])
-    return build.run(args, beam_args + argv[end + 1:])  # after a lone --: the runner's, unchecked
+    return build.run(args, beam_args, launch)
 
 
 def _build(argv: Sequence[str], check_flags: bool = True) -> int:

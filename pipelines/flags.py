@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 __all__ = ["OPTION_MODULES", "CommandParser", "check_pipeline_flags", "option_table",
-           "pipeline_option_parser", "write_option_table"]
+           "pipeline_option_parser", "runner_flag", "write_option_table"]
 
 # Modules that define PipelineOptions subclasses beyond apache_beam.options.pipeline_options
 # (their runners import them only when chosen); one that cannot import defines nothing here.
@@ -122,13 +122,23 @@ def _parser_of(classes: Iterator[type] | Sequence[type], parser_class: type | No
     return parser
 
 
-def _runner(flags: Sequence[str]) -> str | None:
+def runner_flag(flags: Sequence[str]) -> str | None:
+    """The runner ``--runner`` names among ``flags`` (the last one given wins, as in
+    argparse), or None when there is none.
+
+    Args:
+        flags: pipeline options.
+
+    Returns:
+        The runner's name or dotted path.
+    """
+    runner = None
     for index, flag in enumerate(flags):
         if flag.startswith("--runner="):
-            return flag.split("=", 1)[1]
-        if flag == "--runner" and index + 1 < len(flags):
-            return flags[index + 1]
-    return None
+            runner = flag.split("=", 1)[1]
+        elif flag == "--runner" and index + 1 < len(flags):
+            runner = flags[index + 1]
+    return runner
 
 
 _TABLE_MODULE = "beam_tfrecords.pipelines.beam_option_table"
@@ -232,7 +242,7 @@ def check_pipeline_flags(ours: argparse.ArgumentParser, flags: Sequence[str]) ->
     """
     if not flags:
         return
-    runner = _runner(flags)
+    runner = runner_flag(flags)
     table = None if runner and "." in runner else _table_parser()
     if table is not None:
         try:
@@ -242,7 +252,7 @@ def check_pipeline_flags(ours: argparse.ArgumentParser, flags: Sequence[str]) ->
         if unknown:
             ours.error(_unknown(unknown[0], [ours, table], _NEITHER))
     for every_module in (False, True):
-        beam = pipeline_option_parser(_runner(flags), every_module)
+        beam = pipeline_option_parser(runner_flag(flags), every_module)
         try:
             _, unknown = beam.parse_known_args(list(flags))
         except _Refused as refused:
