@@ -366,6 +366,9 @@ finally:
     (["build", "--ouput", "x"], 2),
     (["build", "--config", "CONFIG", "--ouput=x", "--runner", "DirectRunner"], 2),
     (["build", "--config", "CONFIG", "stray"], 2),
+    (["build", "--config", "CONFIG", "--input", "NOWHERE/*.csv"], 1),  # nothing matches
+    (["build", "--config", "CONFIG", "--input", "DATA"], 1),  # a folder
+    (["build", "--config", "NOWHERE"], 1),  # no config
     (["verify", "OUT/v"], 0),
     (["verify", "NOWHERE"], 1),
     (["inspect", "OUT", "--limit", "2"], 0),
@@ -373,11 +376,12 @@ finally:
     (["init", "--input", "CSV"], 0),
     (["init", "--input", "DATA"], 1),  # a folder of data files: "give a glob"
     (["--version"], 0),
-], ids=["slip", "slip-with-beam-flags", "stray", "verify", "verify-nothing", "inspect",
-        "schema", "init", "init-folder", "version"])
+], ids=["slip", "slip-with-beam-flags", "stray", "no-match", "input-folder", "no-config",
+        "verify", "verify-nothing", "inspect", "schema", "init", "init-folder", "version"])
 def test_slips_and_local_reads_never_import_beam(command, status, built, tmp_path):
-    """Beam's import alone costs over a second: a slip, and a command that reads only local
-    files, answer without it (through the installed console script)."""
+    """Beam's import alone costs over a second: a slip, a build refused for its config or
+    input, and a command that reads only local files answer without it (through the
+    installed console script)."""
     out, _ = built
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "a.csv").write_text("id,x\n1,2\n")
@@ -390,5 +394,6 @@ def test_slips_and_local_reads_never_import_beam(command, status, built, tmp_pat
     err = done.stderr.decode()
     assert done.returncode == status, err
     assert err.splitlines()[-1] == "apache_beam imported: False", err
+    assert command[0] != "build" or status == 2 or "BuildError" in err or "ConfigError" in err
     if command[-1] == "DATA":
-        assert "is a directory of csv files" in err, err
+        assert "is a directory" in err, err
