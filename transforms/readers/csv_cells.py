@@ -20,6 +20,11 @@ __all__ = ["CellError", "parse_cell"]
 
 
 class CellError(ValueError):
+    """A CSV cell that its feature cannot take; ``reason`` says why.
+
+    Args:
+        reason: why, as a phrase.
+    """
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -32,11 +37,14 @@ def parse_cell(spec: FeatureSpec, text: str) -> Any:
     spaces included.
 
     Args:
-        spec: the feature the cell's column feeds.
-        text: the cell, as read.
+        spec: the cell's feature.
+        text: the cell's text.
 
     Returns:
-        The value; CellError naming the reason when the text is not one.
+        The value.
+
+    Raises:
+        CellError: the text is not such a value.
     """
     if spec.shape or spec.sequence:
         try:

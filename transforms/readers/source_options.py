@@ -27,7 +27,18 @@ LAYOUTS = ("folders", "manifest")  # source.images.layout
 
 def parse_max_record_bytes(value: Any, key: str = "source.max_record_bytes") -> int:
     """A record size limit (67108864, "64MiB", "64MB"): the config's ``source.max_record_bytes``
-    and every public source's ``max_record_bytes`` argument."""
+    and every public source's ``max_record_bytes`` argument.
+
+    Args:
+        value: a number of bytes or a size text.
+        key: the config key or argument named in errors.
+
+    Returns:
+        The limit in bytes.
+
+    Raises:
+        ConfigError: not a size, or above the largest limit.
+    """
     if isinstance(value, float):
         raise _fail(key, value, "must be a whole number of bytes or a size such as '64MiB'")
     try:
@@ -56,7 +67,18 @@ class CsvOptions:
 def parse_csv_options(raw: Any, key: str = "source.csv") -> CsvOptions:
     """The ``source.csv`` mapping (None: defaults) as :class:`CsvOptions`; the error names
     ``key.<option>`` and echoes the bad value. ``max_record_bytes`` is set apart (it is
-    ``source.max_record_bytes`` in a config)."""
+    ``source.max_record_bytes`` in a config).
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an unknown option or a bad value.
+    """
     raw = _mapping(key, {} if raw is None else raw, descriptor("csv").option_keys)
     opts = {}
     for name in ("delimiter", "quotechar"):
@@ -115,7 +137,18 @@ def _int_in(key: str, value: Any, low: int, high: int) -> int:
 
 
 def parse_jsonl_options(raw: Any, key: str = "source.jsonl") -> JsonlOptions:
-    """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`."""
+    """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an unknown option or a bad value.
+    """
     raw = _mapping(key, {} if raw is None else raw, descriptor("jsonl").option_keys)
     opts: dict[str, int] = {}
     if "max_depth" in raw:
@@ -139,7 +172,18 @@ class AvroOptions:
 
 
 def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
-    """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`."""
+    """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an option Avro does not have.
+    """
     _mapping(key, {} if raw is None else raw, ())
     return AvroOptions()
 
@@ -156,7 +200,18 @@ class ParquetOptions:
 
 
 def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
-    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`."""
+    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an option Parquet does not have.
+    """
     _mapping(key, {} if raw is None else raw, ())
     return ParquetOptions()
 
@@ -178,7 +233,18 @@ class ImagesOptions:
 
 def parse_images_options(raw: Any, key: str = "source.images") -> ImagesOptions:
     """The ``source.images`` mapping (or None) as :class:`ImagesOptions`; ValueError names
-    ``key.<field>`` and echoes the bad value."""
+    ``key.<field>`` and echoes the bad value.
+
+    Args:
+        raw: the mapping, or None.
+        key: the config key named in errors.
+
+    Returns:
+        The options.
+
+    Raises:
+        ConfigError: an unknown option or a bad value.
+    """
     raw = _mapping(key, {} if raw is None else raw, descriptor("images").option_keys)
     opts: dict[str, Any] = {}
     if "layout" in raw:
