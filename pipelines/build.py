@@ -19,7 +19,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import os
 import sys
 import uuid
 from collections.abc import Sequence
@@ -29,8 +28,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beam_tfrecords.pipelines import output_guard, signals
-from beam_tfrecords.pipelines.build_inputs import BuildError, Inputs, plan_inputs
-from beam_tfrecords.pipelines.config import Config, check_seed, load_config
+from beam_tfrecords.pipelines.build_inputs import BuildError, Inputs
+from beam_tfrecords.pipelines.build_launch import Launch, prepare
+from beam_tfrecords.pipelines.config import Config
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import (
     balanced_split_bytes,
@@ -53,7 +53,7 @@ from beam_tfrecords.sinks.dataset import WriteDataset
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.file_identity import FileIdentity
-from beam_tfrecords.sinks.format.layout import PROGRESS, InvalidName, Layout, check_name
+from beam_tfrecords.sinks.format.layout import PROGRESS, Layout
 from beam_tfrecords.sinks.format.redact import redact
 from beam_tfrecords.sinks.lease import Lease, LeaseHeld, LeaseLost
 from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
@@ -186,22 +186,6 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
     return {"examples": built.examples, "manifest": manifest}
 
 
-def _local_kind(path: str) -> str | None:
-    """What is at a local ``path``, for output_guard.check_output_kind (a symbolic link
-    counts as what it points to)."""
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return output_guard.SPECIAL if os.path.islink(path) else None  # a broken link
-    except OSError:  # e.g. ENOTDIR: a file on the way; its parent tells
-        return None
-    if stat.S_ISDIR(mode):
-        return output_guard.FOLDER
-    return output_guard.FILE if stat.S_ISREG(mode) else output_guard.SPECIAL
-
-
 def unchanged_since_latest(root: str, inputs: dict, config_sha256: str) -> str | None:
     """The LATEST version when it was built from the same inputs and config, else None."""
     latest = read_latest(root)
@@ -220,13 +204,17 @@ class Skipped(Exception):
     """--skip-if-unchanged found nothing new; carries the message for the user."""
 
 
-def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None:
+def run(args: argparse.Namespace, beam_args: list[str],
+        launch: Launch | None = None) -> dict[str, Any] | None:
     """Build a data set; returns the manifest when the runner ran the job to completion.
 
     Args:
         args: the build command's parsed flags (``pipelines/cli.py`` defines them, for the
             command line and for library callers alike: ``cli.run_build``).
         beam_args: the pipeline options for Beam, already checked by the caller.
+        launch: what pipelines/build_launch.prepare found for them, when the caller has
+            checked them already (the command line does, before importing Beam); None:
+            checked here.
 
     Returns:
         The committed manifest, or None when the runner only submitted or staged the job.
@@ -236,39 +224,14 @@ def run(args: argparse.Namespace, beam_args: list[str]) -> dict[str, Any] | None
     summed over every writer process, goes to stderr that often -- except on Dataflow, whose
     job page shows the sink's counters.
     """
-    if args.progress_interval < 0:
-        raise BuildError(f"--progress-interval {args.progress_interval}: use 0 (off) or more")
-    untested = check_runner(PipelineOptions(beam_args))  # refused before anything is written
+    launch = prepare(args, beam_args) if launch is None else launch
+    untested = launch.untested
+    if not launch.runner_checked:  # no --runner: Beam's default, which the check passes
+        untested = check_runner(PipelineOptions(beam_args))
     if untested is not None:
         _LOG.warning(untested)
     _start_workers_early(beam_args)
-    config = load_config(args.config)
-    if args.input:
-        config = dataclasses.replace(config, source=dataclasses.replace(config.source,
-                                                                        path=args.input))
-    if args.output:
-        config = dataclasses.replace(config, output=dataclasses.replace(config.output,
-                                                                        path=args.output))
-    if args.shuffle_seed is not None or args.no_shuffle:
-        seed = None if args.no_shuffle else check_seed("--shuffle-seed", args.shuffle_seed)
-        config = dataclasses.replace(config, output=dataclasses.replace(
-            config.output, shuffle_seed=seed))
-    if args.version is not None:
-        try:
-            check_name("version", args.version)
-        except InvalidName as err:
-            raise BuildError(f"--version: {err}") from None
-    if args.keep_versions < 1:
-        raise BuildError(f"--keep-versions {args.keep_versions}: keep at least 1")
-    if args.wait_for_lease < 0:
-        raise BuildError(f"--wait-for-lease {args.wait_for_lease}: use 0 (refuse at once) or "
-                         "more")
-    root = config.output.path.rstrip("/")
-    try:
-        output_guard.check_output_kind(root, _local_kind)
-    except output_guard.OutputGuardError as err:
-        raise BuildError(str(err)) from None
-    config, found = plan_inputs(config)
+    config, found, root = launch.config, launch.found, launch.root
     if config.source.format != "images" and config.features:  # a sample, read as the build will
         check_sample(config.features, file_source(config, found.files).file_reader(),
                      found.files[0].path, config.errors.max_bad_fraction)

@@ -13,9 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
-
-from apache_beam.io.filesystem import FileMetadata
+from typing import TYPE_CHECKING, Any
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.pipelines.config import FORMAT_SUFFIXES, Config, check_columns
@@ -25,13 +23,9 @@ from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.declared_fields import top_level_fields
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, unreadable_text
-from beam_tfrecords.transforms.readers.read_csv import read_csv_header
-from beam_tfrecords.transforms.readers.read_images import (
-    RESERVED,
-    ImagePlan,
-    list_images,
-    plan_images,
-)
+
+if TYPE_CHECKING:
+    from beam_tfrecords.transforms.readers.read_images import ImagePlan
 
 __all__ = ["BuildError", "Inputs", "first_columns", "input_fingerprint", "list_inputs",
            "plan_inputs"]
@@ -104,7 +98,7 @@ def list_inputs(pattern: str, fmt: str) -> tuple[list[FileIdentity], dict[str, A
             raise BuildError(f"input {why}")
     # The fingerprint's sizes are those the readers compare with (os.stat's, not Beam's).
     _, fingerprint = input_fingerprint(pattern, [
-        FileMetadata(m.path, i.size, m.last_updated_in_seconds)
+        storage.FileMetadata(m.path, i.size, m.last_updated_in_seconds)
         for m, i in zip(metadata, listed, strict=True)])
     return listed, fingerprint
 
@@ -141,6 +135,10 @@ def plan_inputs(config: Config) -> tuple[Config, Inputs]:
         if columns is not None:
             check_columns(config, columns, first)
         return config, Inputs(list(files), fingerprint)
+    # The image reader (and Beam with it) only for an images source: a slip in any other
+    # source is refused above without importing Beam.
+    from beam_tfrecords.transforms.readers.read_images import RESERVED, list_images, plan_images
+
     opts = source.images
     try:
         if opts.layout == "folders":  # one listing serves the plan and the fingerprint
@@ -271,6 +269,8 @@ def first_columns(config: Config, path: str) -> list[str] | None:
     opts = config.source.csv
     if not opts.header:
         return list(opts.columns)
+    from beam_tfrecords.transforms.readers.read_csv import read_csv_header  # brings Beam
+
     with storage.open_read(path) as raw:
         # Only the header matters here; a bad byte further down is the reader's dead letter,
         # not a reason to refuse the build. A header longer than the limit, or malformed,

@@ -39,7 +39,6 @@ __all__ = ["build_parser", "entry", "init_parser", "main", "run_build"]
 
 
 def _schema(argv: Sequence[str]) -> int:
-    from beam_tfrecords.pipelines.config import load_config
     from beam_tfrecords.runtime import storage
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec
 
@@ -54,7 +53,9 @@ def _schema(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     if bool(args.path) == bool(args.config):
         parser.error("give either PATH or --config")
-    if args.config:
+    if args.config:  # the config module brings Beam (the readers); a version's does not
+        from beam_tfrecords.pipelines.config import load_config
+
         spec = tf_parse_spec(load_config(args.config).features)
     else:
         from beam_tfrecords.pipelines.verify import manifest_path_at
@@ -139,39 +140,44 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
         The committed manifest, or None when the runner only submitted or staged the job.
         Raises ``build.Skipped`` when ``--skip-if-unchanged`` finds nothing to do.
     """
-    _start_fork_server_if_asked(argv)
-    from beam_tfrecords.pipelines.build import run
-
     parser = build_parser(progress_interval)
     argv = list(argv)
     end = argv.index("--") if "--" in argv else len(argv)
     args, beam_args = parser.parse_known_args(argv[:end])
     if check_flags:
         check_pipeline_flags(parser, beam_args)
-    return run(args, beam_args + argv[end + 1:])  # after a lone --: the runner's, unchecked
+    beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
+    from beam_tfrecords.pipelines.build_launch import prepare
+
+    launch = prepare(args, beam_args)  # config, output and inputs, refused without Beam
+    _start_fork_server_if_asked(beam_args)  # its Beam import then runs beside ours
+    # Beam comes with the build module: a slip above is answered without it.
+    build = _import_late(COMMAND_MODULES["build"])
+    return build.run(args, beam_args, launch)
 
 
-def _start_fork_server_if_asked(argv: Sequence[str]) -> None:
+def _start_fork_server_if_asked(beam_args: Sequence[str]) -> None:
     """Before Beam is imported here: when the flags ask for local worker processes, start the
     server they are forked from, so that its imports run beside ours
     (pipelines/forked_workers.py)."""
-    if fork_server.worker_processes_asked([arg for arg in argv if arg != "--"]):
+    if fork_server.worker_processes_asked(beam_args):
         fork_server.start()
 
 
 def _build(argv: Sequence[str], check_flags: bool = True) -> int:
-    _start_fork_server_if_asked(argv)
     import time
 
-    from beam_tfrecords.pipelines.build import Skipped
     from beam_tfrecords.pipelines.progress import DEFAULT_INTERVAL
     from beam_tfrecords.pipelines.summary import format_summary
 
     started = time.monotonic()
     try:
         manifest = run_build(argv, progress_interval=DEFAULT_INTERVAL, check_flags=check_flags)
-    except Skipped as skipped:
-        print(skipped)
+    except Exception as err:  # build.Skipped; its module (and Beam) is imported only by then
+        build = sys.modules.get(COMMAND_MODULES["build"])
+        if build is None or not isinstance(err, build.Skipped):
+            raise
+        print(err)
         return 0
     if manifest is None:
         print("the runner did not run the job here (e.g. a template was staged); nothing was "
@@ -367,7 +373,7 @@ COMMAND_MODULES = {"init": "beam_tfrecords.pipelines.init_config",
                    "build": "beam_tfrecords.pipelines.build",
                    "verify": "beam_tfrecords.pipelines.verify",
                    "inspect": "beam_tfrecords.pipelines.inspect_examples",
-                   "schema": "beam_tfrecords.pipelines.config",
+                   "schema": "beam_tfrecords.pipelines.verify",
                    "report": "beam_tfrecords.pipelines.report",
                    "promote": "beam_tfrecords.pipelines.promote",
                    "stats": "beam_tfrecords.pipelines.version_stats"}
@@ -581,6 +587,12 @@ def _main(argv: list[str], check_flags: bool = True) -> int:
         return 1
 
 
+# Commands whose module (and Beam with it) is imported only once their arguments are checked,
+# so that a slip is answered without it: run_build imports it through _import_late.
+_LATE_COMMANDS = ("build",)
+_freeze_late_imports = False  # set by import_command: this process ends with main
+
+
 def import_command(argv: Sequence[str]) -> None:
     """Import what the command on ``argv`` needs with Python's cyclic collector paused, then
     freeze the result.
@@ -588,11 +600,29 @@ def import_command(argv: Sequence[str]) -> None:
     Importing Beam creates about a million objects that live as long as the process. Each
     collection during the import walks all of them and frees nothing, and every later full
     collection walks them again; frozen, they are left out of both. A
-    failing import is left for ``main`` to report, as it would without this step."""
+    failing import is left for ``main`` to report, as it would without this step. The module
+    of a command in ``_LATE_COMMANDS`` is imported so later, by :func:`_import_late`, once
+    its arguments have passed their checks."""
+    global _freeze_late_imports
     words, _ = _split_debug(list(argv))
     module = COMMAND_MODULES.get(words[0]) if words else None
     if module is None:
         return
+    if words[0] in _LATE_COMMANDS:
+        _freeze_late_imports = True
+        return
+    _import_frozen(module)
+
+
+def _import_late(module: str) -> object:
+    """``module``, imported as :func:`import_command` would have (collector paused, result
+    frozen) in a process that ends with ``main``; a plain import for a library caller."""
+    if _freeze_late_imports and module not in sys.modules:
+        _import_frozen(module)
+    return importlib.import_module(module)
+
+
+def _import_frozen(module: str) -> None:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -626,8 +656,6 @@ def entry() -> None:
     crash_note.enable()
     argv = sys.argv[1:]
     words, _ = _split_debug(list(argv))
-    if words and words[0] == "build":
-        _start_fork_server_if_asked(argv)  # before our own Beam import, beside it
     import_command(argv)
     try:
         if not words or words[0] != "build":

@@ -40,13 +40,20 @@ from beam_tfrecords.transforms.codec.specs import (
 )
 from beam_tfrecords.transforms.codec.splits import SplitSpec
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
-from beam_tfrecords.transforms.readers.framework import parse_max_record_bytes
 from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES, parse_split_bytes
-from beam_tfrecords.transforms.readers.read_avro import AvroOptions, parse_avro_options
-from beam_tfrecords.transforms.readers.read_csv import CsvOptions, parse_csv_options
-from beam_tfrecords.transforms.readers.read_images import ImagesOptions, parse_images_options
-from beam_tfrecords.transforms.readers.read_jsonl import JsonlOptions, parse_jsonl_options
-from beam_tfrecords.transforms.readers.read_parquet import ParquetOptions, parse_parquet_options
+from beam_tfrecords.transforms.readers.source_options import (  # Beam-free, unlike the readers
+    AvroOptions,
+    CsvOptions,
+    ImagesOptions,
+    JsonlOptions,
+    ParquetOptions,
+    parse_avro_options,
+    parse_csv_options,
+    parse_images_options,
+    parse_jsonl_options,
+    parse_max_record_bytes,
+    parse_parquet_options,
+)
 from beam_tfrecords.transforms.stats.drift import Thresholds
 
 __all__ = [

@@ -314,8 +314,8 @@ def _reader_parses_all(spec: Any, cells: Any) -> bool:
     import pyarrow as pa
 
     from beam_tfrecords.transforms.readers import csv_typing
+    from beam_tfrecords.transforms.readers.csv_cells import CellError, parse_cell
     from beam_tfrecords.transforms.readers.csv_columnar import NeedsRows
-    from beam_tfrecords.transforms.readers.read_csv import CellError, parse_cell
 
     batch = pa.RecordBatch.from_arrays([cells], names=["c"])
     try:
@@ -712,7 +712,7 @@ def _image_layout(root: str, asked: bool = True) -> tuple[bool, list[str]]:
     """Whether the folder holds ``<split>/<label>/<file>`` (else ``<label>/<file>``), and its
     first level's names. ``asked``: the user named the format images (else a folder was taken
     for one, and a folder of data files is told so)."""
-    from beam_tfrecords.transforms.readers.read_images import DEFAULT_EXTENSIONS
+    from beam_tfrecords.transforms.readers.image_files import DEFAULT_EXTENSIONS
 
     root = root.rstrip("/")
     depths: set[int] = set()

@@ -1,8 +1,14 @@
 """File access for every Beam filesystem (local, ``gs://``, ...) in one place.
 
-Everything goes through ``apache_beam.io.filesystems.FileSystems`` so the sink works wherever
-Beam does. Compression is always ``UNCOMPRESSED`` at this layer: FileSystems would otherwise
-guess from a ``.gz`` suffix and compress a second time; the TFRecord writer compresses itself.
+A path with a scheme goes through ``apache_beam.io.filesystems.FileSystems`` so the sink works
+wherever Beam does. Compression is always ``UNCOMPRESSED`` at this layer: FileSystems would
+otherwise guess from a ``.gz`` suffix and compress a second time; the TFRecord writer
+compresses itself.
+
+A local path is served by plain ``os`` and ``io`` calls that do what Beam's LocalFileSystem
+does -- the same globbing, listing, errors and results -- so a command that reads only local
+files (``verify``, ``inspect``, ``schema``, ``init``, a refused ``build``) never imports Beam,
+whose import alone costs over a second. Beam is imported on the first path with a scheme.
 
 Cloud Storage (``gs://``) gets a few things FileSystems cannot do well, from
 ``runtime/gcs.py``: ``concatenate`` composes objects server-side, ``file_crc32c`` reads an
@@ -23,8 +29,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import crc32c
-from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata
-from apache_beam.io.filesystems import FileSystems
 
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import gcs, threaded_file
@@ -41,6 +45,7 @@ from beam_tfrecords.sinks.format.redact import (
 
 __all__ = [
     "CrcCountingWriter",
+    "FileMetadata",
     "NoFilesystem",
     "NoMatch",
     "StorageUnavailable",
@@ -69,7 +74,58 @@ _LOG = logging.getLogger(__name__)
 install_log_redaction()  # every process that touches storage: launcher and workers
 redact_streams_if_asked()  # a worker the command started prints through the same filter
 _COPY_CHUNK = 8 * 1024 * 1024
-_RAW = CompressionTypes.UNCOMPRESSED
+
+
+def _filesystems() -> Any:
+    """Beam's FileSystems, imported on the first path with a scheme (see the module
+    docstring)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def _raw() -> Any:
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return CompressionTypes.UNCOMPRESSED
+
+
+def _beam_io_error(operation: str, exceptions: dict) -> Exception:
+    """The BeamIOError Beam's LocalFileSystem raises when ``operation`` fails, with the same
+    message and details (Beam is imported only on this failing path)."""
+    from apache_beam.io.filesystem import BeamIOError
+
+    return BeamIOError(f"{operation} operation failed", exceptions)
+
+
+class FileMetadata:
+    """A listed local file: the fields of Beam's FileMetadata (``path``, ``size_in_bytes``,
+    ``last_updated_in_seconds``) without importing Beam. A path with a scheme is listed as
+    Beam's own FileMetadata, which has the same fields."""
+
+    __slots__ = ("last_updated_in_seconds", "path", "size_in_bytes")
+
+    def __init__(self, path: str, size_in_bytes: int,
+                 last_updated_in_seconds: float = 0.0) -> None:
+        self.path = path
+        self.size_in_bytes = size_in_bytes
+        self.last_updated_in_seconds = last_updated_in_seconds
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileMetadata) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __reduce__(self) -> tuple:
+        return FileMetadata, self._key()
+
+    def _key(self) -> tuple:
+        return self.path, self.size_in_bytes, self.last_updated_in_seconds
+
+    def __repr__(self) -> str:
+        return (f"FileMetadata({self.path!r}, {self.size_in_bytes}, "
+                f"{self.last_updated_in_seconds})")
 
 
 class NoMatch(UserError, FileNotFoundError):
@@ -86,9 +142,13 @@ def join(base: str, *parts: str) -> str:
     Returns:
         The joined path; NoFilesystem when no Beam filesystem here serves ``base``'s scheme.
     """
-    if parts and not is_local(base) and not is_gcs(base):
+    if not parts:
+        return base
+    if is_local(base):  # what Beam's LocalFileSystem.join does
+        return os.path.join(base, *parts)
+    if not is_gcs(base):
         _served(base)
-    return FileSystems.join(base, *parts) if parts else base
+    return _filesystems().join(base, *parts)
 
 
 def is_local(path: str) -> bool:
@@ -132,7 +192,7 @@ def _served(path: str) -> None:
     """Raise :class:`NoFilesystem` unless a Beam filesystem serves ``path``'s scheme."""
     with _other_filesystem(path):
         try:
-            FileSystems.get_filesystem(path)
+            _filesystems().get_filesystem(path)
         except ValueError:
             scheme = path.split("://", 1)[0]
             raise NoFilesystem(f"{path!r}: no filesystem for {scheme}:// here; local paths "
@@ -147,6 +207,8 @@ def _other_filesystem(path: str) -> Iterator[None]:
     if is_local(path) or is_gcs(path):
         yield
         return
+    from apache_beam.io.filesystem import BeamIOError
+
     try:
         yield
     except BeamIOError as err:
@@ -172,8 +234,9 @@ def open_write(path: str) -> BinaryIO:
     """
     if is_local(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return open(path, "wb")  # noqa: SIM115 -- the caller closes it
     _touch(path)
-    return FileSystems.create(path, compression_type=_RAW)
+    return _filesystems().create(path, compression_type=_raw())
 
 
 def open_counted_write(path: str) -> Any:
@@ -202,9 +265,11 @@ def open_read(path: str) -> BinaryIO:
     Returns:
         A binary file object.
     """
+    if is_local(path):
+        return open(path, "rb")  # noqa: SIM115 -- the caller closes it
     _touch(path)
     with _other_filesystem(path):
-        return FileSystems.open(path, compression_type=_RAW)
+        return _filesystems().open(path, compression_type=_raw())
 
 
 def read_text(path: str) -> str:
@@ -230,11 +295,13 @@ def exists(path: str) -> bool:
     Returns:
         True when something is there.
     """
+    if is_local(path):
+        return os.path.exists(path)
     _touch(path)
     if is_gcs(path):
         return gcs.exists(path)
     with _other_filesystem(path):
-        return FileSystems.exists(path)
+        return _filesystems().exists(path)
 
 
 def match(pattern: str) -> list:
@@ -256,12 +323,93 @@ def match(pattern: str) -> list:
     if is_local(pattern) and pattern.endswith("/**") and not _GLOB_CHARS.search(top) and (
             os.path.isdir(top)):
         return sorted(_walk_metadata(top), key=lambda m: m.path)
+    if is_local(pattern):
+        return sorted(_match_local(pattern), key=lambda m: m.path)
     with _other_filesystem(pattern):
-        result = FileSystems.match([pattern])[0]
+        result = _filesystems().match([pattern])[0]
     return sorted(result.metadata_list, key=lambda m: m.path)
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _match_local(pattern: str) -> list[FileMetadata]:
+    """What Beam's FileSystems.match lists for one local ``pattern``: a pattern without glob
+    characters names itself (a folder too) when it exists; otherwise every file below the
+    folder part before the first glob character, walked as ``os.walk`` does, filtered by
+    :func:`_glob_regex`. A failed walk raises the BeamIOError Beam raises."""
+    try:
+        if pattern.endswith(("/", "\\")):
+            pattern += "*"
+        prefix = re.match(r"^[^[*?]*", pattern).group(0)
+        matches = re.compile(_glob_regex(pattern)).match
+        if prefix != pattern:
+            return list(_list_local(os.path.dirname(prefix), matches))
+        if not os.path.exists(pattern):
+            return []
+        found = FileMetadata(pattern, os.path.getsize(pattern), os.path.getmtime(pattern))
+        return [found] if matches(found.path) else []
+    except Exception as err:  # noqa: BLE001 -- Beam wraps every failure of a match so
+        raise _beam_io_error("Match", {pattern: err}) from None
+
+
+def _list_local(folder: str, matches: Any) -> Iterator[FileMetadata]:
+    """Beam's LocalFileSystem listing of ``folder``, filtered by ``matches``: every file below
+    it (``os.walk``: no symlinked folder entered) whose path matches, a file that vanishes
+    skipped, a failed walk a BeamIOError. A path is matched before its file is looked at
+    (Beam looks at every file, then matches)."""
+    if not os.path.exists(folder):
+        return
+    try:
+        for root, _, names in os.walk(folder):
+            for name in names:
+                path = os.path.join(root, name)
+                if not matches(path):
+                    continue
+                try:
+                    yield FileMetadata(path, os.path.getsize(path), os.path.getmtime(path))
+                except OSError:  # gone since the walk saw it
+                    pass
+    except Exception as err:  # noqa: BLE001 -- as Beam's listing wraps it
+        raise _beam_io_error("List", {folder: err}) from None
+
+
+def _glob_regex(pattern: str) -> str:
+    """Beam's ``FileSystem.translate_pattern``: fnmatch, except that ``*`` stops at a path
+    separator and ``**`` does not; there is no way to quote a glob character."""
+    i, n, out = 0, len(pattern), ""
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if i < n and pattern[i] == "*":
+                out += ".*"
+                i += 1
+            else:
+                out += r"[^/\\]*"
+        elif c == "?":
+            out += "."
+        elif c == "[":
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out += r"\["
+            else:
+                stuff = pattern[i:j].replace("\\", "\\\\")
+                i = j + 1
+                if stuff[0] == "!":
+                    stuff = "^" + stuff[1:]
+                elif stuff[0] == "^":
+                    stuff = "\\" + stuff
+                out += f"[{stuff}]"
+        else:
+            out += re.escape(c)
+    return r"(?ms)" + out + r"\Z"
 
 
 def _walk_metadata(top: str) -> list:
@@ -433,7 +581,7 @@ def delete_tree(prefix: str) -> None:
         return
     files = list_files(prefix)
     if files:
-        FileSystems.delete(files)
+        _filesystems().delete(files)
 
 
 def rename(source: str, destination: str) -> None:
@@ -445,9 +593,15 @@ def rename(source: str, destination: str) -> None:
     """
     if is_local(destination):
         os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+    if is_local(source) and is_local(destination):  # what Beam's LocalFileSystem does
+        try:
+            os.rename(source, destination)
+        except OSError as err:
+            raise _beam_io_error("Rename", {(source, destination): OSError(err)}) from None
+        return
     _touch(source)
     _touch(destination)
-    FileSystems.rename([source], [destination])
+    _filesystems().rename([source], [destination])
 
 
 def write_atomic(path: str, data: bytes,
@@ -541,8 +695,7 @@ def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
         out.close()
         rename(tmp, destination)
     except BaseException:
-        if exists(tmp):
-            FileSystems.delete([tmp])
+        delete([tmp])
         raise
     return out.bytes, out.crc32c
 
@@ -575,6 +728,28 @@ def delete(paths: Iterable[str]) -> None:
     paths = [p for p in paths if exists(p)]
     if not paths:
         return
+    if is_local(paths[0]):  # Beam picks the filesystem by the first path, too
+        _delete_local(paths)
+        return
     for path in paths:
         _touch(path)
-    FileSystems.delete(paths)
+    _filesystems().delete(paths)
+
+
+def _delete_local(paths: Sequence[str]) -> None:
+    """What Beam's LocalFileSystem.delete does: each path is matched as a glob (a folder is
+    removed with everything below it), and one BeamIOError names every path that failed."""
+    failed: dict[str, Exception] = {}
+    for path, listed in [(path, _match_local(path)) for path in paths]:
+        if not listed:
+            failed[path] = OSError(f"No files found to delete under: {path}")
+        for item in listed:
+            try:
+                if os.path.isdir(item.path):
+                    shutil.rmtree(item.path)
+                else:
+                    os.remove(item.path)
+            except OSError as err:
+                failed[item.path] = OSError(err)
+    if failed:
+        raise _beam_io_error("Delete", failed)

@@ -318,3 +318,82 @@ def test_every_option_beam_collects_is_known():
     assert "a_runners_own_option" in dests
     _, unknown = parser.parse_known_args(["--a_runners_own_option=1", "--ouput", "x"])
     assert unknown == ["--ouput", "x"]
+
+
+def test_the_flag_table_is_what_the_installed_beam_registers():
+    """pipelines/beam_option_table.py refuses flags without importing Beam; after a Beam
+    upgrade this fails until the table is made again
+    (``python -m beam_tfrecords.pipelines.flags --write-table``)."""
+    from beam_tfrecords.pipelines import beam_option_table
+
+    live = flags.option_table()
+    assert beam_option_table.BEAM_VERSION == live["beam_version"], "regenerate the table"
+    assert beam_option_table.FLAGS == live["flags"], "regenerate the table"
+    assert "--tfrecords_progress_dir" in live["flags"]  # ours, from OPTION_MODULES
+    assert "--render_output" in live["flags"]  # a runner module's, at any depth
+
+
+def test_a_beam_version_the_table_is_not_of_is_checked_by_importing_beam(monkeypatch,
+                                                                          capsys):
+    """Another installed Beam: the table is not trusted, and the check imports Beam's
+    parser as before -- the same refusal and suggestion as with the table."""
+    said = []
+    for version in (None, "0.0.0"):
+        if version is not None:
+            monkeypatch.setattr(flags, "_installed_beam_version", lambda v=version: v)
+            assert flags._table_parser() is None
+        with pytest.raises(SystemExit) as stopped:
+            flags.check_pipeline_flags(cli.build_parser(), ["--direct_num_worker", "2"])
+        assert stopped.value.code == 2
+        said.append(capsys.readouterr().err.splitlines()[-1])
+    assert said[0] == said[1]
+    assert "(did you mean --direct_num_workers?)" in said[0]
+
+
+# --- answered without Beam -------------------------------------------------------------------
+
+# Runs the console script as its own entry, then says whether Beam was ever imported.
+BEAM_PROBE = """import runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    print("apache_beam imported:", "apache_beam" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("command, status", [
+    (["build", "--ouput", "x"], 2),
+    (["build", "--config", "CONFIG", "--ouput=x", "--runner", "DirectRunner"], 2),
+    (["build", "--config", "CONFIG", "stray"], 2),
+    (["build", "--config", "CONFIG", "--input", "NOWHERE/*.csv"], 1),  # nothing matches
+    (["build", "--config", "CONFIG", "--input", "DATA"], 1),  # a folder
+    (["build", "--config", "NOWHERE"], 1),  # no config
+    (["verify", "OUT/v"], 0),
+    (["verify", "NOWHERE"], 1),
+    (["inspect", "OUT", "--limit", "2"], 0),
+    (["schema", "OUT"], 0),
+    (["init", "--input", "CSV"], 0),
+    (["init", "--input", "DATA"], 1),  # a folder of data files: "give a glob"
+    (["--version"], 0),
+], ids=["slip", "slip-with-beam-flags", "stray", "no-match", "input-folder", "no-config",
+        "verify", "verify-nothing", "inspect", "schema", "init", "init-folder", "version"])
+def test_slips_and_local_reads_never_import_beam(command, status, built, tmp_path):
+    """Beam's import alone costs over a second: a slip, a build refused for its config or
+    input, and a command that reads only local files answer without it (through the
+    installed console script)."""
+    out, _ = built
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("id,x\n1,2\n")
+    subs = {"OUT": str(out), "NOWHERE": str(tmp_path / "nowhere"), "CONFIG": str(DEMO),
+            "CSV": str(DEMO_CSV), "DATA": str(tmp_path / "data")}
+    args = [subs.get(a.split("/")[0], a.split("/")[0]) + a[len(a.split("/")[0]):]
+            for a in command]
+    done = subprocess.run([sys.executable, "-c", BEAM_PROBE, str(SCRIPT), *args],
+                          capture_output=True, env=os.environ.copy(), timeout=TIMEOUT)
+    err = done.stderr.decode()
+    assert done.returncode == status, err
+    assert err.splitlines()[-1] == "apache_beam imported: False", err
+    assert command[0] != "build" or status == 2 or "BuildError" in err or "ConfigError" in err
+    if command[-1] == "DATA":
+        assert "is a directory" in err, err

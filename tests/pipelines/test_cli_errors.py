@@ -161,20 +161,24 @@ def _in_a_fresh_process(code: str) -> list[str]:
 @pytest.mark.parametrize("enabled_before", [True, False])
 @pytest.mark.slow
 def test_the_command_is_imported_with_the_collector_paused_and_left_as_it_was(enabled_before):
+    """build's module (Beam with it) is imported only once its flags are checked
+    (``_import_late``), still with the collector paused and the result frozen."""
     seen = _in_a_fresh_process(f"""
 import gc, sys
 from beam_tfrecords.pipelines import cli
 {'' if enabled_before else 'gc.disable()'}
 during = []
 gc.callbacks.append(lambda phase, info: during.append(phase))
-cli.import_command(["--debug", "verify", "somewhere"])
-print("beam_tfrecords.pipelines.verify" in sys.modules, "apache_beam" in sys.modules,
+cli.import_command(["--debug", "build", "--config", "somewhere"])
+print("apache_beam" in sys.modules)
+cli._import_late(cli.COMMAND_MODULES["build"])
+print("beam_tfrecords.pipelines.build" in sys.modules, "apache_beam" in sys.modules,
       gc.isenabled(), gc.get_freeze_count() > 100000, len(during))
 """)
     # Unpaused, importing Beam runs hundreds of collections; the few allowed here are for the
     # allocations between re-enabling the collector and the print.
-    assert seen[:4] == ["True", "True", str(enabled_before), "True"]
-    assert int(seen[4]) <= 4, seen
+    assert seen[:5] == ["False", "True", "True", str(enabled_before), "True"]
+    assert int(seen[5]) <= 4, seen
 
 
 def test_a_failing_import_is_left_for_main_to_report():
@@ -199,11 +203,11 @@ def test_the_console_script_exits_with_mains_status_and_flushes_its_output(tmp_p
     ok = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "schema",
                          "--config", str(demo)], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and json.loads(ok.stdout), ok.stderr
-    bad = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "schema",
-                          "--config", str(tmp_path / "missing.yaml")],
+    bad = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli", "verify",
+                          str(tmp_path / "missing")],  # a user error that needs no Beam
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1
-    assert bad.stderr.startswith("beam-tfrecords schema: ConfigError: cannot read config ")
+    assert bad.stderr.startswith("beam-tfrecords verify: NoMatch: ")
     usage = subprocess.run([sys.executable, "-m", "beam_tfrecords.pipelines.cli"],
                            capture_output=True, text=True, timeout=120)
     assert usage.returncode == 2 and usage.stderr.startswith("usage: beam-tfrecords")

@@ -50,7 +50,6 @@ _BEING_CHANGED = {
     "pipelines/flags.py",
     "pipelines/cli.py",
     "pipelines/build.py",
-    "pipelines/build_inputs.py",
     "pipelines/verify.py",
     "pipelines/launch_check.py",
 }

@@ -60,10 +60,9 @@ from beam_tfrecords.sinks.format.file_identity import (
     not_a_file,
 )
 from beam_tfrecords.sinks.format.redact import redact_text
-from beam_tfrecords.sinks.format.shard_plan import parse_size
 from beam_tfrecords.transforms.codec.coercion import preview
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.codec.specs import _fail, as_feature_specs
+from beam_tfrecords.transforms.codec.specs import as_feature_specs
 from beam_tfrecords.transforms.readers.events import (
     DEFAULT_MAX_RECORD_BYTES,
     HEAD_BYTES,
@@ -82,6 +81,7 @@ from beam_tfrecords.transforms.readers.ranges import (
     parse_split_bytes,
     unsplittable_text,
 )
+from beam_tfrecords.transforms.readers.source_options import parse_max_record_bytes
 
 __all__ = ["CHANGED_COUNTS", "COUNTS", "REJECTED", "UNREAD_COUNTS", "ClaimedWindow", "FileRange",
            "Outputs", "PlanRanges", "RangeFound", "RangeTracker", "ReadFileFn", "ReadFiles",
@@ -108,7 +108,6 @@ CHUNK_ROWS = 4096  # records per chunk on the per-row path
 # up to 8 or 16 MB, 1.78-2.0 s up to 4 MB; the tutorial's 65,536 rows are 2 MB).
 BATCH_ROWS = 65536
 BATCH_BYTES = 4 << 20
-_MAX_RECORD_LIMIT = 1 << 40
 _LOG = logging.getLogger(__name__)
 
 
@@ -375,31 +374,6 @@ def max_record_bytes_of(options: Any) -> int:
         The limit in bytes.
     """
     return getattr(options, "max_record_bytes", DEFAULT_MAX_RECORD_BYTES)
-
-
-def parse_max_record_bytes(value: Any, key: str = "source.max_record_bytes") -> int:
-    """A record size limit (67108864, "64MiB", "64MB"): the config's ``source.max_record_bytes``
-    and every public source's ``max_record_bytes`` argument.
-
-    Args:
-        value: a number of bytes or a size text.
-        key: the config key or argument named in errors.
-
-    Returns:
-        The limit in bytes.
-
-    Raises:
-        ConfigError: not a size, or above the largest limit.
-    """
-    if isinstance(value, float):
-        raise _fail(key, value, "must be a whole number of bytes or a size such as '64MiB'")
-    try:
-        size = parse_size(value)
-    except ValueError as err:
-        raise _fail(key, value, str(err)) from None
-    if size > _MAX_RECORD_LIMIT:
-        raise _fail(key, value, f"must be at most {_MAX_RECORD_LIMIT} bytes")
-    return size
 
 
 # -- one file -> events -> outputs ------------------------------------------------------------

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from beam_tfrecords.runtime import storage
-from beam_tfrecords.transforms.codec.specs import _mapping
 from beam_tfrecords.transforms.codec.wire import varint
 from beam_tfrecords.transforms.readers.avro_ranges import AvroDamage as _AvroDamage
 from beam_tfrecords.transforms.readers.avro_ranges import (
@@ -44,39 +43,12 @@ from beam_tfrecords.transforms.readers.framework import (
     parse_arguments,
 )
 from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES, plan_ranges
+from beam_tfrecords.transforms.readers.source_options import AvroOptions, parse_avro_options
 
 __all__ = ["AvroOptions", "ReadAvro", "ReadAvroFiles", "avro_fields", "parse_avro_options"]
 
 
 # -- options ----------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class AvroOptions:
-    """Avro has no options of its own; ``max_record_bytes`` (from
-    ``source.max_record_bytes``) bounds the header and the blocks a reader will hold."""
-
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
-
-
-
-
-def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
-    """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`.
-
-    Args:
-        raw: the mapping, or None.
-        key: the config key named in errors.
-
-    Returns:
-        The options.
-
-    Raises:
-        ConfigError: an option Avro does not have.
-    """
-    _mapping(key, {} if raw is None else raw, ())
-    return AvroOptions()
-
-
 
 _AVRO_MAGIC = b"Obj\x01"
 _SYNC = 16

@@ -29,9 +29,7 @@ about the time of those three. Dead letters still show the whole row.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
-import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -41,19 +39,11 @@ import pyarrow as pa
 
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.codec.specs import _fail, _mapping, _typed
-from beam_tfrecords.transforms.codec.text_values import (
-    TextValueError,
-    float_text,
-    int64_text,
-    json_integer,
-    json_number,
-)
 from beam_tfrecords.transforms.readers import csv_columnar as cc
+from beam_tfrecords.transforms.readers.csv_cells import CellError, parse_cell
 from beam_tfrecords.transforms.readers.csv_ranges import IN, OUT, Dialect, csv_range_start
 from beam_tfrecords.transforms.readers.csv_typing import type_batch
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
-from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
     ClaimedWindow,
     RangeFound,
@@ -70,6 +60,7 @@ from beam_tfrecords.transforms.readers.framework import (
 )
 from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES, Link, RangeError
 from beam_tfrecords.transforms.readers.read_parquet import needed_columns
+from beam_tfrecords.transforms.readers.source_options import CsvOptions, parse_csv_options
 
 __all__ = ["CsvOptions", "ReadCsv", "ReadCsvFiles", "parse_cell", "parse_csv_options",
            "read_csv_header"]
@@ -77,112 +68,12 @@ __all__ = ["CsvOptions", "ReadCsv", "ReadCsvFiles", "parse_cell", "parse_csv_opt
 
 # -- options ----------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class CsvOptions:
-    """How CSV text is split into cells. Cells are typed by the feature specs."""
-
-    delimiter: str = ","
-    quotechar: str = '"'
-    header: bool = True
-    columns: tuple[str, ...] = ()  # required when header is false
-    null_values: tuple[str, ...] = ("",)  # cells spelled like this are missing
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES  # from source.max_record_bytes
-
-
-def parse_csv_options(raw: Any, key: str = "source.csv") -> CsvOptions:
-    """The ``source.csv`` mapping (None: defaults) as :class:`CsvOptions`; the error names
-    ``key.<option>`` and echoes the bad value. ``max_record_bytes`` is set apart (it is
-    ``source.max_record_bytes`` in a config).
-
-    Args:
-        raw: the mapping, or None.
-        key: the config key named in errors.
-
-    Returns:
-        The options.
-
-    Raises:
-        ConfigError: an unknown option or a bad value.
-    """
-    raw = _mapping(key, {} if raw is None else raw, descriptor("csv").option_keys)
-    opts = {}
-    for name in ("delimiter", "quotechar"):
-        if name in raw:
-            value = raw[name]
-            if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
-                raise _fail(f"{key}.{name}", value, "must be one character (not a newline)")
-            opts[name] = value
-    if "header" in raw:
-        opts["header"] = _typed(f"{key}.header", raw["header"], bool, "true or false")
-    if "columns" in raw:
-        cols = _typed(f"{key}.columns", raw["columns"], list, "a list of column names")
-        if not cols or not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(
-            cols
-        ):
-            raise _fail(f"{key}.columns", cols, "must be distinct, non-empty column names")
-        opts["columns"] = tuple(cols)
-    if "null_values" in raw:
-        nulls = _typed(f"{key}.null_values", raw["null_values"], list, "a list of strings")
-        if not all(isinstance(n, str) for n in nulls):
-            raise _fail(f"{key}.null_values", nulls, "must hold strings only")
-        opts["null_values"] = tuple(nulls)
-    options = CsvOptions(**opts)
-    if not options.header and not options.columns:
-        raise _fail(f"{key}.columns", None, "is required when header is false")
-    if options.delimiter == options.quotechar:
-        raise _fail(f"{key}.quotechar", options.quotechar, "must differ from the delimiter")
-    return options
-
-
 # -- cells and rows ---------------------------------------------------------------------------
 
 _SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogateescape decodes them
 # A row at least this long, of which few columns are kept, is split by cc.pick_cells (numpy)
 # rather than csv, which makes a string of every cell.
 _PICK_BYTES = 2048
-
-
-class CellError(ValueError):
-    """A CSV cell that its feature cannot take; ``reason`` says why.
-
-    Args:
-        reason: why, as a phrase.
-    """
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def parse_cell(spec: FeatureSpec, text: str) -> Any:
-    """A CSV cell's text as the Python value the encoder expects for ``spec``: a JSON array
-    for a list-shaped feature; for a number feature, the text rules every entry point shares
-    (``text_values.int64_text`` / ``float_text``); bytes and string cells exactly as they are,
-    spaces included.
-
-    Args:
-        spec: the cell's feature.
-        text: the cell's text.
-
-    Returns:
-        The value.
-
-    Raises:
-        CellError: the text is not such a value.
-    """
-    if spec.shape or spec.sequence:
-        try:
-            return json.loads(text, parse_float=json_number, parse_int=json_integer)
-        except ValueError as err:
-            raise CellError(
-                f"a list-shaped feature needs a JSON array in the cell: {err}") from None
-    try:
-        if spec.dtype == "int64":
-            return int64_text(text, spec.unit, spec.format, spec.scale)
-        if spec.dtype == "float":
-            return float_text(text)
-    except TextValueError as err:
-        raise CellError(err.reason) from None
-    return text
 
 
 class _Feed:

@@ -44,8 +44,6 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.runtime.spread import Spread
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
-from beam_tfrecords.transforms.codec.specs import _fail, _mapping
-from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
     COUNTS,
     REJECTED,
@@ -58,10 +56,15 @@ from beam_tfrecords.transforms.readers.framework import (
     records_chunk,
     source_display_data,
 )
+from beam_tfrecords.transforms.readers.image_files import DEFAULT_EXTENSIONS
 from beam_tfrecords.transforms.readers.image_header import (
     ImageHeaderError,
     check_complete,
     read_header,
+)
+from beam_tfrecords.transforms.readers.source_options import (
+    ImagesOptions,
+    parse_images_options,
 )
 
 __all__ = [
@@ -75,8 +78,6 @@ __all__ = [
     "plan_images",
 ]
 
-DEFAULT_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")
-LAYOUTS = ("folders", "manifest")
 # Fields every image record has; manifest columns may not reuse them (``split`` excepted).
 RESERVED = ("image", "path", "label", "label_text", "height", "width", "channels", "format")
 CHUNK_IMAGES = 256
@@ -88,19 +89,6 @@ CHUNK_BYTES = 8 * 1024 * 1024
 _BATCH = 256  # entries per element before the read step
 # Files in flight per worker on Cloud Storage, where each read waits tens of milliseconds.
 REMOTE_READ_THREADS = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class ImagesOptions:
-    """``source.images``: how image files are found and checked."""
-
-    layout: str = "folders"  # folders | manifest
-    manifest: str = ""  # the manifest CSV; empty: source.path names it
-    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS  # lower case, with the dot
-    check_complete: bool = True  # reject files cut short after their header
-    # Files read at once per worker; 0 (``auto``): REMOTE_READ_THREADS for Cloud Storage,
-    # 1 for local files (read from the page cache, threads only add GIL hand-offs).
-    read_threads: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,57 +116,6 @@ class ImagePlan:
 
 
 # -- options ----------------------------------------------------------------------------------
-
-def parse_images_options(raw: Any, key: str = "source.images") -> ImagesOptions:
-    """The ``source.images`` mapping (or None) as :class:`ImagesOptions`; ValueError names
-    ``key.<field>`` and echoes the bad value.
-
-    Args:
-        raw: the mapping, or None.
-        key: the config key named in errors.
-
-    Returns:
-        The options.
-
-    Raises:
-        ConfigError: an unknown option or a bad value.
-    """
-    raw = _mapping(key, {} if raw is None else raw, descriptor("images").option_keys)
-    opts: dict[str, Any] = {}
-    if "layout" in raw:
-        if raw["layout"] not in LAYOUTS:
-            raise _fail(f"{key}.layout", raw["layout"], f"must be one of {', '.join(LAYOUTS)}")
-        opts["layout"] = raw["layout"]
-    if "manifest" in raw:
-        value = raw["manifest"]
-        if not isinstance(value, str) or not value.strip():
-            raise _fail(f"{key}.manifest", value, "must be a non-empty path to a CSV file")
-        opts["manifest"] = value
-    if "extensions" in raw:
-        value = raw["extensions"]
-        if (not isinstance(value, list) or not value
-                or not all(isinstance(e, str) and len(e) > 1 and e.startswith(".")
-                           and "/" not in e for e in value)):
-            raise _fail(f"{key}.extensions", value,
-                        "must be a non-empty list of file extensions such as .jpg")
-        opts["extensions"] = tuple(dict.fromkeys(e.lower() for e in value))
-    if "read_threads" in raw:
-        value = raw["read_threads"]
-        if value == "auto":
-            value = 0
-        elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
-            raise _fail(f"{key}.read_threads", value,
-                        "must be auto or a whole number from 1 to 64")
-        opts["read_threads"] = value
-    if "check_complete" in raw:
-        if not isinstance(raw["check_complete"], bool):
-            raise _fail(f"{key}.check_complete", raw["check_complete"], "must be true or false")
-        opts["check_complete"] = raw["check_complete"]
-    options = ImagesOptions(**opts)
-    if options.manifest and options.layout != "manifest":
-        raise _fail(f"{key}.manifest", options.manifest, "applies to layout manifest only")
-    return options
-
 
 # -- planning (pure) --------------------------------------------------------------------------
 

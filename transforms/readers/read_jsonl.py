@@ -15,7 +15,6 @@ rules judge it as they judge the same CSV cell: never stored as ``inf``.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from collections.abc import Iterator, Sequence
@@ -23,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from beam_tfrecords.transforms.codec.specs import _fail, _mapping
 from beam_tfrecords.transforms.codec.text_values import json_integer, json_number
 from beam_tfrecords.transforms.readers.csv_columnar import BOM, Prefixed, text_stream
 from beam_tfrecords.transforms.readers.events import (
@@ -32,7 +30,6 @@ from beam_tfrecords.transforms.readers.events import (
     Reject,
     bounded_line,
 )
-from beam_tfrecords.transforms.readers.formats import descriptor
 from beam_tfrecords.transforms.readers.framework import (
     ClaimedWindow,
     RangeFound,
@@ -46,62 +43,14 @@ from beam_tfrecords.transforms.readers.framework import (
 )
 from beam_tfrecords.transforms.readers.jsonl_ranges import line_start
 from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES
+from beam_tfrecords.transforms.readers.source_options import JsonlOptions, parse_jsonl_options
 
 __all__ = ["JsonlOptions", "ReadJsonl", "ReadJsonlFiles", "parse_jsonl_options"]
 
 _JSONL_BLOCK = 1 << 20  # bytes of whole lines per pyarrow.json block
-_MAX_DEPTH_LIMIT = 512  # json's C parser raises RecursionError somewhat below 1000 levels
 
 
 # -- options ----------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class JsonlOptions:
-    """How JSON Lines text is read.
-
-    ``max_depth``: a line whose objects/arrays nest deeper than this (the line's object is
-    level 1) is a dead letter. ``max_line_bytes``: a longer physical line is a dead letter
-    and is skipped without being held in memory (the config sets it from
-    ``source.max_record_bytes``; ``source.jsonl.max_line_bytes`` is that key's older name).
-    """
-
-    max_depth: int = 64
-    max_line_bytes: int = DEFAULT_MAX_RECORD_BYTES
-
-    @property
-    def max_record_bytes(self) -> int:
-        return self.max_line_bytes
-
-
-
-def _int_in(key: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _fail(key, value, f"must be an integer from {low} to {high}")
-    return value
-
-
-def parse_jsonl_options(raw: Any, key: str = "source.jsonl") -> JsonlOptions:
-    """The ``source.jsonl`` mapping (None: defaults) as :class:`JsonlOptions`.
-
-    Args:
-        raw: the mapping, or None.
-        key: the config key named in errors.
-
-    Returns:
-        The options.
-
-    Raises:
-        ConfigError: an unknown option or a bad value.
-    """
-    raw = _mapping(key, {} if raw is None else raw, descriptor("jsonl").option_keys)
-    opts: dict[str, int] = {}
-    if "max_depth" in raw:
-        opts["max_depth"] = _int_in(f"{key}.max_depth", raw["max_depth"], 1, _MAX_DEPTH_LIMIT)
-    if "max_line_bytes" in raw:
-        opts["max_line_bytes"] = _int_in(f"{key}.max_line_bytes", raw["max_line_bytes"], 1,
-                                         2**40)
-    return JsonlOptions(**opts)
-
 
 def _too_deep(value: Any, limit: int) -> bool:
     """Whether dicts/lists in ``value`` nest deeper than ``limit`` (iterative: no recursion)."""

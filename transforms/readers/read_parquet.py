@@ -16,7 +16,6 @@ and the next group is read. Pages written with checksums are verified. A footer 
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import logging
 from collections.abc import Iterator, Sequence
@@ -24,7 +23,6 @@ from typing import Any
 
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
-from beam_tfrecords.transforms.codec.specs import _mapping
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Unread
 from beam_tfrecords.transforms.readers.framework import (
     BATCH_BYTES,
@@ -39,6 +37,7 @@ from beam_tfrecords.transforms.readers.framework import (
 )
 from beam_tfrecords.transforms.readers.parquet_ranges import group_span, plan_row_groups
 from beam_tfrecords.transforms.readers.ranges import DEFAULT_SPLIT_BYTES
+from beam_tfrecords.transforms.readers.source_options import ParquetOptions, parse_parquet_options
 
 __all__ = ["ParquetOptions", "ReadParquet", "ReadParquetFiles", "needed_columns",
            "parquet_fields", "parse_parquet_options"]
@@ -47,32 +46,6 @@ _LOG = logging.getLogger(__name__)
 
 
 # -- options ----------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class ParquetOptions:
-    """Parquet has no options of its own; ``max_record_bytes`` (from
-    ``source.max_record_bytes``) bounds the footer a reader will hold."""
-
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
-
-
-
-def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
-    """The ``source.parquet`` mapping (None: defaults) as :class:`ParquetOptions`.
-
-    Args:
-        raw: the mapping, or None.
-        key: the config key named in errors.
-
-    Returns:
-        The options.
-
-    Raises:
-        ConfigError: an option Parquet does not have.
-    """
-    _mapping(key, {} if raw is None else raw, ())
-    return ParquetOptions()
-
 
 def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -> list[str]:
     """Top-level fields the features read (plus ``extra``, e.g. the split key's first part).
