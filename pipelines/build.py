@@ -78,8 +78,18 @@ _LOG = logging.getLogger(__name__)
 def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str | FileIdentity],
                 images: ImagePlan | None = None):
     """The public source the format calls for (``btf.ReadCsv`` ...), with the config's options,
-    on the files listed at launch; its result is ``records`` (RecordChunks), ``rejected``
-    (dead-letter rows) and ``counts`` whatever the format."""
+    on the files listed at launch.
+
+    Args:
+        p: the pipeline to add the read to.
+        config: the build's config (its source format and options).
+        input_files: the files listed at launch (paths or FileIdentity).
+        images: the image plan made at launch, for an images source.
+
+    Returns:
+        The source's result: ``records`` (RecordChunks), ``rejected`` (dead-letter rows) and
+        ``counts``, whatever the format.
+    """
     source = config.source
     if source.format == "images":
         if images is None:
@@ -92,8 +102,15 @@ def read_source(p: beam.Pipeline, config: Config, input_files: Sequence[str | Fi
 
 
 def file_source(config: Config, input_files: Sequence[str | FileIdentity]) -> Any:
-    """The public source (``btf.ReadCsv`` ...) of a file format, with the config's options,
-    on ``input_files`` (paths, or identities as ``build_inputs.list_inputs`` lists them)."""
+    """The public source (``btf.ReadCsv`` ...) of a file format, with the config's options.
+
+    Args:
+        config: the build's config (not an images source).
+        input_files: paths, or identities as ``build_inputs.list_inputs`` lists them.
+
+    Returns:
+        The source transform, not yet applied.
+    """
     source = config.source
     files, features = list(input_files), config.features
     extra = tuple(path[0] for path in (config.splits.key, config.splits.field) if path)
@@ -120,8 +137,22 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
                 runner: str = "DirectRunner", keep: int = 5,
                 images: ImagePlan | None = None, use_lease: bool = True,
                 baseline_statistics: str | None = None) -> CommitSpec:
-    """What the commit step needs to know about this build (sinks/commit.py);
-    ``baseline_statistics``: the statistics folder of a baseline built without them."""
+    """What the commit step needs to know about this build (sinks/commit.py).
+
+    Args:
+        config: the build's config.
+        layout: the version's layout on the output.
+        build_id: this build's id (the lease holder's).
+        inputs: the input fingerprint the manifest records.
+        runner: the runner's name, for the manifest.
+        keep: versions retention keeps.
+        images: the image plan, whose label vocabulary the manifest records.
+        use_lease: whether the commit is fenced on the output's lease.
+        baseline_statistics: the statistics folder of a baseline built without them.
+
+    Returns:
+        The CommitSpec.
+    """
     extra = {}
     if images is not None:  # image labels: the int label is the index into this list
         extra["label_vocabulary"] = list(images.vocabulary)
@@ -146,7 +177,15 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
 
 
 def warn_if_class_ordered(config: Config, images: ImagePlan | None) -> bool:
-    """Log one warning when an unshuffled build would write images class by class."""
+    """Log one warning when an unshuffled build would write images class by class.
+
+    Args:
+        config: the build's config (its shuffle seed).
+        images: the image plan, or None for other sources.
+
+    Returns:
+        Whether it warned.
+    """
     if images is None or config.output.shuffle_seed is not None:
         return False
     if not is_class_ordered([e.label for e in images.entries]):
@@ -163,10 +202,17 @@ def warn_if_class_ordered(config: Config, images: ImagePlan | None) -> bool:
 def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
                    input_files: Sequence[str], images: ImagePlan | None = None
                    ) -> dict[str, Any]:
-    """Adds the build to ``p``; returns its main PCollections by name.
+    """Adds the build to ``p``.
 
-    ``spec``: the commit's (:func:`commit_spec`); ``images``: the plan :func:`plan_inputs`
-    made at launch for an images source.
+    Args:
+        p: the pipeline.
+        config: the build's config.
+        spec: the commit's (:func:`commit_spec`).
+        input_files: the files listed at launch.
+        images: the plan made at launch for an images source.
+
+    Returns:
+        Its main PCollections by name: ``examples`` and ``manifest``.
     """
     # The public transforms (btf.ReadCsv ..., btf.ToExamples), then the commit. The source's
     # rejects and counts go to WriteDataset beside ToExamples', not merged by a Flatten:
@@ -187,7 +233,16 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
 
 
 def unchanged_since_latest(root: str, inputs: dict, config_sha256: str) -> str | None:
-    """The LATEST version when it was built from the same inputs and config, else None."""
+    """The LATEST version when it was built from the same inputs and config, else None.
+
+    Args:
+        root: the output root.
+        inputs: this build's input fingerprint (redacted, as manifests hold it).
+        config_sha256: this build's config hash.
+
+    Returns:
+        The version's name, or None.
+    """
     latest = read_latest(root)
     if latest is None:
         return None

@@ -453,6 +453,12 @@ def user_error_line(err: BaseException) -> tuple[str, str] | None:
     Found by type along the exception chain, or -- for an error a runner shipped back from a
     worker as text (multi_processing, PortableRunner: a RuntimeError holding the worker's
     traceback) -- by a line naming a UserError subclass, e.g. ``...commit.CommitError: why``.
+
+    Args:
+        err: the exception a command ended with.
+
+    Returns:
+        ``(class name, message)``, or None for an error that is a bug or unforeseen.
     """
     from beam_tfrecords.errors import UserError
 
@@ -602,7 +608,11 @@ def import_command(argv: Sequence[str]) -> None:
     collection walks them again; frozen, they are left out of both. A
     failing import is left for ``main`` to report, as it would without this step. The module
     of a command in ``_LATE_COMMANDS`` is imported so later, by :func:`_import_late`, once
-    its arguments have passed their checks."""
+    its arguments have passed their checks.
+
+    Args:
+        argv: the command line after the program's name.
+    """
     global _freeze_late_imports
     words, _ = _split_debug(list(argv))
     module = COMMAND_MODULES.get(words[0]) if words else None

@@ -45,13 +45,29 @@ OPTION_MODULES = ("apache_beam.options.pipeline_options", "apache_beam.runners.r
 
 class CommandParser(argparse.ArgumentParser):
     """Every command's parser: no abbreviations, and an argument it does not know is a usage
-    error naming the closest flag (``init --ouput`` -> "did you mean --output?")."""
+    error naming the closest flag (``init --ouput`` -> "did you mean --output?").
+
+    Args:
+        *args: argparse.ArgumentParser's arguments.
+        **kwargs: argparse.ArgumentParser's keyword arguments (``allow_abbrev`` is False
+            unless given).
+    """
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def parse_args(self, args=None, namespace=None):  # noqa: ANN001 -- argparse's signature
+        """argparse's ``parse_args``, with an unknown argument a usage error naming the
+        closest flag.
+
+        Args:
+            args: the arguments (default ``sys.argv[1:]``).
+            namespace: the namespace to fill (default a new one).
+
+        Returns:
+            The parsed namespace.
+        """
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             self.error(_unknown(extras[0], [self]))
@@ -90,8 +106,17 @@ def _option_classes() -> Iterator[type]:
 
 def pipeline_option_parser(runner: str | None = None, every_module: bool = True
                            ) -> argparse.ArgumentParser:
-    """A parser of every pipeline option Beam has registered (see the module docstring);
-    ``every_module=False``: of those registered so far, and the runner's."""
+    """A parser of every pipeline option Beam has registered (see the module docstring).
+
+    Args:
+        runner: the runner named on the command line; a dotted path's module is imported, as
+            it may define options.
+        every_module: import every module of :data:`OPTION_MODULES` first; False: only the
+            options registered so far, and the runner's.
+
+    Returns:
+        An argparse parser of Beam's kind (refusing bad values by raising).
+    """
     from apache_beam.options.pipeline_options import _BeamArgumentParser
 
     modules = list(OPTION_MODULES) if every_module else []

@@ -55,6 +55,13 @@ class FeatureTally:
     value_type: str = ""
 
     def refuse(self, row: int | None, reason: str, value_type: str) -> None:
+        """Count one refused value; the first one's row, reason and type are kept.
+
+        Args:
+            row: its row number (None where the reader cannot tell).
+            reason: why the encoder refused it.
+            value_type: the type the value held.
+        """
         self.refused += 1
         if self.row is None and not self.reason:
             self.row, self.reason, self.value_type = row, reason, value_type
@@ -62,7 +69,16 @@ class FeatureTally:
 
 def sample_events(reader: ReadFileFn, path: str, limit: int = SAMPLE_RECORDS
                   ) -> Iterator[tuple[int | None, Any]]:
-    """``(row, record)`` or ``(row, Reject)`` for the first ``limit`` records of ``path``."""
+    """``(row, record)`` or ``(row, Reject)`` for the first ``limit`` records of ``path``.
+
+    Args:
+        reader: the format's file reader (set up).
+        path: the file to sample.
+        limit: records to read at most.
+
+    Yields:
+        ``(row, record)`` or ``(row, Reject)``.
+    """
     seen = 0
     with storage.open_read(path) as handle:
         for event in reader.events(path, handle):
@@ -92,7 +108,15 @@ def tally(specs: Sequence[FeatureSpec], events: Iterator[tuple[int | None, Any]]
     clears it: it is not encoded again, and once every feature is cleared the sample stops
     (a correct config costs about one record's encoding, not the whole sample's features
     each encoded alone, which is a sizable share of a small build of wide rows). The tallies
-    of cleared features therefore count up to their first acceptance."""
+    of cleared features therefore count up to their first acceptance.
+
+    Args:
+        specs: the config's features.
+        events: what :func:`sample_events` yields.
+
+    Returns:
+        ``(records sampled, {feature: FeatureTally})``.
+    """
     encoders = {spec.name: ExampleEncoder([spec]) for spec in specs if not spec.sequence}
     tallies = {name: FeatureTally() for name in encoders}
     pending = [spec for spec in specs if spec.name in encoders]
@@ -124,7 +148,17 @@ def tally(specs: Sequence[FeatureSpec], events: Iterator[tuple[int | None, Any]]
 
 def mistakes(specs: Sequence[FeatureSpec], tallies: dict[str, FeatureTally], records: int,
              where: str) -> list[str]:
-    """One line per feature that every sampled value refused (with enough of them)."""
+    """One line per feature that every sampled value refused (with enough of them).
+
+    Args:
+        specs: the config's features.
+        tallies: :func:`tally`'s per feature.
+        records: how many records were sampled.
+        where: the file named in the lines.
+
+    Returns:
+        The lines, one per mistaken feature.
+    """
     lines = []
     by_name = {spec.name: spec for spec in specs}
     for name, t in tallies.items():
@@ -142,8 +176,19 @@ def mistakes(specs: Sequence[FeatureSpec], tallies: dict[str, FeatureTally], rec
 
 def check_sample(specs: Sequence[FeatureSpec], reader: ReadFileFn, path: str,
                  max_bad_fraction: float, limit: int = SAMPLE_RECORDS) -> int:
-    """Raise :class:`TypeMistake` when a feature would reject every record; returns the
-    number of records sampled."""
+    """Raise :class:`TypeMistake` when a feature would reject every record.
+
+    Args:
+        specs: the config's features.
+        reader: the format's file reader.
+        path: the first input file.
+        max_bad_fraction: the config's threshold (1.0: every record may be rejected, so
+            nothing is sampled).
+        limit: records to sample at most.
+
+    Returns:
+        The number of records sampled.
+    """
     if max_bad_fraction >= 1.0:
         return 0  # every record may be rejected: nothing to refuse
     reader.setup()
