@@ -20,6 +20,7 @@ import sys
 import time
 
 import pytest
+from beam_tfrecords_tests_helpers import Preforked
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.runtime import storage
@@ -264,14 +265,23 @@ RUNNER_FLAGS = {
 INTERRUPTED = re.compile(r"beam-tfrecords: interrupted \((SIGINT|SIGTERM)\): (.*)")
 
 
-def start_build(tmp_path, config, out, *flags, hangs=""):
+@pytest.fixture(scope="module")
+def preforked(tmp_path_factory):
+    """The commands below are ``main()`` in a process of its own, forked from a server that
+    imported Beam once (helpers.Preforked): what they test is how the build stops, not how
+    the program starts -- the tests further down send the same signals to the installed
+    console script, ``python -m`` and the Flex Template entry, each started afresh."""
+    server = Preforked(tmp_path_factory.mktemp("preforked"))
+    yield server
+    server.close()
+
+
+def start_build(preforked, tmp_path, config, out, *flags, hangs=""):
     markers = tmp_path / "markers"
     markers.mkdir(exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-c", _CLI, str(markers), hangs, "build", "--config", str(config),
-         "--output", str(out), "--progress-interval", "0", *flags],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+    return preforked.start(_CLI, [str(markers), hangs, "build", "--config", str(config),
+                                  "--output", str(out), "--progress-interval", "0", *flags],
+                           cwd=ROOT)
 
 
 def wait_for(condition, proc, what, timeout=120.0):
@@ -398,9 +408,9 @@ def long_config(tmp_path, long_input) -> pathlib.Path:
     ("portable", signal.SIGTERM, False),
 ])
 def test_a_signal_stops_the_build_in_one_line_and_the_next_build_cleans_up(
-        tmp_path, long_config, runner, signum, to_group):
+        preforked, tmp_path, long_config, runner, signum, to_group):
     out = tmp_path / "out"
-    proc = start_build(tmp_path, long_config, out, *RUNNER_FLAGS[runner])
+    proc = start_build(preforked, tmp_path, long_config, out, *RUNNER_FLAGS[runner])
     wait_for(lambda: any(size > 0 for path, size in written(out).items()
                          if "/.staging/" in path), proc, "the first staged shard bytes")
     if runner.startswith("multi_processing"):
@@ -428,14 +438,15 @@ def _staged(out: pathlib.Path, runs: bool) -> bool:
 
 @pytest.mark.parametrize("phase,signum", [("runs", signal.SIGINT), ("finalize", signal.SIGINT),
                                           ("finalize", signal.SIGTERM)])
-def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(tmp_path, long_config,
-                                                                     phase, signum):
+def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(preforked, tmp_path,
+                                                                     long_config, phase,
+                                                                     signum):
     shuffled = tmp_path / "shuffled.yaml"
     shuffled.write_text(long_config.read_text().replace(
         "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
     assert "shuffle: {seed: 7}" in shuffled.read_text()
     out = tmp_path / "out"
-    proc = start_build(tmp_path, shuffled, out)
+    proc = start_build(preforked, tmp_path, shuffled, out)
     wait_for(lambda: _staged(out, runs=phase == "runs"), proc, f"the staged bytes of its {phase}")
     children = processes_under(proc.pid)  # the keyed splits' hashing child
     os.kill(proc.pid, signum)
@@ -445,9 +456,9 @@ def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(tmp_path, l
     assert_next_build_cleans_up(shuffled, out, version)
 
 
-def test_a_signal_after_the_commit_says_the_version_was_committed(tmp_path):
+def test_a_signal_after_the_commit_says_the_version_was_committed(preforked, tmp_path):
     out = tmp_path / "out"
-    proc = start_build(tmp_path, DEMO, out, "--version", "done", hangs="summary")
+    proc = start_build(preforked, tmp_path, DEMO, out, "--version", "done", hangs="summary")
     wait_for((tmp_path / "markers" / "summary").exists, proc, "the summary")
     os.kill(proc.pid, signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
@@ -456,9 +467,9 @@ def test_a_signal_after_the_commit_says_the_version_was_committed(tmp_path):
     assert (out / "LATEST").read_text().strip() == "done"
 
 
-def test_a_second_signal_while_stopping_exits_at_once(tmp_path):
+def test_a_second_signal_while_stopping_exits_at_once(preforked, tmp_path):
     out = tmp_path / "out"
-    proc = start_build(tmp_path, DEMO, out, hangs="summary,release")
+    proc = start_build(preforked, tmp_path, DEMO, out, hangs="summary,release")
     wait_for((tmp_path / "markers" / "summary").exists, proc, "the summary")
     os.kill(proc.pid, signal.SIGINT)
     wait_for((tmp_path / "markers" / "release").exists, proc, "the cleanup")  # now stuck
