@@ -17,6 +17,7 @@ import sys
 import time
 
 import pytest
+from beam_tfrecords_tests_helpers import Preforked
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
@@ -156,17 +157,25 @@ def test_a_second_build_refuses_at_start_naming_the_holder(small_csv, root, caps
     assert not [k for k in tree(root) if k.startswith(".lease")]  # released at the end
 
 
-def _spawn(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "beam_tfrecords.pipelines.cli", *argv],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, text=True)
+@pytest.fixture(scope="module")
+def spawn(tmp_path_factory):
+    """Start ``beam-tfrecords ARGV`` (the console script's ``entry()``) as a process of its
+    own, in a session of its own, forked from a server that imported Beam once
+    (helpers.Preforked): these tests are about overlapping and killed builds, not about how
+    the program starts, and a fresh interpreter per build would double their cost."""
+    server = Preforked(tmp_path_factory.mktemp("preforked"))
+    yield lambda argv: server.start(_ENTRY, argv, cwd=ROOT)
+    server.close()
+
+
+_ENTRY = "from beam_tfrecords.pipelines.cli import entry\nentry()\n"
 
 
 @pytest.mark.slow
-def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
+def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path, spawn):
     """Both exit, one commits; the other refuses (lease) or, waiting, finds it committed."""
     out = str(tmp_path / "out")
-    procs = [_spawn(args(DEMO, small_csv, out, "--version", "v", *extra))
+    procs = [spawn(args(DEMO, small_csv, out, "--version", "v", *extra))
              for extra in ([], ["--wait-for-lease", "60"])]
     results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _ in results)
@@ -178,11 +187,12 @@ def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
 
 
 @pytest.mark.slow
-def test_overlapping_default_versions_both_commit_when_the_second_waits(small_csv, tmp_path):
+def test_overlapping_default_versions_both_commit_when_the_second_waits(small_csv, tmp_path,
+                                                                        spawn):
     out = str(tmp_path / "out")
     # Either may take the lease first (interpreter start-up varies): both wait for it.
-    first = _spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
-    second = _spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
+    first = spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
+    second = spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
     for proc in (first, second):
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
     versions = commit.committed_versions(out)
@@ -341,8 +351,8 @@ def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, tm
 @pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
                                         ("local", 3), ("gcs", 4)])
 @pytest.mark.slow
-def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, request, where,
-                                                        seed):
+def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, request, spawn,
+                                                        where, seed):
     rng = random.Random(seed)
     out = (str(tmp_path / "out") if where == "local" else
            request.getfixturevalue("gcs_emulator").unique_prefix("kill"))
@@ -350,8 +360,8 @@ def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, req
     for round_ in range(2):
         same = rng.random() < 0.5  # the same --version for both, or defaults
         extra = ["--version", f"r{round_}"] if same else []
-        procs = [_spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30")),
-                 _spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30"))]
+        procs = [spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30")),
+                 spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30"))]
         time.sleep(rng.uniform(0.5, 4.0))
         for proc in procs:
             if rng.random() < 0.7:
