@@ -33,7 +33,7 @@ from beam_tfrecords.transforms.readers.framework import (
     read_outputs,
 )
 
-ROWS = 200_000
+ROWS = 40_000  # four windows: two workers each still read past one window of their own
 GOOD_FIRST = 2_000  # more than the launch check's sample
 
 
@@ -192,7 +192,7 @@ def test_a_build_that_cannot_meet_the_threshold_stops_after_a_window(tmp_path, c
     out = tmp_path / "out"
     kept, doc = failure(out)
     assert f"dead letters kept in {kept}/dead_letter" in err
-    # Stopped after a window of records, not after the 200,000.
+    # Stopped after a window of records, not after the 40,000.
     assert doc["counts"] == {"read": 10_000, "written": 0, "rejected": 8_000}
     assert doc["stopped_early"] == {"abort_window": 10_000, "workers": 1}
     assert doc["top_reasons"][0]["reason"].startswith(reason)
