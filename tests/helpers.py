@@ -264,12 +264,13 @@ for _line in sys.stdin:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             _null = os.open(os.devnull, os.O_RDWR)
+            _out = os.open(_request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             _err = os.open(_request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             os.dup2(_null, 0)
-            os.dup2(_null, 1)
+            os.dup2(_out, 1)
             os.dup2(_err, 2)
-            os.close(_null)
-            os.close(_err)
+            for _fd in (_null, _out, _err):
+                os.close(_fd)
             os.chdir(_request["cwd"])
             os.environ.clear()
             os.environ.update(_request["env"])
@@ -288,16 +289,19 @@ for _line in sys.stdin:
 class Preforked:
     """Commands forked from one server process that imported Beam and the build already.
 
-    ``start(code, argv, cwd=..., stderr=...)`` runs Python ``code`` (with ``sys.argv[1:]``
-    = ``argv``, SIGINT and SIGTERM at their default actions, in a session of its own, stdout
-    discarded, stderr into the file ``stderr``) and returns a :class:`PreforkedCommand`, which
-    answers like ``subprocess.Popen``: ``pid``, ``poll``, ``wait``, ``communicate``,
-    ``returncode``, ``stderr.read()``. For commands that are not about how a user starts the
-    program (the installed console script is tested as such elsewhere); ``close()`` ends
-    the server and with it counts the commands' CPU time as this process's children's.
+    ``start(code, argv, cwd=...)`` runs Python ``code`` (with ``sys.argv[1:]`` = ``argv``,
+    SIGINT and SIGTERM at their default actions, in a session of its own, stdout and stderr
+    into files of its own) and returns a :class:`PreforkedCommand`, which answers like
+    ``subprocess.Popen``: ``pid``, ``poll``, ``wait``, ``communicate``, ``returncode``,
+    ``stdout.read()``, ``stderr.read()``; ``command(argv, cwd=...)`` runs ``beam-tfrecords
+    ARGV`` (its ``entry()``). For commands that are not about how a user starts the program
+    (the installed console script is tested as such where that is the point); ``close()``
+    ends the server and with it counts the commands' CPU time as this process's children's.
+    The server starts with ``env`` (os.environ by default): what the interpreter reads only
+    at start-up (``PYTHONFAULTHANDLER``) comes from there, the rest from each command's own.
     """
 
-    def __init__(self, folder: pathlib.Path):
+    def __init__(self, folder: pathlib.Path, env: Mapping[str, str] | None = None):
         import os
         import subprocess
         import sys
@@ -306,7 +310,7 @@ class Preforked:
         self._server = subprocess.Popen(
             [sys.executable, "-c", _PREFORK_SERVER], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=open(folder / "prefork-server.log", "wb"),
-            text=True, start_new_session=True, env=dict(os.environ))
+            text=True, start_new_session=True, env=dict(os.environ if env is None else env))
         ready = self._server.stdout.readline()
         assert ready == "ready\n", (folder / "prefork-server.log").read_text()[-3000:]
 
@@ -327,11 +331,22 @@ class Preforked:
         import os
 
         self._count += 1
-        stderr = self._folder / f"command-{self._count}.stderr"
+        stdout, stderr = (self._folder / f"command-{self._count}.{name}"
+                          for name in ("stdout", "stderr"))
         pid = self.ask({"op": "start", "code": code, "argv": [str(a) for a in argv],
-                        "cwd": str(cwd), "stderr": str(stderr),
+                        "cwd": str(cwd), "stdout": str(stdout), "stderr": str(stderr),
                         "env": dict(os.environ if env is None else env)})
-        return PreforkedCommand(self, pid, stderr)
+        return PreforkedCommand(self, pid, stdout, stderr)
+
+    def command(self, argv: Sequence[str], *, cwd: Path,
+                env: Mapping[str, str] | None = None) -> PreforkedCommand:
+        """Fork ``beam-tfrecords ARGV``: the console script's ``entry()``.
+
+        Returns:
+            The running command.
+        """
+        return self.start("from beam_tfrecords.pipelines.cli import entry\nentry()\n", argv,
+                          cwd=cwd, env=env)
 
     def close(self) -> None:
         self._server.stdin.close()
@@ -349,9 +364,10 @@ class _Text:
 class PreforkedCommand:
     """One command of :class:`Preforked`, answering as ``subprocess.Popen`` does."""
 
-    def __init__(self, server: Preforked, pid: int, stderr: pathlib.Path):
+    def __init__(self, server: Preforked, pid: int, stdout: pathlib.Path,
+                 stderr: pathlib.Path):
         self._server, self.pid, self.returncode = server, pid, None
-        self.stderr = _Text(stderr)
+        self.stdout, self.stderr = _Text(stdout), _Text(stderr)
 
     def poll(self) -> int | None:
         if self.returncode is None:

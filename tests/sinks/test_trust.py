@@ -164,11 +164,8 @@ def spawn(tmp_path_factory):
     (helpers.Preforked): these tests are about overlapping and killed builds, not about how
     the program starts, and a fresh interpreter per build would double their cost."""
     server = Preforked(tmp_path_factory.mktemp("preforked"))
-    yield lambda argv: server.start(_ENTRY, argv, cwd=ROOT)
+    yield lambda argv: server.command(argv, cwd=ROOT)
     server.close()
-
-
-_ENTRY = "from beam_tfrecords.pipelines.cli import entry\nentry()\n"
 
 
 @pytest.mark.slow
