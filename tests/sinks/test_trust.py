@@ -13,7 +13,6 @@ import pathlib
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -433,17 +432,17 @@ def test_temporary_files_of_a_killed_atomic_write_do_not_block_the_next_build(sm
 
 
 @pytest.mark.slow
-def test_a_failed_build_prints_one_line_not_beams_traceback(tmp_path):
+def test_a_failed_build_prints_one_line_not_beams_traceback(tmp_path, spawn):
     """Beam logs a step's error with its traceback; for a user error the command's one line
-    is all a scheduler's log gets (``--debug`` brings the traceback back)."""
+    is all a scheduler's log gets (``--debug`` brings the traceback back). The command's
+    ``entry()`` in a process of its own; test_kill.py starts the installed script itself."""
     data = tmp_path / "bad.csv"
     data.write_text(HEADER + "1,true,1,dog,0.5\n2,maybe,1,dog,0.5\n")
-    command = [sys.executable, "-m", "beam_tfrecords.pipelines.cli",
-               *args(DEMO, data, str(tmp_path / "out"), "--version", "v")]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1
-    assert done.stderr.count("\n") == 1, done.stderr
-    assert "max_bad_fraction" in done.stderr
-    debug = subprocess.run([*command[:3], "--debug", *command[3:]], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
-    assert debug.returncode == 1 and "Traceback" in debug.stderr
+    command = args(DEMO, data, str(tmp_path / "out"), "--version", "v")
+    done = spawn(command)
+    assert done.wait(timeout=120) == 1
+    said = done.stderr.read()
+    assert said.count("\n") == 1, said
+    assert "max_bad_fraction" in said
+    debug = spawn(["--debug", *command])
+    assert debug.wait(timeout=120) == 1 and "Traceback" in debug.stderr.read()
