@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -37,6 +38,28 @@ def small_csv(tmp_path) -> pathlib.Path:
     path.parent.mkdir()
     path.write_text("".join(rows[:301]))
     return path
+
+
+@pytest.fixture(scope="module")
+def _committed_once(tmp_path_factory) -> pathlib.Path:
+    """An output on local disk holding one version, "v1", of the 300-row demo: committed by
+    a real build, once for the module."""
+    folder = tmp_path_factory.mktemp("committed")
+    data = folder / "demo.csv"
+    data.write_text("".join(DEMO_CSV.read_text().splitlines(keepends=True)[:301]))
+    out = folder / "out"
+    assert cli.main(args(DEMO, data, str(out), "--version", "v1")) == 0
+    return out
+
+
+@pytest.fixture
+def committed(tmp_path, _committed_once) -> pathlib.Path:
+    """``tmp_path/out`` holding a copy of that output, byte for byte: what a test that starts
+    from a committed version would have built first."""
+    out = tmp_path / "out"
+    shutil.copytree(_committed_once, out)
+    assert commit.read_latest(str(out)) == "v1"
+    return out
 
 
 @pytest.fixture(params=["local", "gcs"])
@@ -224,12 +247,11 @@ def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv
 
 
 @pytest.mark.slow
-def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, tmp_path,
+def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, committed,
                                                                           monkeypatch, capsys):
     """Staged parts are written by a thread of their own (runtime/threaded_file.py): its error
     still fails the build, with the file named, and nothing is committed."""
-    root = str(tmp_path / "out")
-    assert cli.main(args(DEMO, small_csv, root, "--version", "v1")) == 0
+    root = str(committed)  # v1
 
     def disk_full(fd, buffers):
         raise OSError(28, "No space left on device")
@@ -324,14 +346,13 @@ def _check_location(out: str) -> None:
 
 
 @pytest.mark.parametrize("beside_marker", [False, True])
-def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, tmp_path,
+def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, committed,
                                                                    beside_marker):
     """On local disk the marker is written to a temporary, then linked into place: a build
     killed between the two leaves ``.beam-tfrecords-build.tmp-<id>`` in its folder, alone or
     beside the marker. That folder is an abandoned claim, not someone else's files: the next
     build removes it rather than refusing the output."""
-    out = tmp_path / "out"
-    assert cli.main(args(DEMO, small_csv, str(out), "--version", "base")) == 0
+    out = committed  # v1
     folder = out / "r0"
     folder.mkdir()
     marker = ownership.Marker("d" * 32, "r0", "2026-11-26T00:00:00Z", "0.1.0").dumps()
@@ -347,12 +368,14 @@ def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, tm
 @pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
                                         ("local", 3), ("gcs", 4)])
 @pytest.mark.slow
-def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, request, spawn,
+def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, request, spawn,
                                                         where, seed):
     rng = random.Random(seed)
-    out = (str(tmp_path / "out") if where == "local" else
-           request.getfixturevalue("gcs_emulator").unique_prefix("kill"))
-    assert cli.main(args(DEMO, small_csv, out, "--version", "base")) == 0
+    if where == "local":
+        out = str(request.getfixturevalue("committed"))  # v1
+    else:
+        out = request.getfixturevalue("gcs_emulator").unique_prefix("kill")
+        assert cli.main(args(DEMO, small_csv, out, "--version", "v1")) == 0
     for round_ in range(2):
         same = rng.random() < 0.5  # the same --version for both, or defaults
         extra = ["--version", f"r{round_}"] if same else []
@@ -423,9 +446,8 @@ def test_a_latest_set_by_hand_to_an_older_version_is_not_rolled_forward(small_cs
 
 
 def test_temporary_files_of_a_killed_atomic_write_do_not_block_the_next_build(small_csv,
-                                                                               tmp_path):
-    out = tmp_path / "out"
-    assert cli.main(args(DEMO, small_csv, str(out), "--version", "v1")) == 0
+                                                                               committed):
+    out = committed  # v1
     (out / ("LATEST.tmp-" + "a" * 32)).write_text("v0\n")
     (out / (".lease.tmp-" + "b" * 32)).write_text("{")
     assert cli.main(args(DEMO, small_csv, str(out), "--version", "v2")) == 0
