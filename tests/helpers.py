@@ -297,20 +297,23 @@ class Preforked:
     ARGV`` (its ``entry()``). For commands that are not about how a user starts the program
     (the installed console script is tested as such where that is the point); ``close()``
     ends the server and with it counts the commands' CPU time as this process's children's.
-    The server starts with ``env`` (os.environ by default): what the interpreter reads only
-    at start-up (``PYTHONFAULTHANDLER``) comes from there, the rest from each command's own.
+    The server starts without ``PYTHONFAULTHANDLER`` (read only at an interpreter's start):
+    faulthandler is on in a command only where the command turns it on itself, as
+    ``entry()`` does; every other variable comes from each command's own environment.
     """
 
-    def __init__(self, folder: pathlib.Path, env: Mapping[str, str] | None = None):
+    def __init__(self, folder: pathlib.Path):
         import os
         import subprocess
         import sys
 
+        env = dict(os.environ)
+        env.pop("PYTHONFAULTHANDLER", None)
         self._folder, self._count = folder, 0
         self._server = subprocess.Popen(
             [sys.executable, "-c", _PREFORK_SERVER], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=open(folder / "prefork-server.log", "wb"),
-            text=True, start_new_session=True, env=dict(os.environ if env is None else env))
+            text=True, start_new_session=True, env=env)
         ready = self._server.stdout.readline()
         assert ready == "ready\n", (folder / "prefork-server.log").read_text()[-3000:]
 

@@ -74,20 +74,11 @@ def _write_input(tmp_path: pathlib.Path, fmt: str) -> pathlib.Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def preforked(tmp_path_factory):
-    """Commands forked from a server that imported Beam once (helpers.Preforked), without
-    faulthandler: only what a command turns on itself is on. How the installed console script
-    starts is tested below, and in test_kill.py."""
-    env = dict(os.environ)
-    env.pop("PYTHONFAULTHANDLER", None)
-    server = Preforked(tmp_path_factory.mktemp("preforked"), env=env)
-    yield server
-    server.close()
-
-
 def _run(command) -> subprocess.CompletedProcess:
-    """Wait for a forked command (helpers.PreforkedCommand), as ``subprocess.run`` would."""
+    """Wait for a command forked by the ``preforked`` fixture (helpers.Preforked, whose
+    server runs without faulthandler: only what a command turns on itself is on), as
+    ``subprocess.run`` would. How the installed console script starts is tested below, and
+    in test_kill.py."""
     try:
         command.wait(timeout=300)
     except subprocess.TimeoutExpired:

@@ -21,7 +21,6 @@ import sys
 import time
 
 import pytest
-from beam_tfrecords_tests_helpers import Preforked
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.runtime import storage
@@ -281,18 +280,11 @@ RUNNER_FLAGS = {
 INTERRUPTED = re.compile(r"beam-tfrecords: interrupted \((SIGINT|SIGTERM)\): (.*)")
 
 
-@pytest.fixture(scope="module")
-def preforked(tmp_path_factory):
-    """The commands below are ``main()`` in a process of its own, forked from a server that
-    imported Beam once (helpers.Preforked): what they test is how the build stops, not how
-    the program starts -- the tests further down send the same signals to the installed
-    console script, ``python -m`` and the Flex Template entry, each started afresh."""
-    server = Preforked(tmp_path_factory.mktemp("preforked"))
-    yield server
-    server.close()
-
-
 def start_build(preforked, tmp_path, config, out, *flags, hangs=""):
+    """``main()`` in a process of its own, forked from a server that imported Beam once
+    (the ``preforked`` fixture): what these tests show is how the build stops, not how the
+    program starts -- the tests further down send the same signals to the installed console
+    script, ``python -m`` and the Flex Template entry, each started afresh."""
     markers = tmp_path / "markers"
     markers.mkdir(exist_ok=True)
     return preforked.start(_CLI, [str(markers), hangs, "build", "--config", str(config),

@@ -19,7 +19,7 @@ import time
 
 import apache_beam as beam
 import pytest
-from beam_tfrecords_tests_helpers import Preforked, job_service_and_pool
+from beam_tfrecords_tests_helpers import job_service_and_pool
 
 import beam_tfrecords as btf
 from beam_tfrecords.sinks.lease import TTL_ENV, JobLease, Lease, LeaseHeld, LeaseLost, current
@@ -85,17 +85,10 @@ _HAND_OVER = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def preforked(tmp_path_factory):
-    """Launchers forked from a server that imported Beam once (helpers.Preforked): each is a
-    process of its own that exits, which is what these tests need of a launcher."""
-    server = Preforked(tmp_path_factory.mktemp("preforked"))
-    yield server
-    server.close()
-
-
 def _launch(preforked, code: str, argv: list[str], env=None) -> tuple[int, str, str]:
-    """Run a launcher to its exit: (exit status, stdout, stderr)."""
+    """Run a launcher to its exit: (exit status, stdout, stderr). Forked from a server that
+    imported Beam once (the ``preforked`` fixture), each is a process of its own that exits,
+    which is what these tests need of a launcher."""
     launcher = preforked.start(code, argv, cwd=os.getcwd(), env=env)
     launcher.wait(timeout=120)
     return launcher.returncode, launcher.stdout.read(), launcher.stderr.read()

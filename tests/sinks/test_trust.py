@@ -17,7 +17,6 @@ import subprocess
 import time
 
 import pytest
-from beam_tfrecords_tests_helpers import Preforked
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
@@ -179,15 +178,13 @@ def test_a_second_build_refuses_at_start_naming_the_holder(small_csv, root, caps
     assert not [k for k in tree(root) if k.startswith(".lease")]  # released at the end
 
 
-@pytest.fixture(scope="module")
-def spawn(tmp_path_factory):
+@pytest.fixture
+def spawn(preforked):
     """Start ``beam-tfrecords ARGV`` (the console script's ``entry()``) as a process of its
-    own, in a session of its own, forked from a server that imported Beam once
-    (helpers.Preforked): these tests are about overlapping and killed builds, not about how
-    the program starts, and a fresh interpreter per build would double their cost."""
-    server = Preforked(tmp_path_factory.mktemp("preforked"))
-    yield lambda argv: server.command(argv, cwd=ROOT)
-    server.close()
+    own, in a session of its own, forked from a server that imported Beam once (the
+    ``preforked`` fixture): these tests are about overlapping and killed builds, not about
+    how the program starts, and a fresh interpreter per build would double their cost."""
+    return lambda argv: preforked.command(argv, cwd=ROOT)
 
 
 @pytest.mark.slow
