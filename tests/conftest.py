@@ -7,6 +7,7 @@ import os
 import pathlib
 import resource
 import subprocess
+import sys
 import time
 
 import pytest
@@ -236,6 +237,17 @@ def pytest_runtest_protocol(item, nextitem):
 
 # Loaded before any test module is imported, so tests can import the shared helpers by name.
 _load("beam_tfrecords_tests_helpers", "helpers.py")
+
+
+@pytest.fixture(scope="session")
+def preforked(tmp_path_factory):
+    """Commands forked from one server that imported Beam once (helpers.Preforked), for the
+    whole session: ``preforked.command(argv, cwd=...)`` runs ``beam-tfrecords ARGV`` as a
+    process of its own without paying the Beam import again."""
+    server = sys.modules["beam_tfrecords_tests_helpers"].Preforked(
+        tmp_path_factory.mktemp("preforked"))
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""Numbers no parser should crash on, through the installed console script; and what a native
-crash still says (crash_note).
+"""Numbers no parser should crash on, each build and ``init`` a command of its own (a crash
+there cannot take the tests down with it); and what a native crash still says (crash_note),
+in the installed console script too.
 
 pyarrow 25's decimal cast segfaults on ``0e-999999999`` and ``1e-2147483647``: one such CSV
 cell killed ``beam-tfrecords build`` with SIGSEGV, no line, a lease left behind; an exponent
@@ -23,7 +24,7 @@ import textwrap
 import time
 
 import pytest
-from beam_tfrecords_tests_helpers import read_examples, shard_paths
+from beam_tfrecords_tests_helpers import Preforked, read_examples, shard_paths
 
 from beam_tfrecords.runtime import crash_note
 
@@ -73,12 +74,27 @@ def _write_input(tmp_path: pathlib.Path, fmt: str) -> pathlib.Path:
     return path
 
 
+def _run(command) -> subprocess.CompletedProcess:
+    """Wait for a command forked by the ``preforked`` fixture (helpers.Preforked, whose
+    server runs without faulthandler: only what a command turns on itself is on), as
+    ``subprocess.run`` would. How the installed console script starts is tested below, and
+    in test_kill.py."""
+    try:
+        command.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(command.pid, signal.SIGKILL)
+        command.wait()
+        raise
+    return subprocess.CompletedProcess([], command.returncode, command.stdout.read(),
+                                       command.stderr.read())
+
+
 def _bits(value):
     return struct.pack("<f", value) if isinstance(value, float) else value
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
-def test_hostile_numbers_are_values_or_dead_letters_never_a_crash(tmp_path, fmt):
+def test_hostile_numbers_are_values_or_dead_letters_never_a_crash(preforked, tmp_path, fmt):
     data = _write_input(tmp_path, fmt)
     out = tmp_path / "out"
     features = "\n".join(f"  {name}: {spec}" for name, spec in {"id": "{type: int64}",
@@ -87,8 +103,7 @@ def test_hostile_numbers_are_values_or_dead_letters_never_a_crash(tmp_path, fmt)
     config.write_text(f"name: hostile\nsource: {{format: {fmt}, path: '{data}'}}\n"
                       f"features:\n{features}\noutput: {{path: '{out}'}}\n"
                       "errors: {max_bad_fraction: 1.0}\n")
-    done = subprocess.run([str(SCRIPT), "build", "--config", str(config)], env=os.environ,
-                          capture_output=True, text=True, timeout=600)
+    done = _run(preforked.command(["build", "--config", str(config)], cwd=tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     version = out / (out / "LATEST").read_text().strip()
     manifest = json.loads((version / "manifest.json").read_text())
@@ -127,22 +142,21 @@ def test_frame_names_are_printable_redacted_and_short():
     assert "SECRET" not in name and "\n" not in name and name.isascii() and len(name) < 400
 
 
-def _crash(tmp_path: pathlib.Path, body: str) -> subprocess.CompletedProcess:
-    """Run ``body`` (which crashes in native code) in a Python process that enabled crash
-    notes as the command line does."""
-    script = tmp_path / "crash.py"
-    script.write_text("import ctypes, sys\nfrom beam_tfrecords.runtime import crash_note\n"
-                      "crash_note.enable()\n" + textwrap.dedent(body))
+def _crash(preforked: Preforked, tmp_path: pathlib.Path, body: str
+           ) -> subprocess.CompletedProcess:
+    """Run ``body`` (which crashes in native code) in a Python process, without faulthandler,
+    that enabled crash notes as the command line does."""
     env = dict(os.environ)
     env.pop("PYTHONFAULTHANDLER", None)
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return _run(preforked.start(
+        "import ctypes, sys\nfrom beam_tfrecords.runtime import crash_note\n"
+        "crash_note.enable()\n" + textwrap.dedent(body), [], cwd=tmp_path, env=env))
 
 
-def test_a_native_crash_while_reading_names_the_file(tmp_path):
+def test_a_native_crash_while_reading_names_the_file(preforked, tmp_path):
     data = tmp_path / "part-7.csv"
     data.write_text("a\n1\n")
-    done = _crash(tmp_path, f"""
+    done = _crash(preforked, tmp_path, f"""
         from beam_tfrecords.transforms.readers.framework import ReadFileFn
 
         class Reader(ReadFileFn):
@@ -160,8 +174,8 @@ def test_a_native_crash_while_reading_names_the_file(tmp_path):
     assert f"[beam-tfrecords: reading {data}]" in done.stderr, done.stderr[-2000:]
 
 
-def test_a_native_crash_while_encoding_names_the_file(tmp_path):
-    done = _crash(tmp_path, """
+def test_a_native_crash_while_encoding_names_the_file(preforked, tmp_path):
+    done = _crash(preforked, tmp_path, """
         import pyarrow as pa
         from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
         from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
@@ -216,11 +230,10 @@ def test_the_console_script_dumps_its_stacks_on_a_fatal_signal(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
-def test_init_samples_hostile_numbers_without_crashing(tmp_path, fmt):
+def test_init_samples_hostile_numbers_without_crashing(preforked, tmp_path, fmt):
     """init types its sample with the reader's own casts (and looks for fixed decimal places
     with the scale: path's): the same cells end in a config, exit 0."""
     data = _write_input(tmp_path, fmt)
-    done = subprocess.run([str(SCRIPT), "init", "--input", str(data)], env=os.environ,
-                          capture_output=True, text=True, timeout=300)
+    done = _run(preforked.command(["init", "--input", str(data)], cwd=tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "features:" in done.stdout and "  n: {type:" in done.stdout, done.stdout

@@ -33,7 +33,7 @@ from beam_tfrecords.transforms.readers.framework import (
     read_outputs,
 )
 
-ROWS = 200_000
+ROWS = 40_000  # four windows: two workers each still read past one window of their own
 GOOD_FIRST = 2_000  # more than the launch check's sample
 
 
@@ -192,7 +192,7 @@ def test_a_build_that_cannot_meet_the_threshold_stops_after_a_window(tmp_path, c
     out = tmp_path / "out"
     kept, doc = failure(out)
     assert f"dead letters kept in {kept}/dead_letter" in err
-    # Stopped after a window of records, not after the 200,000.
+    # Stopped after a window of records, not after the 40,000.
     assert doc["counts"] == {"read": 10_000, "written": 0, "rejected": 8_000}
     assert doc["stopped_early"] == {"abort_window": 10_000, "workers": 1,
                                     "rejected_without_note": 0}
@@ -211,6 +211,9 @@ def _spread_bad(folder: pathlib.Path, n: int, every: int) -> pathlib.Path:
     return path
 
 
+SPREAD = 20_000  # two windows: judged, and judged again
+
+
 @pytest.mark.parametrize("every, fraction", [
     (100, 0.05),  # 1% bad, 5% allowed
     (4, 0.3),     # 25% bad, 30% allowed: above neither the fraction nor half
@@ -218,36 +221,36 @@ def _spread_bad(folder: pathlib.Path, n: int, every: int) -> pathlib.Path:
 @pytest.mark.slow
 def test_bad_records_sparse_enough_to_meet_the_threshold_do_not_stop_the_build(
         tmp_path, capsys, every, fraction):
-    config = write_config(tmp_path, _spread_bad(tmp_path, 50_000, every),
+    config = write_config(tmp_path, _spread_bad(tmp_path, SPREAD, every),
                           f"errors: {{max_bad_fraction: {fraction}}}\n")
     assert build(config, "--progress-interval", "0.05") == 0
     captured = capsys.readouterr()
     manifest = json.loads((tmp_path / "out" / "v" / "manifest.json").read_text())
-    assert manifest["counts"]["rejected"] == 50_000 // every
+    assert manifest["counts"]["rejected"] == SPREAD // every
     assert not (tmp_path / "out" / ".failed").exists()
     # The progress line counted the rejects while the build ran, with their top reason.
     shown = [line for line in captured.err.splitlines() if " rejected," in line
              and not line.startswith("progress: 0 records, 0 B written, 0 rejected")]
-    assert shown and shown[-1].split(" rejected,")[0].endswith(f"{50_000 // every:,}"), \
+    assert shown and shown[-1].split(" rejected,")[0].endswith(f"{SPREAD // every:,}"), \
         captured.err[-2000:]
-    assert shown[-1].endswith(f"; top reason: {50_000 // every:,} x column 'count': not an "
+    assert shown[-1].endswith(f"; top reason: {SPREAD // every:,} x column 'count': not an "
                               "integer or true/false")
 
 
 @pytest.mark.slow
 def test_within_the_window_or_with_abort_window_0_the_commit_judges_as_before(tmp_path,
                                                                               capsys):
-    data = write_input(tmp_path, "jsonl", n=12_000)
+    data = write_input(tmp_path, "jsonl", n=12_000, good=10_500)  # the window alone would stop
     config = write_config(tmp_path, data, "errors: {abort_window: 0}\n")
     assert build(config) == 1
     err = capsys.readouterr().err
-    assert "CommitError: 10000 of 12000 records were rejected (83.3333%)" in err, err
+    assert "CommitError: 1500 of 12000 records were rejected (12.5000%)" in err, err
     assert "stopped_early" not in failure(tmp_path / "out")[1]
     # A window larger than the input: the same.
     (tmp_path / "out").rename(tmp_path / "first")
     config = write_config(tmp_path, data, "errors: {abort_window: 12001}\n")
     assert build(config) == 1
-    assert "CommitError: 10000 of 12000 records were rejected" in capsys.readouterr().err
+    assert "CommitError: 1500 of 12000 records were rejected" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -11,9 +11,9 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -37,6 +37,28 @@ def small_csv(tmp_path) -> pathlib.Path:
     path.parent.mkdir()
     path.write_text("".join(rows[:301]))
     return path
+
+
+@pytest.fixture(scope="module")
+def _committed_once(tmp_path_factory) -> pathlib.Path:
+    """An output on local disk holding one version, "v1", of the 300-row demo: committed by
+    a real build, once for the module."""
+    folder = tmp_path_factory.mktemp("committed")
+    data = folder / "demo.csv"
+    data.write_text("".join(DEMO_CSV.read_text().splitlines(keepends=True)[:301]))
+    out = folder / "out"
+    assert cli.main(args(DEMO, data, str(out), "--version", "v1")) == 0
+    return out
+
+
+@pytest.fixture
+def committed(tmp_path, _committed_once) -> pathlib.Path:
+    """``tmp_path/out`` holding a copy of that output, byte for byte: what a test that starts
+    from a committed version would have built first."""
+    out = tmp_path / "out"
+    shutil.copytree(_committed_once, out)
+    assert commit.read_latest(str(out)) == "v1"
+    return out
 
 
 @pytest.fixture(params=["local", "gcs"])
@@ -156,17 +178,20 @@ def test_a_second_build_refuses_at_start_naming_the_holder(small_csv, root, caps
     assert not [k for k in tree(root) if k.startswith(".lease")]  # released at the end
 
 
-def _spawn(argv: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "beam_tfrecords.pipelines.cli", *argv],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, text=True)
+@pytest.fixture
+def spawn(preforked):
+    """Start ``beam-tfrecords ARGV`` (the console script's ``entry()``) as a process of its
+    own, in a session of its own, forked from a server that imported Beam once (the
+    ``preforked`` fixture): these tests are about overlapping and killed builds, not about
+    how the program starts, and a fresh interpreter per build would double their cost."""
+    return lambda argv: preforked.command(argv, cwd=ROOT)
 
 
 @pytest.mark.slow
-def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
+def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path, spawn):
     """Both exit, one commits; the other refuses (lease) or, waiting, finds it committed."""
     out = str(tmp_path / "out")
-    procs = [_spawn(args(DEMO, small_csv, out, "--version", "v", *extra))
+    procs = [spawn(args(DEMO, small_csv, out, "--version", "v", *extra))
              for extra in ([], ["--wait-for-lease", "60"])]
     results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _ in results)
@@ -178,11 +203,12 @@ def test_two_builds_of_the_same_version_started_together(small_csv, tmp_path):
 
 
 @pytest.mark.slow
-def test_overlapping_default_versions_both_commit_when_the_second_waits(small_csv, tmp_path):
+def test_overlapping_default_versions_both_commit_when_the_second_waits(small_csv, tmp_path,
+                                                                        spawn):
     out = str(tmp_path / "out")
     # Either may take the lease first (interpreter start-up varies): both wait for it.
-    first = _spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
-    second = _spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
+    first = spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
+    second = spawn(args(DEMO, small_csv, out, "--wait-for-lease", "60"))
     for proc in (first, second):
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
     versions = commit.committed_versions(out)
@@ -218,12 +244,11 @@ def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv
 
 
 @pytest.mark.slow
-def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, tmp_path,
+def test_a_full_disk_while_writing_parts_fails_the_build_naming_the_file(small_csv, committed,
                                                                           monkeypatch, capsys):
     """Staged parts are written by a thread of their own (runtime/threaded_file.py): its error
     still fails the build, with the file named, and nothing is committed."""
-    root = str(tmp_path / "out")
-    assert cli.main(args(DEMO, small_csv, root, "--version", "v1")) == 0
+    root = str(committed)  # v1
 
     def disk_full(fd, buffers):
         raise OSError(28, "No space left on device")
@@ -318,14 +343,13 @@ def _check_location(out: str) -> None:
 
 
 @pytest.mark.parametrize("beside_marker", [False, True])
-def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, tmp_path,
+def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, committed,
                                                                    beside_marker):
     """On local disk the marker is written to a temporary, then linked into place: a build
     killed between the two leaves ``.beam-tfrecords-build.tmp-<id>`` in its folder, alone or
     beside the marker. That folder is an abandoned claim, not someone else's files: the next
     build removes it rather than refusing the output."""
-    out = tmp_path / "out"
-    assert cli.main(args(DEMO, small_csv, str(out), "--version", "base")) == 0
+    out = committed  # v1
     folder = out / "r0"
     folder.mkdir()
     marker = ownership.Marker("d" * 32, "r0", "2026-11-26T00:00:00Z", "0.1.0").dumps()
@@ -341,17 +365,19 @@ def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, tm
 @pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
                                         ("local", 3), ("gcs", 4)])
 @pytest.mark.slow
-def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, tmp_path, request, where,
-                                                        seed):
+def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, request, spawn,
+                                                        where, seed):
     rng = random.Random(seed)
-    out = (str(tmp_path / "out") if where == "local" else
-           request.getfixturevalue("gcs_emulator").unique_prefix("kill"))
-    assert cli.main(args(DEMO, small_csv, out, "--version", "base")) == 0
+    if where == "local":
+        out = str(request.getfixturevalue("committed"))  # v1
+    else:
+        out = request.getfixturevalue("gcs_emulator").unique_prefix("kill")
+        assert cli.main(args(DEMO, small_csv, out, "--version", "v1")) == 0
     for round_ in range(2):
         same = rng.random() < 0.5  # the same --version for both, or defaults
         extra = ["--version", f"r{round_}"] if same else []
-        procs = [_spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30")),
-                 _spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30"))]
+        procs = [spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30")),
+                 spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30"))]
         time.sleep(rng.uniform(0.5, 4.0))
         for proc in procs:
             if rng.random() < 0.7:
@@ -417,26 +443,25 @@ def test_a_latest_set_by_hand_to_an_older_version_is_not_rolled_forward(small_cs
 
 
 def test_temporary_files_of_a_killed_atomic_write_do_not_block_the_next_build(small_csv,
-                                                                               tmp_path):
-    out = tmp_path / "out"
-    assert cli.main(args(DEMO, small_csv, str(out), "--version", "v1")) == 0
+                                                                               committed):
+    out = committed  # v1
     (out / ("LATEST.tmp-" + "a" * 32)).write_text("v0\n")
     (out / (".lease.tmp-" + "b" * 32)).write_text("{")
     assert cli.main(args(DEMO, small_csv, str(out), "--version", "v2")) == 0
 
 
 @pytest.mark.slow
-def test_a_failed_build_prints_one_line_not_beams_traceback(tmp_path):
+def test_a_failed_build_prints_one_line_not_beams_traceback(tmp_path, spawn):
     """Beam logs a step's error with its traceback; for a user error the command's one line
-    is all a scheduler's log gets (``--debug`` brings the traceback back)."""
+    is all a scheduler's log gets (``--debug`` brings the traceback back). The command's
+    ``entry()`` in a process of its own; test_kill.py starts the installed script itself."""
     data = tmp_path / "bad.csv"
     data.write_text(HEADER + "1,true,1,dog,0.5\n2,maybe,1,dog,0.5\n")
-    command = [sys.executable, "-m", "beam_tfrecords.pipelines.cli",
-               *args(DEMO, data, str(tmp_path / "out"), "--version", "v")]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1
-    assert done.stderr.count("\n") == 1, done.stderr
-    assert "max_bad_fraction" in done.stderr
-    debug = subprocess.run([*command[:3], "--debug", *command[3:]], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
-    assert debug.returncode == 1 and "Traceback" in debug.stderr
+    command = args(DEMO, data, str(tmp_path / "out"), "--version", "v")
+    done = spawn(command)
+    assert done.wait(timeout=120) == 1
+    said = done.stderr.read()
+    assert said.count("\n") == 1, said
+    assert "max_bad_fraction" in said
+    debug = spawn(["--debug", *command])
+    assert debug.wait(timeout=120) == 1 and "Traceback" in debug.stderr.read()
