@@ -28,9 +28,12 @@ def runs_in_one_process(runner: object, options: PipelineOptions | None) -> bool
         options: its options (None: the defaults).
 
     Returns:
-        True for Beam's direct runner (or the FnApiRunner) in memory with one worker.
+        True for Beam's direct runner (or an FnApiRunner, or a subclass of either) in
+        memory with one worker.
     """
-    if type(runner).__name__ not in _IN_PROCESS:
+    # By class name (the runner's modules stay unimported), subclasses included: the
+    # command line runs an FnApiRunner of its own (pipelines/forked_workers.py).
+    if not any(cls.__name__ in _IN_PROCESS for cls in type(runner).__mro__):
         return False
     direct = (options or PipelineOptions([])).view_as(DirectOptions)
     return direct.direct_running_mode == "in_memory" and direct.direct_num_workers == 1

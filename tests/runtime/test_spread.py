@@ -19,6 +19,7 @@ def leaf_labels(p: beam.Pipeline) -> list[str]:
 @pytest.mark.parametrize("args,runner,one", [
     ([], None, True),
     ([], fn_runner.FnApiRunner(), True),
+    ([], type("CommandLineRunner", (fn_runner.FnApiRunner,), {})(), True),
     (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], None, False),
     (["--direct_running_mode=multi_threading"], None, False),
     (["--direct_num_workers=2"], None, False),
@@ -41,3 +42,16 @@ def test_spread_keeps_every_element_and_reshuffles_only_with_several_workers(arg
     assert_that(out, equal_to(list(range(50))))
     assert any(label.startswith("Spread/") for label in leaf_labels(p)) is reshuffled
     p.run().wait_until_finish()
+
+
+def test_the_command_lines_own_runner_runs_in_one_process():
+    """The command line runs a subclass of the FnApiRunner; in memory with one worker it is
+    one process, so the sink finalizes in one step and the readers do not reshuffle."""
+    from beam_tfrecords.pipelines.runners import runner_for
+
+    options = PipelineOptions([])
+    runner = runner_for(options)
+    assert type(runner) is not fn_runner.FnApiRunner
+    assert runs_in_one_process(runner, options)
+    two = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    assert not runs_in_one_process(runner_for(two), two)
