@@ -64,7 +64,9 @@ def shard_file_name(name: str, index: int, total: int, compression: str) -> str:
 
 
 def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, list[ShardInfo]]:
-    """The shards by split, each split's in path order (every split named, empty or not).
+    """The shards by split, each split's in shard-number order (every split named, empty or
+    not). A split's paths differ only in the number, which grows past five digits from
+    shard 100,000 on: shorter paths come first, then path order.
 
     Args:
         shards: the finalized shards, in any order.
@@ -74,7 +76,7 @@ def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, 
         ``{split: [ShardInfo, ...]}``.
     """
     out: dict[str, list[ShardInfo]] = {s: [] for s in splits}
-    for shard in sorted(shards, key=lambda s: s.path):
+    for shard in sorted(shards, key=lambda s: (len(s.path), s.path)):
         out.setdefault(shard.split, []).append(shard)
     return out
 

@@ -157,3 +157,13 @@ def test_remove_files_takes_each_path_literally(tmp_path):
         path.write_bytes(b"x")
     storage.remove_files([str(gone), str(tmp_path / "missing")])
     assert kept.exists() and not gone.exists()  # "a[1]" is a name, not a glob matching a1
+
+
+def test_shards_past_99999_keep_their_numbers_order():
+    total = 100_002
+    names = [shard_writers.shard_file_name("ds", i, total, tff.NONE)
+             for i in (100_001, 99_999, 100_000, 0, 10_000)]
+    shards = [shard_writers.ShardInfo("train", f"v/train/{name}", 1, 1, 0) for name in names]
+    grouped = shard_writers.group_shards(shards, SPLITS)["train"]
+    assert [s.path.rsplit("/", 1)[1][3:].split("-of-")[0] for s in grouped] == [
+        "00000", "10000", "99999", "100000", "100001"]
