@@ -224,10 +224,8 @@ def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = Fals
     records = sum(p.records for p in group)
     expected = sum(p.bytes for p in group)
     if len(group) == 1 and group[0].crc32c is not None:
-        part = group[0]
-        if storage.exists(part.path):
-            storage.rename(part.path, path)
-        elif not storage.exists(path):
+        part = group[0]  # moved without a lookup first: a missing part is found by the move
+        if storage.rename_many([(part.path, path)]) and not storage.exists(path):
             raise FileNotFoundError(f"staged part {part.path} and final shard {path} are both "
                                     "missing")
         size, crc = part.bytes, part.crc32c

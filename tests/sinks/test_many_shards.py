@@ -167,3 +167,24 @@ def test_shards_past_99999_keep_their_numbers_order():
     grouped = shard_writers.group_shards(shards, SPLITS)["train"]
     assert [s.path.rsplit("/", 1)[1][3:].split("-of-")[0] for s in grouped] == [
         "00000", "10000", "99999", "100000", "100001"]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_finalize_is_safe_to_run_twice_and_names_a_lost_part(tmp_path, batched):
+    staging, version = str(tmp_path / "v" / ".staging"), str(tmp_path / "v")
+    writer = sink._WriteParts(staging, tff.NONE, BAND)
+    writer.start_bundle()
+    writer.process(("train", SerializedBatch.from_records([record(i) for i in range(3)])))
+    parts = [value.value for value in writer.finish_bundle()]
+    entries = list(sink._plan(parts, SPLITS, version, "ds", tff.NONE, BAND))
+
+    def finalize(chosen):
+        return (sink._finalize_shards(chosen) if batched
+                else [sink._finalize_shard(entry) for entry in chosen])
+
+    first = finalize(entries)
+    assert finalize(entries) == first  # a retry finds the parts under their final names
+    assert [pathlib.Path(s.path).stat().st_size for s in first] == [s.bytes for s in first]
+    pathlib.Path(first[1].path).unlink()
+    with pytest.raises(FileNotFoundError, match="are both missing"):
+        finalize(entries)
