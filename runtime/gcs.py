@@ -38,7 +38,8 @@ from beam_tfrecords.sinks.format.redact import redact_text
 __all__ = ["COMPOSE_LIMIT", "EMULATOR_ENV", "RETRY_INITIAL_ENV", "RETRY_MAXIMUM_ENV",
            "RETRY_TIMEOUT_ENV", "SCHEME", "StorageUnavailable", "blob_crc32c", "client",
            "compose", "delete_objects", "errors_named", "exists", "identities", "identity",
-           "list_below", "path_of", "quiet_beam_credentials", "retry_policy", "retry_timeout",
+           "list_below", "path_of", "quiet_beam_credentials", "rename_objects", "retry_policy",
+           "retry_timeout",
            "size_and_crc32c", "split_path", "upload"]
 
 _LOG = logging.getLogger(__name__)
@@ -261,6 +262,42 @@ def delete_objects(paths: Sequence[str]) -> None:
     if failed:
         raise OSError(f"could not delete {len(failed)} object(s), e.g. {failed[0][0]} "
                       f"(HTTP {failed[0][1]})")
+
+
+def rename_objects(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Move objects in batches: a batch of copies, then a batch of deletes of what was copied,
+    per ``_DELETE_BATCH`` pairs -- no request per object before it (Beam's rename looks each
+    object up first).
+
+    Args:
+        pairs: ``(source, destination)`` ``gs://`` paths.
+
+    Returns:
+        The pairs whose source did not exist (nothing was done for them).
+
+    Raises:
+        OSError: a copy or a delete failed for another reason, naming the first.
+    """
+    if not pairs:
+        return []
+    from apache_beam.io.gcp.gcsio import GcsIO
+
+    io = GcsIO(storage_client=client(), pipeline_options={})  # {}: not sys.argv
+    missing, failed = [], []
+    for start in range(0, len(pairs), _DELETE_BATCH):
+        copied = []
+        for source, destination, error in io.copy_batch(list(pairs[start:start + _DELETE_BATCH])):
+            if error == 404:
+                missing.append((source, destination))
+            elif error is not None:
+                failed.append((source, error))
+            else:
+                copied.append(source)
+        failed += [(p, e) for p, e in io.delete_batch(copied) if e is not None]
+    if failed:
+        raise OSError(f"could not move {len(failed)} object(s), e.g. {failed[0][0]} "
+                      f"(HTTP {failed[0][1]})")
+    return missing
 
 
 def exists(path: str) -> bool:

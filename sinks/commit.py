@@ -424,10 +424,10 @@ def committed_versions(root: str) -> list[tuple[str, str]]:
 def _delete_relative(base: str, relative: Sequence[str]) -> None:
     """Delete files below ``base`` in the order given (first things first: the manifest)."""
     if relative and relative[0] in (lay.MANIFEST, lay.FAILURE):
-        storage.delete([storage.join(base, relative[0])])
+        storage.remove_files([storage.join(base, relative[0])])
         relative = relative[1:]
-    if relative:
-        storage.delete([storage.join(base, r) for r in relative])
+    if relative:  # batched on Cloud Storage: a version of many shards, few requests
+        storage.remove_files([storage.join(base, r) for r in relative])
     if storage.is_local(base):
         _remove_empty_dirs(base)
 
@@ -892,9 +892,9 @@ def _rollback(layout: Layout, shards: Mapping[str, Sequence[Any]]) -> None:
     paths = [info.path for infos in shards.values() for info in infos]
     paths += [info.index for infos in shards.values() for info in infos
               if getattr(info, "index", "")]
-    storage.delete(paths)
+    storage.remove_files(paths)
     storage.delete_tree(layout.staging)
-    storage.delete([layout.feature_spec, layout.marker]
+    storage.remove_files([layout.feature_spec, layout.marker]
                    + [storage.join(layout.version_dir, n)
                       for n in (*lay.METADATA_FILES, lay.ANOMALIES, lay.REPORT)]
                    + [lay.statistics_path(layout.version_dir, s) for s in shards])

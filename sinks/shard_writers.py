@@ -64,7 +64,9 @@ def shard_file_name(name: str, index: int, total: int, compression: str) -> str:
 
 
 def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, list[ShardInfo]]:
-    """The shards by split, each split's in path order (every split named, empty or not).
+    """The shards by split, each split's in shard-number order (every split named, empty or
+    not). A split's paths differ only in the number, which grows past five digits from
+    shard 100,000 on: shorter paths come first, then path order.
 
     Args:
         shards: the finalized shards, in any order.
@@ -74,7 +76,7 @@ def group_shards(shards: list[ShardInfo], splits: tuple[str, ...]) -> dict[str, 
         ``{split: [ShardInfo, ...]}``.
     """
     out: dict[str, list[ShardInfo]] = {s: [] for s in splits}
-    for shard in sorted(shards, key=lambda s: s.path):
+    for shard in sorted(shards, key=lambda s: (len(s.path), s.path)):
         out.setdefault(shard.split, []).append(shard)
     return out
 
@@ -85,11 +87,16 @@ def _group_all(_impulse: bytes, shards: list[ShardInfo], splits: tuple[str, ...]
 
 
 def _plan_finalize_group(_impulse: bytes, parts: list, plan: Callable[[list], Iterable],
-                         finalize: Callable[[Any], ShardInfo], splits: tuple[str, ...]
+                         finalize: Callable[[Any], ShardInfo], splits: tuple[str, ...],
+                         finalize_all: Callable[[list], list[ShardInfo]] | None = None
                          ) -> dict[str, list[ShardInfo]]:
     """Plan, finalize and group in one step: for a single worker, where spreading gains nothing.
+    ``finalize_all`` (when the sink has one) finalizes every entry at once, in order.
     """
-    return group_shards([finalize(entry) for entry in plan(parts)], splits)
+    entries = list(plan(parts))
+    shards = (finalize_all(entries) if finalize_all is not None
+              else [finalize(entry) for entry in entries])
+    return group_shards(shards, splits)
 
 
 def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -> Iterable:
@@ -97,7 +104,8 @@ def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -
 
 
 def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[Any], ShardInfo],
-                  splits: tuple[str, ...], lease: JobLease | None = None):
+                  splits: tuple[str, ...], lease: JobLease | None = None,
+                  finalize_all: Callable[[list], list[ShardInfo]] | None = None):
     """The steps after the writers, shared by both sinks: ``plan(all parts)`` -> entries,
     ``finalize(entry)`` -> ShardInfo, grouped as ``{split: [ShardInfo]}`` (one element).
 
@@ -112,6 +120,9 @@ def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[A
         finalize: a picklable callable: one entry -> its final shard's ShardInfo.
         splits: every split name, so an empty split still appears in the result.
         lease: the job's lease, kept alive by the steps that finalize; None: none.
+        finalize_all: a picklable callable: every entry -> their ShardInfos, in order, for
+            the single step (where one call can batch what the entries share, such as
+            moves on Cloud Storage); None: ``finalize`` per entry.
 
     Returns:
         A PCollection of one element, ``{split: [ShardInfo, ...]}``.
@@ -122,7 +133,7 @@ def commit_shards(parts, plan: Callable[[list], Iterable], finalize: Callable[[A
                 | "CommitTrigger" >> beam.Impulse()
                 | "PlanFinalizeGroup" >> beam.Map(
                     functools.partial(run_held, lease, _plan_finalize_group),
-                    beam.pvalue.AsList(parts), plan, finalize, splits))
+                    beam.pvalue.AsList(parts), plan, finalize, splits, finalize_all))
     planned = (pipeline
                | "PlanTrigger" >> beam.Impulse()
                | "PlanShards" >> beam.FlatMap(_plan_each, beam.pvalue.AsList(parts), plan))
@@ -277,6 +288,10 @@ class WriteShards(beam.PTransform):
     def _finalize(self) -> Callable[[Any], ShardInfo]:
         raise NotImplementedError
 
+    def _finalize_all(self) -> Callable[[list], list[ShardInfo]] | None:
+        """Every entry at once, in order (see :func:`commit_shards`); None: per entry."""
+        return None
+
     def expand(self, records):
         progress_dir = self._progress_dir
         if progress_dir is None and records.pipeline.options is not None:
@@ -287,4 +302,4 @@ class WriteShards(beam.PTransform):
                                  version_dir=self._version_dir, name=self._name,
                                  compression=self._compression, size=self._size)
         return commit_shards(parts, plan, self._finalize(), self._splits,
-                             self._lease)  # {split: [ShardInfo]}
+                             self._lease, self._finalize_all())  # {split: [ShardInfo]}
