@@ -86,8 +86,14 @@ def check_file(path: str, compression: str = "auto",
     """Read one file in full: framing, CRCs, record count, whole-file crc32c and size, in
     memory bounded by a few chunks whatever the size of its records.
 
-    With ``index_lines`` (a list to fill), each record's ``offset length`` line as DALI's
-    tfrecord2idx writes it (length including the 16 bytes of framing) is appended.
+    Args:
+        path: the shard file.
+        compression: ``auto`` (from the name), or the compression it was written with.
+        index_lines: a list to fill with each record's ``offset length`` line as DALI's
+            tfrecord2idx writes it (length including the 16 bytes of framing); None: none.
+
+    Returns:
+        The file's ShardCheck (records, bytes, crc32c, problems).
     """
     check = ShardCheck(path)
     try:
@@ -112,7 +118,14 @@ def check_file(path: str, compression: str = "auto",
 
 def manifest_path_at(path: str) -> str | None:
     """The manifest ``path`` names: itself (a ``.json``), a version directory's, or that of
-    the version an output root's ``LATEST`` names; None for anything else (a glob)."""
+    the version an output root's ``LATEST`` names; None for anything else (a glob).
+
+    Args:
+        path: what the user named.
+
+    Returns:
+        The manifest's path, or None.
+    """
     path = path.rstrip("/")
     if path.endswith(".json"):
         return path
@@ -127,8 +140,17 @@ class ManifestError(UserError, ValueError):
 def version_at(path: str) -> str | None:
     """The version directory ``path`` names: itself when it holds a manifest.json (or is
     one), else the version its ``LATEST`` names when it is an output root -- what the
-    config's ``output.path`` is; None when it is neither. A ``LATEST`` naming a version
-    without a manifest is a ManifestError."""
+    config's ``output.path`` is; None when it is neither.
+
+    Args:
+        path: what the user named.
+
+    Returns:
+        The version directory, or None.
+
+    Raises:
+        ManifestError: a ``LATEST`` names a version without a manifest.
+    """
     path = path.rstrip("/") or "/"
     if path.endswith(".json"):
         path = path.rsplit("/", 1)[0] if "/" in path else "."
@@ -145,8 +167,18 @@ def version_at(path: str) -> str | None:
 
 
 def matched_files(path: str, what: str) -> list[str]:
-    """The files a glob (or one file's path) matches, folders left out; NoMatch naming
-    ``what`` was looked for when there are none."""
+    """The files a glob (or one file's path) matches, folders left out.
+
+    Args:
+        path: the glob or path.
+        what: what was looked for, named in the error.
+
+    Returns:
+        The matched files' paths.
+
+    Raises:
+        storage.NoMatch: nothing matched.
+    """
     files = [m.path for m in storage.match(path)
              if not (storage.is_local(m.path) and os.path.isdir(m.path))]
     if not files:
@@ -178,6 +210,15 @@ def check_manifest(manifest: object) -> dict:
 
     A damaged or hand-edited manifest becomes one reported problem instead of a traceback;
     every path it lists must stay inside the version directory (no ``..``, not absolute).
+
+    Args:
+        manifest: the parsed manifest.json.
+
+    Returns:
+        The manifest, checked.
+
+    Raises:
+        ManifestError: a part has the wrong shape or a path leaves the version.
     """
     _expect(isinstance(manifest, dict), "not a JSON object")
     splits = manifest.get("splits")
@@ -424,7 +465,14 @@ def _verify_manifest(manifest_path: str) -> Iterator[ShardCheck]:
 
 def verify_path(path: str) -> list[ShardCheck]:
     """Check a version directory, a manifest.json, an output root (the version its LATEST
-    names), or a glob of shard files."""
+    names), or a glob of shard files.
+
+    Args:
+        path: what to check.
+
+    Returns:
+        One ShardCheck per file (shards, and for a version its other listed files).
+    """
     manifest_path = manifest_path_at(path)
     if manifest_path is not None:
         return list(_verify_manifest(manifest_path))
@@ -432,7 +480,14 @@ def verify_path(path: str) -> list[ShardCheck]:
 
 
 def format_table(checks: list[ShardCheck]) -> str:
-    """One line per file (records and bytes ``-`` for a file that was not read), then totals."""
+    """One line per file (records and bytes ``-`` for a file that was not read), then totals.
+
+    Args:
+        checks: :func:`verify_path`'s result.
+
+    Returns:
+        The table as text.
+    """
     width = max([len(c.path) for c in checks] + [4])
     lines = [f"{'file':<{width}}  {'records':>9}  {'bytes':>12}  {'crc32c':<8}  status"]
     for c in checks:

@@ -103,7 +103,13 @@ def _beam_io_error(operation: str, exceptions: dict) -> Exception:
 class FileMetadata:
     """A listed local file: the fields of Beam's FileMetadata (``path``, ``size_in_bytes``,
     ``last_updated_in_seconds``) without importing Beam. A path with a scheme is listed as
-    Beam's own FileMetadata, which has the same fields."""
+    Beam's own FileMetadata, which has the same fields.
+
+    Args:
+        path: the file's path.
+        size_in_bytes: its size.
+        last_updated_in_seconds: its modification time (seconds since the epoch).
+    """
 
     __slots__ = ("last_updated_in_seconds", "path", "size_in_bytes")
 
@@ -692,6 +698,9 @@ class CrcCountingWriter:
     """Wraps a binary file: counts bytes and keeps the crc32c of everything written.
 
     The crc32c is of the whole stored file, the value Cloud Storage reports for an object.
+
+    Args:
+        handle: the binary file written through.
     """
 
     def __init__(self, handle: BinaryIO) -> None:
@@ -700,12 +709,25 @@ class CrcCountingWriter:
         self.crc32c = 0
 
     def write(self, data: bytes) -> int:
+        """Write ``data``, counting it.
+
+        Args:
+            data: the bytes.
+
+        Returns:
+            How many bytes were written (all of them).
+        """
         self.crc32c = crc32c.crc32c(data, self.crc32c)
         self.bytes += len(data)
         self.handle.write(data)
         return len(data)
 
     def writelines(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Write ``buffers`` one after the other in one call, counting them.
+
+        Args:
+            buffers: the byte buffers.
+        """
         crc, checksum = self.crc32c, crc32c.crc32c
         for data in buffers:
             crc = checksum(data, crc)
