@@ -5,8 +5,9 @@ output shown as a command prints it, which is not code); the line right before t
 mark it:
 
 - ``<!-- snippet: python -->`` / ``<!-- snippet: yaml -->``: a complete pipeline, run unchanged
-  in an empty temporary directory (a python snippet with this interpreter, a yaml one with
-  ``python -m apache_beam.yaml.main``). It passes when it exits 0 and every data set it wrote
+  in an empty temporary directory (a python snippet as ``python snippet.py``, a yaml one with
+  ``python -m apache_beam.yaml.main``; each in a process of its own, forked from one that
+  imported Beam once: tests/run_preloaded.py). It passes when it exits 0 and every data set it wrote
   (``output/**/LATEST``) is a committed version that ``verify`` accepts.
 - ``<!-- consumer: NAME -->``: a reader of a data set, run by
   tests/consumers/test_tfds_ray_loaders.py on every
@@ -20,8 +21,8 @@ mark it:
   through the config validation, json through the JSON parser.
 
 Every block of code is also parsed, marked or not: YAML loaded, shell through ``bash -n``,
-Python compiled, JSON parsed. The snippets and the pages start together, three at a time, and
-each test awaits its own.
+Python compiled, JSON parsed. The snippets (one after another) and the pages start together,
+and each test awaits its own.
 """
 
 from __future__ import annotations
@@ -134,18 +135,38 @@ def test_every_code_block_parses(block, tmp_path):
 # -- running them -------------------------------------------------------------------------------
 
 
-def run_snippet(block: Block, folder: pathlib.Path) -> tuple[subprocess.CompletedProcess,
-                                                              pathlib.Path]:
-    folder.mkdir(parents=True)
-    if block.lang == "python":
-        (folder / "snippet.py").write_text(block.code)
-        command = [sys.executable, "snippet.py"]
-    else:
-        (folder / "pipeline.yaml").write_text(block.code)
-        command = [sys.executable, "-m", "apache_beam.yaml.main",
-                   "--yaml_pipeline_file=pipeline.yaml"]
-    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore")), folder
+PRELOADED = ROOT / "tests" / "run_preloaded.py"
+
+
+def run_snippets(blocks: list[Block], tmp: pathlib.Path) -> list[tuple[
+        subprocess.CompletedProcess, pathlib.Path]]:
+    """Run each snippet unchanged in an empty folder of its own: a python snippet as ``python
+    snippet.py``, a yaml one as ``python -m apache_beam.yaml.main
+    --yaml_pipeline_file=pipeline.yaml``, each in its own process forked from one that
+    imported Beam once (tests/run_preloaded.py)."""
+    jobs, folders = [], []
+    for i, block in enumerate(blocks):
+        folder = tmp / f"snippet-{i}"
+        folder.mkdir(parents=True)
+        if block.lang == "python":
+            (folder / "snippet.py").write_text(block.code)
+            argv = ["snippet.py"]
+        else:
+            (folder / "pipeline.yaml").write_text(block.code)
+            argv = ["-m", "apache_beam.yaml.main", "--yaml_pipeline_file=pipeline.yaml"]
+        jobs.append({"cwd": str(folder), "argv": argv, "stdout": str(tmp / f"{i}.stdout"),
+                     "stderr": str(tmp / f"{i}.stderr")})
+        folders.append(folder)
+    (tmp / "jobs.json").write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, str(PRELOADED), str(tmp / "jobs.json")],
+                          capture_output=True, text=True, timeout=TIMEOUT * len(jobs),
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    statuses = json.loads(done.stdout.splitlines()[-1])
+    return [(subprocess.CompletedProcess(job["argv"], status,
+                                         pathlib.Path(job["stdout"]).read_text(),
+                                         pathlib.Path(job["stderr"]).read_text()), folder)
+            for job, status, folder in zip(jobs, statuses, folders)]
 
 
 def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
@@ -210,23 +231,23 @@ def demo(tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def results(demo, tmp_path_factory):
     """``block -> result``: the snippets (a snippet printed twice, on README.md and on its
-    page, runs once) and the pages' workspace blocks, three runs at a time."""
+    page, runs once; one after another) beside the pages' workspace blocks (a page at a
+    time, two pages at once)."""
     tmp = tmp_path_factory.mktemp("blocks")
     pages: dict[str, list[Block]] = {}
     for block in WORKSPACE:
         pages.setdefault(block.page, []).append(block)
+    unique: dict[tuple[str, str], Block] = {}
+    for block in SNIPPETS:
+        unique.setdefault((block.lang, block.code), block)
     with ThreadPoolExecutor(max_workers=3) as pool:
-        snippets: dict[tuple[str, str], object] = {}
-        for block in SNIPPETS:
-            if (block.lang, block.code) not in snippets:
-                snippets[block.lang, block.code] = pool.submit(
-                    run_snippet, block, tmp / f"snippet-{len(snippets)}")
+        snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets")
         runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}")
                 for i, (page, blocks) in enumerate(pages.items())}
 
         def result(block: Block):
             if block.mark:
-                return snippets[block.lang, block.code].result()
+                return dict(zip(unique, snippet_runs.result()))[block.lang, block.code]
             return runs[block.page].result().get(block, "not run: an earlier block failed")
 
         yield result
