@@ -177,12 +177,28 @@ def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
     return folder
 
 
-def workspace_env() -> dict:
-    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                PYTHONWARNINGS="ignore")
+@dataclasses.dataclass(frozen=True)
+class Preloaded:
+    """A server forking every call from one process that imported Beam and this package once
+    (tests/run_preloaded.py ``--serve``), and ``bin/beam-tfrecords``, a script calling the
+    console script through it with the caller's folder, environment and streams."""
+
+    socket: pathlib.Path
+    bin: pathlib.Path
+
+    def python(self, *argv: str) -> list[str]:
+        """The command line running ``python ARGV`` through the server."""
+        return [sys.executable, "-I", str(PRELOADED), "--call", str(self.socket), *argv]
 
 
-def run_block(block: Block, folder: pathlib.Path):
+def workspace_env(preloaded: Preloaded | None = None) -> dict:
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    if preloaded is not None:
+        path = f"{preloaded.bin}{os.pathsep}{path}"
+    return dict(os.environ, PATH=path, PYTHONWARNINGS="ignore")
+
+
+def run_block(block: Block, folder: pathlib.Path, preloaded: Preloaded):
     """Run one block in ``folder``: a CompletedProcess for shell and python, else what parsing
     returned (a failed parse raises)."""
     if block.lang == "json":
@@ -191,15 +207,16 @@ def run_block(block: Block, folder: pathlib.Path):
         return parse_config(yaml.safe_load(block.code))
     if block.lang == "python":
         (folder / "block.py").write_text(block.code)
-        command = [sys.executable, "block.py"]
+        command = preloaded.python("block.py")
     else:
         (folder / "block.sh").write_text(block.code)
         command = ["bash", "-e", "-o", "pipefail", "block.sh"]
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=workspace_env())
+                          env=workspace_env(preloaded))
 
 
-def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> dict:
+def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path,
+             preloaded: Preloaded) -> dict:
     """Run a page's unmarked blocks in order in one workspace, as a reader following the page
     would (a later block may use what an earlier one wrote); after a failure the rest are not
     run."""
@@ -207,7 +224,7 @@ def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> d
     results = {}
     for block in blocks:
         try:
-            done = run_block(block, folder)
+            done = run_block(block, folder, preloaded)
         except Exception as error:  # noqa: BLE001 -- reported by the block's own test
             done = error
         results[block] = done
@@ -217,19 +234,41 @@ def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> d
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> pathlib.Path:
+def preloaded(tmp_path_factory):
+    """The pages' ``beam-tfrecords`` commands and python blocks each run as a process of its
+    own, forked from one that imported Beam once (each import costs 1-2 CPU-s)."""
+    tmp = tmp_path_factory.mktemp("preloaded")
+    server = subprocess.Popen([sys.executable, str(PRELOADED), "--serve", str(tmp / "socket")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env=workspace_env())
+    try:
+        assert server.stdout.readline() == b"ready\n", "tests/run_preloaded.py --serve failed"
+        (tmp / "bin").mkdir()
+        script = tmp / "bin" / "beam-tfrecords"
+        script.write_text(f'#!/bin/bash\nexec "{sys.executable}" -I "{PRELOADED}" --call '
+                          f'"{tmp / "socket"}" --script beam-tfrecords "$@"\n')
+        script.chmod(0o755)
+        yield Preloaded(tmp / "socket", tmp / "bin")
+    finally:
+        server.stdin.close()
+        server.wait(timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, preloaded) -> pathlib.Path:
     """``output/demo`` as ``python3 scripts/dev.py demo`` leaves it."""
     base = tmp_path_factory.mktemp("demo")
     (base / "configs").symlink_to(ROOT / "configs")
-    done = subprocess.run([str(BIN / "beam-tfrecords"), "build", "--config", "configs/demo.yaml"],
+    done = subprocess.run([str(preloaded.bin / "beam-tfrecords"), "build", "--config",
+                           "configs/demo.yaml"],
                           cwd=base, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=workspace_env())
+                          env=workspace_env(preloaded))
     assert done.returncode == 0, done.stderr[-4000:]
     return base / "output" / "demo"
 
 
 @pytest.fixture(scope="module")
-def results(demo, tmp_path_factory):
+def results(demo, preloaded, tmp_path_factory):
     """``block -> result``: the snippets (a snippet printed twice, on README.md and on its
     page, runs once; one after another) beside the pages' workspace blocks (a page at a
     time, two pages at once)."""
@@ -242,7 +281,7 @@ def results(demo, tmp_path_factory):
         unique.setdefault((block.lang, block.code), block)
     with ThreadPoolExecutor(max_workers=3) as pool:
         snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets")
-        runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}")
+        runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}", preloaded)
                 for i, (page, blocks) in enumerate(pages.items())}
 
         def result(block: Block):
