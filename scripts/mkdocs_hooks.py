@@ -39,8 +39,12 @@ def _python() -> str:
 
 def _module_output(module: str, *args: str, what: str) -> str:
     """What ``python -m module args`` prints, run through the project's environment."""
+    return _output(["-m", module, *args], what=what)
+
+
+def _output(args: list[str], *, what: str) -> str:
     done = subprocess.run(
-        [_python(), "-m", module, *args], capture_output=True,
+        [_python(), *args], capture_output=True,
         text=True, timeout=300, cwd=ROOT, env=dict(os.environ, COLUMNS=COLUMNS))
     text = done.stdout
     if done.returncode != 0 or not text.strip():
@@ -48,11 +52,38 @@ def _module_output(module: str, *args: str, what: str) -> str:
     return text.rstrip()
 
 
+# ``beam-tfrecords [command] --help`` for each command of argv[1] (a JSON list), in one
+# process: the commands import Beam, which costs seconds a process.
+_HELPS = """
+import contextlib, io, json, sys
+from beam_tfrecords.pipelines import cli
+helps = {}
+for command in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            status = cli.main([command, "--help"] if command else ["--help"])
+    except SystemExit as done:
+        status = done.code
+    if status not in (0, None) or not out.getvalue().strip():
+        sys.exit(f"beam-tfrecords {command} --help failed ({status})")
+    helps[command] = out.getvalue().rstrip()
+print(json.dumps(helps))
+"""
+
+
+def cli_helps(commands: list[str]) -> dict[str, str]:
+    """What ``beam-tfrecords [command] --help`` prints, for each command (``""``: the
+    top-level usage), asked of one process."""
+    import json
+
+    return json.loads(_output(["-c", _HELPS, json.dumps(commands)],
+                              what="beam-tfrecords --help"))
+
+
 def cli_help(command: str) -> str:
     """What ``beam-tfrecords [command] --help`` prints."""
-    args = [command, "--help"] if command else ["--help"]
-    return _module_output("beam_tfrecords.pipelines.cli", *args,
-                          what=f"beam-tfrecords {command} --help")
+    return cli_helps([command])[command]
 
 
 def config_reference() -> str:
@@ -63,8 +94,11 @@ def config_reference() -> str:
 
 
 def on_page_markdown(markdown: str, **_) -> str:
+    commands = MARK.findall(markdown)
+    helps = cli_helps(commands) if commands else {}
+
     def render(found: re.Match) -> str:
-        return f"```text\n{cli_help(found.group(1))}\n```"
+        return f"```text\n{helps[found.group(1)]}\n```"
 
     markdown = CONFIG_MARK.sub(lambda _: config_reference(), markdown)
     return API_MARK.sub(lambda _: api_reference(), MARK.sub(render, markdown))

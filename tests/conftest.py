@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -269,3 +270,46 @@ def gcs_emulator():
         yield emulator
     finally:
         emulator.stop()
+
+
+# The sample configs whose input ships with the repository (dataflow.yaml and flink.yaml name
+# cluster paths).
+def local_sample_configs() -> list[str]:
+    from beam_tfrecords.pipelines.config import load_config
+
+    return sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")
+                  if (ROOT / load_config(str(p)).source.path).exists())
+
+
+@pytest.fixture(scope="session")
+def sample_builds(tmp_path_factory) -> dict[str, pathlib.Path]:
+    """``{name: version folder}``: each local sample config built as configured (its own
+    input, ``--version v1``), once for the whole run -- by the first pytest-xdist worker to
+    ask, under the run's common temporary folder and a lock; the others reuse it.
+
+    Shared and read-only: a test must not change anything in these folders or beside them
+    (copy one first, or write elsewhere)."""
+    import fcntl
+
+    from beam_tfrecords.pipelines import cli
+    from beam_tfrecords.pipelines.config import load_config
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, holding every worker's
+    root = base / "sample-builds"
+    root.mkdir(exist_ok=True)
+    built = {}
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in local_sample_configs():
+            out, done = root / name, root / f"{name}.built"
+            if not done.exists():
+                shutil.rmtree(out, ignore_errors=True)  # a worker's unfinished build
+                config = ROOT / "configs" / f"{name}.yaml"
+                cli.run_build(["--config", str(config), "--input",
+                               str(ROOT / load_config(str(config)).source.path),
+                               "--output", str(out), "--version", "v1"])
+                done.touch()
+            built[name] = out / "v1"
+    return built

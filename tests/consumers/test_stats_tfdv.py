@@ -94,9 +94,9 @@ def _build(config: pathlib.Path, source: pathlib.Path, out: pathlib.Path) -> pat
     return out / "v1"
 
 
-def _our_statistics(version: pathlib.Path, config: pathlib.Path, tamper=None,
-                    label: str = "ours") -> tuple[pathlib.Path, dict[str, list[str]]]:
-    """Our statistics of a version's splits, written beside it, and each split's shards;
+def _our_statistics(version: pathlib.Path, config: pathlib.Path, out: pathlib.Path,
+                    tamper=None) -> tuple[pathlib.Path, dict[str, list[str]]]:
+    """Our statistics of a version's splits, written to ``out``, and each split's shards;
     ``tamper(split, features by name)`` may change them first. Every stored key of the
     config gets statistics, its ``bytes`` features (binary: images, blobs) ``bytes_stats``."""
     manifest = json.loads((version / "manifest.json").read_text())
@@ -113,7 +113,6 @@ def _our_statistics(version: pathlib.Path, config: pathlib.Path, tamper=None,
             tamper(split, {f["path"]["step"][0]: f for f in result["features"]})
         datasets.append(result)
         splits[split] = [str(p) for p in paths]
-    out = version.parent / f"{label}-FeatureStats.pb"
     out.write_bytes(encode_statistics_list(datasets))
     return out, splits
 
@@ -141,13 +140,12 @@ def _tamper(split: str, features: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory, tfdv_python) -> dict:
-    """Every case built, its statistics computed, and TFDV's comparison of them."""
+def compared(tmp_path_factory, tfdv_python, sample_builds) -> dict:
+    """Every case built (the sample configs' builds are shared: read only), its statistics
+    computed, and TFDV's comparison of them."""
     root = tmp_path_factory.mktemp("tfdv")
-    versions, configs = {}, {name: ROOT / "configs" / f"{name}.yaml" for name in LOCAL}
-    for name, config in configs.items():
-        versions[name] = _build(config, ROOT / load_config(str(config)).source.path,
-                                root / name)
+    configs = {name: ROOT / "configs" / f"{name}.yaml" for name in LOCAL}
+    versions = {name: sample_builds[name] for name in LOCAL}
     foreign = root / "foreign"
     foreign.mkdir()
     diamonds = pathlib.Path(pa.__file__).parent / "tests" / "data" / "parquet" / "v0.7.1.parquet"
@@ -163,7 +161,8 @@ def compared(tmp_path_factory, tfdv_python) -> dict:
         stats, splits = _committed_statistics(version)
         job.append({"name": name, "stats": stats, "splits": splits,
                     "schema": str(version / "schema.pbtxt")})
-    stats, splits = _our_statistics(versions["csv"], configs["csv"], _tamper, "tampered")
+    stats, splits = _our_statistics(versions["csv"], configs["csv"],
+                                    root / "tampered-FeatureStats.pb", _tamper)
     job.append({"name": "tampered", "stats": str(stats), "splits": splits,
                 "schema": str(versions["csv"] / "schema.pbtxt")})
     (root / "job.json").write_text(json.dumps(job))

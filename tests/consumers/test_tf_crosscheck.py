@@ -144,29 +144,62 @@ SEQUENCE_SPECS = [F("n", "int64"), F("steps", "float", (2,), sequence=True),
                   F("w", "string", (-1,), sequence=True)]
 
 
-@pytest.mark.parametrize("specs", [SPECS, SEQUENCE_SPECS], ids=["example", "sequence"])
-def test_python_snippet_builds_the_same_tf_objects(tmp_path, tf_python, specs):
-    """`schema --python` output runs in TensorFlow and builds exactly the objects that the
-    oracle builds from feature_spec.json."""
+CHECKED = {"example": SPECS, "sequence": SEQUENCE_SPECS}
+# Runs each check file as ``__main__`` in a namespace of its own, in one TensorFlow process.
+RUN_CHECKS = """
+import contextlib, io, json, runpy, sys, traceback
+results = {}
+for name, path in json.loads(sys.argv[1]).items():
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+        results[name] = {"ok": True, "stdout": out.getvalue()}
+    except BaseException:
+        results[name] = {"ok": False, "stdout": out.getvalue(), "error": traceback.format_exc()}
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def python_snippet_checks(tf_python, tmp_path_factory) -> dict:
+    """For each of ``CHECKED``: `schema --python`'s output for its feature_spec.json, followed
+    by a check that it builds exactly the objects the oracle builds from that file, run in
+    TensorFlow (one process for all: importing TensorFlow costs seconds)."""
     import subprocess
 
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec_python
 
-    doc = tf_parse_spec(specs)
-    spec_file = tmp_path / "spec.json"
-    spec_file.write_text(json.dumps(doc))
-    check = tf_parse_spec_python(doc) + (
-        "import json, importlib.util\n"
-        f"s = importlib.util.spec_from_file_location('oracle', {str(TF_READER)!r})\n"
-        "oracle = importlib.util.module_from_spec(s)\n"
-        "s.loader.exec_module(oracle)\n"
-        f"_, ctx, seq = oracle.build_parse_spec(tf, json.load(open({str(spec_file)!r})))\n"
-        "if seq is None:\n"
-        "    assert features == ctx, (features, ctx)\n"
-        "else:\n"
-        "    assert context_features == ctx and sequence_features == seq\n"
-        "print('same', len(ctx) + len(seq or {}))\n"
-    )
-    done = subprocess.run([tf_python, "-c", check], capture_output=True, text=True)
+    tmp = tmp_path_factory.mktemp("python-snippet")
+    checks = {}
+    for name, specs in CHECKED.items():
+        doc = tf_parse_spec(specs)
+        spec_file = tmp / f"{name}-spec.json"
+        spec_file.write_text(json.dumps(doc))
+        checks[name] = tmp / f"{name}-check.py"
+        checks[name].write_text(tf_parse_spec_python(doc) + (
+            "import json, importlib.util\n"
+            f"s = importlib.util.spec_from_file_location('oracle', {str(TF_READER)!r})\n"
+            "oracle = importlib.util.module_from_spec(s)\n"
+            "s.loader.exec_module(oracle)\n"
+            f"_, ctx, seq = oracle.build_parse_spec(tf, json.load(open({str(spec_file)!r})))\n"
+            "if seq is None:\n"
+            "    assert features == ctx, (features, ctx)\n"
+            "else:\n"
+            "    assert context_features == ctx and sequence_features == seq\n"
+            "print('same', len(ctx) + len(seq or {}))\n"
+        ))
+    done = subprocess.run(
+        [tf_python, "-c", RUN_CHECKS, json.dumps({n: str(p) for n, p in checks.items()})],
+        capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == f"same {len(specs)}"
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", list(CHECKED))
+def test_python_snippet_builds_the_same_tf_objects(case, python_snippet_checks):
+    """`schema --python` output runs in TensorFlow and builds exactly the objects that the
+    oracle builds from feature_spec.json."""
+    result = python_snippet_checks[case]
+    assert result["ok"], result.get("error", "")[-2000:]
+    assert result["stdout"].strip().splitlines()[-1] == f"same {len(CHECKED[case])}"

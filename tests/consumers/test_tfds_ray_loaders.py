@@ -2,7 +2,7 @@
 with our ``schema.pbtxt``, gives the values TensorFlow parses with ``feature_spec.json``.
 
 The readers run in the TensorFlow environment (tests/tf_oracle/read_with_consumers.py), one
-process per reader for all the versions. What each check proves:
+process for all the readers and versions. What each check proves:
 
 - TFDS: ``builder_from_directory(<version>)`` + ``as_dataset(split=...)`` yields, split by
   split, the records ``tf.io.parse_example`` yields with our exported spec (ragged features put
@@ -38,6 +38,7 @@ pytestmark = pytest.mark.e2e  # whole builds through the console script or a run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONSUMERS = ROOT / "tests" / "tf_oracle" / "read_with_consumers.py"
+PRELOADED = ROOT / "tests" / "run_preloaded.py"
 # The sample configs whose input ships with the repository (dataflow.yaml and flink.yaml name
 # cluster paths).
 LOCAL = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")
@@ -48,37 +49,54 @@ def _consumer(tf_python: str, tmp: pathlib.Path, reader: str, paths) -> dict:
     out = tmp / f"{reader}.json"
     done = subprocess.run(
         [tf_python, str(CONSUMERS), reader, "--out", str(out), *map(str, paths)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=1200,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", RAY_DEDUP_LOGS="0"),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(out.read_text())
 
 
-@pytest.fixture(scope="module")
-def versions(tmp_path_factory) -> dict[str, pathlib.Path]:
-    """Each local sample config built once, uncompressed as configured."""
-    root = tmp_path_factory.mktemp("consumers")
-    built = {}
-    for name in LOCAL:
-        config = ROOT / "configs" / f"{name}.yaml"
-        out = root / name
-        cli.run_build(["--config", str(config), "--input",
-                       str(ROOT / load_config(str(config)).source.path), "--output", str(out),
-                       "--version", "v1"])
-        built[name] = out / "v1"
-    return built
+# The demo config's size is not the point here (its 10,000 rows cost each reader seconds):
+# it reads the first rows of its data.
+DEMO_ROWS = 500
 
 
 @pytest.fixture(scope="module")
-def tfds_read(versions, tf_python, tmp_path_factory) -> dict:
-    return _consumer(tf_python, tmp_path_factory.mktemp("tfds"), "tfds", versions.values())
+def versions(sample_builds, tmp_path_factory) -> dict[str, pathlib.Path]:
+    """Each local sample config built once, uncompressed as configured (shared: read only);
+    the demo config from its first ``DEMO_ROWS`` rows."""
+    built = {name: sample_builds[name] for name in LOCAL if name != "demo"}
+    config = ROOT / "configs" / "demo.yaml"
+    tmp = tmp_path_factory.mktemp("demo")
+    lines = (ROOT / load_config(str(config)).source.path).read_text().splitlines(True)
+    (tmp / "demo.csv").write_text("".join(lines[:DEMO_ROWS + 1]))
+    cli.run_build(["--config", str(config), "--input", str(tmp / "demo.csv"), "--output",
+                   str(tmp / "demo"), "--version", "v1"])
+    built["demo"] = tmp / "demo" / "v1"
+    return dict(sorted(built.items()))
 
 
 @pytest.fixture(scope="module")
-def schema_read(versions, tf_python, tmp_path_factory) -> dict:
-    return _consumer(tf_python, tmp_path_factory.mktemp("schema"), "schema-raw",
-                     versions.values())
+def consumer_reads(versions, tf_python, tmp_path_factory) -> dict:
+    """TFDS's and the schema's reads of every version, and README's tf.data, TFDS and Ray
+    snippets run on each: one TensorFlow process for all (its import costs seconds)."""
+    tmp = tmp_path_factory.mktemp("consumers-read")
+    args = []
+    for name, code in readme_snippets().items():
+        if name in ("tf.data", "tfds", "ray"):
+            (tmp / f"{name}.py").write_text(code)
+            args += ["--snippet", f"{name}={tmp / f'{name}.py'}"]
+    return _consumer(tf_python, tmp, "all", [*args, *versions.values()])
+
+
+@pytest.fixture(scope="module")
+def tfds_read(consumer_reads) -> dict:
+    return consumer_reads["tfds"]
+
+
+@pytest.fixture(scope="module")
+def schema_read(consumer_reads) -> dict:
+    return consumer_reads["schema-raw"]
 
 
 def _multiset(records) -> Counter:
@@ -207,21 +225,8 @@ def test_readme_has_a_snippet_for_every_consumer():
 
 
 @pytest.fixture(scope="module")
-def snippet_runs(versions, tf_python, tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("snippets")
-    args = []
-    for name, code in readme_snippets().items():
-        if name in ("tf.data", "tfds", "ray"):
-            (tmp / f"{name}.py").write_text(code)
-            args += ["--snippet", f"{name}={tmp / f'{name}.py'}"]
-    roots = [v.parent for v in versions.values()]
-    out = tmp / "snippets.json"
-    done = subprocess.run(
-        [tf_python, str(CONSUMERS), "snippet", "--out", str(out), *args, *map(str, roots)],
-        capture_output=True, text=True, timeout=900,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(out.read_text())
+def snippet_runs(consumer_reads) -> dict:
+    return consumer_reads["snippet"]
 
 
 @pytest.mark.parametrize("consumer", ["tf.data", "tfds", "ray"])
@@ -245,22 +250,26 @@ def test_readme_snippet_reads_every_sample_config(consumer, versions, snippet_ru
 
 
 def test_readme_beam_snippet_reads_every_record(versions, tmp_path):
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Run as ``python snippet.py`` in a folder whose ``output/demo`` is each version's root,
+    each run in a process of its own forked from one that imported Beam once
+    (tests/run_preloaded.py)."""
     code = readme_snippets()["beam"]
-
-    def run(name: str, version: pathlib.Path) -> subprocess.CompletedProcess:
+    jobs = []
+    for name, version in versions.items():
         folder = tmp_path / name
         (folder / "output").mkdir(parents=True)
         (folder / "output" / "demo").symlink_to(version.parent)
         (folder / "snippet.py").write_text(code)
-        return subprocess.run([sys.executable, "snippet.py"], cwd=folder, capture_output=True,
-                              text=True, timeout=300)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # one per core: each is mostly start-up
-        runs = dict(zip(versions, pool.map(run, versions, versions.values())))
-    for name, version in versions.items():
-        done = runs[name]
-        assert done.returncode == 0, done.stderr[-3000:]
+        jobs.append({"cwd": str(folder), "argv": ["snippet.py"],
+                     "stdout": str(tmp_path / f"{name}.stdout"),
+                     "stderr": str(tmp_path / f"{name}.stderr")})
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, str(PRELOADED), str(tmp_path / "jobs.json")],
+                          capture_output=True, text=True, timeout=300 * len(jobs))
+    assert done.returncode == 0, done.stderr[-3000:]
+    statuses = json.loads(done.stdout.splitlines()[-1])
+    for (name, version), job, status in zip(versions.items(), jobs, statuses):
+        assert status == 0, pathlib.Path(job["stderr"]).read_text()[-3000:]
         manifest = json.loads((version / "manifest.json").read_text())
-        assert done.stdout.split() == [str(manifest["splits"]["train"]["records"])], name
+        printed = pathlib.Path(job["stdout"]).read_text()
+        assert printed.split() == [str(manifest["splits"]["train"]["records"])], name

@@ -202,15 +202,12 @@ def tensorflows(dump: dict) -> list[dict]:
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
-def built(request, tmp_path_factory):
+def built(request, sample_builds):
+    """A sample config's build (shared with other files: read only) and its manifest."""
     name = request.param
-    config_path = ROOT / "configs" / f"{name}.yaml"
-    config = load_config(str(config_path))
-    out = tmp_path_factory.mktemp(name) / "out"
-    manifest = cli.run_build(["--config", str(config_path), "--input",
-                              str(ROOT / config.source.path), "--output", str(out),
-                              "--version", "v1"])
-    return name, config, out / "v1", manifest
+    config = load_config(str(ROOT / "configs" / f"{name}.yaml"))
+    version = sample_builds[name]
+    return name, config, version, json.loads((version / "manifest.json").read_text())
 
 
 def test_every_value_read_back_by_us_and_by_tensorflow(built, read_with_tf):

@@ -5,8 +5,9 @@ output shown as a command prints it, which is not code); the line right before t
 mark it:
 
 - ``<!-- snippet: python -->`` / ``<!-- snippet: yaml -->``: a complete pipeline, run unchanged
-  in an empty temporary directory (a python snippet with this interpreter, a yaml one with
-  ``python -m apache_beam.yaml.main``). It passes when it exits 0 and every data set it wrote
+  in an empty temporary directory (a python snippet as ``python snippet.py``, a yaml one with
+  ``python -m apache_beam.yaml.main``; each in a process of its own, forked from one that
+  imported Beam once: tests/run_preloaded.py). It passes when it exits 0 and every data set it wrote
   (``output/**/LATEST``) is a committed version that ``verify`` accepts.
 - ``<!-- consumer: NAME -->``: a reader of a data set, run by
   tests/consumers/test_tfds_ray_loaders.py on every
@@ -20,8 +21,8 @@ mark it:
   through the config validation, json through the JSON parser.
 
 Every block of code is also parsed, marked or not: YAML loaded, shell through ``bash -n``,
-Python compiled, JSON parsed. The snippets and the pages start together, three at a time, and
-each test awaits its own.
+Python compiled, JSON parsed. The snippets (one after another) and the pages start together,
+and each test awaits its own.
 """
 
 from __future__ import annotations
@@ -134,18 +135,38 @@ def test_every_code_block_parses(block, tmp_path):
 # -- running them -------------------------------------------------------------------------------
 
 
-def run_snippet(block: Block, folder: pathlib.Path) -> tuple[subprocess.CompletedProcess,
-                                                              pathlib.Path]:
-    folder.mkdir(parents=True)
-    if block.lang == "python":
-        (folder / "snippet.py").write_text(block.code)
-        command = [sys.executable, "snippet.py"]
-    else:
-        (folder / "pipeline.yaml").write_text(block.code)
-        command = [sys.executable, "-m", "apache_beam.yaml.main",
-                   "--yaml_pipeline_file=pipeline.yaml"]
-    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore")), folder
+PRELOADED = ROOT / "tests" / "run_preloaded.py"
+
+
+def run_snippets(blocks: list[Block], tmp: pathlib.Path) -> list[tuple[
+        subprocess.CompletedProcess, pathlib.Path]]:
+    """Run each snippet unchanged in an empty folder of its own: a python snippet as ``python
+    snippet.py``, a yaml one as ``python -m apache_beam.yaml.main
+    --yaml_pipeline_file=pipeline.yaml``, each in its own process forked from one that
+    imported Beam once (tests/run_preloaded.py)."""
+    jobs, folders = [], []
+    for i, block in enumerate(blocks):
+        folder = tmp / f"snippet-{i}"
+        folder.mkdir(parents=True)
+        if block.lang == "python":
+            (folder / "snippet.py").write_text(block.code)
+            argv = ["snippet.py"]
+        else:
+            (folder / "pipeline.yaml").write_text(block.code)
+            argv = ["-m", "apache_beam.yaml.main", "--yaml_pipeline_file=pipeline.yaml"]
+        jobs.append({"cwd": str(folder), "argv": argv, "stdout": str(tmp / f"{i}.stdout"),
+                     "stderr": str(tmp / f"{i}.stderr")})
+        folders.append(folder)
+    (tmp / "jobs.json").write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, str(PRELOADED), str(tmp / "jobs.json")],
+                          capture_output=True, text=True, timeout=TIMEOUT * len(jobs),
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert done.returncode == 0, done.stderr[-4000:]
+    statuses = json.loads(done.stdout.splitlines()[-1])
+    return [(subprocess.CompletedProcess(job["argv"], status,
+                                         pathlib.Path(job["stdout"]).read_text(),
+                                         pathlib.Path(job["stderr"]).read_text()), folder)
+            for job, status, folder in zip(jobs, statuses, folders)]
 
 
 def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
@@ -156,12 +177,28 @@ def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
     return folder
 
 
-def workspace_env() -> dict:
-    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                PYTHONWARNINGS="ignore")
+@dataclasses.dataclass(frozen=True)
+class Preloaded:
+    """A server forking every call from one process that imported Beam and this package once
+    (tests/run_preloaded.py ``--serve``), and ``bin/beam-tfrecords``, a script calling the
+    console script through it with the caller's folder, environment and streams."""
+
+    socket: pathlib.Path
+    bin: pathlib.Path
+
+    def python(self, *argv: str) -> list[str]:
+        """The command line running ``python ARGV`` through the server."""
+        return [sys.executable, "-I", str(PRELOADED), "--call", str(self.socket), *argv]
 
 
-def run_block(block: Block, folder: pathlib.Path):
+def workspace_env(preloaded: Preloaded | None = None) -> dict:
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    if preloaded is not None:
+        path = f"{preloaded.bin}{os.pathsep}{path}"
+    return dict(os.environ, PATH=path, PYTHONWARNINGS="ignore")
+
+
+def run_block(block: Block, folder: pathlib.Path, preloaded: Preloaded):
     """Run one block in ``folder``: a CompletedProcess for shell and python, else what parsing
     returned (a failed parse raises)."""
     if block.lang == "json":
@@ -170,15 +207,16 @@ def run_block(block: Block, folder: pathlib.Path):
         return parse_config(yaml.safe_load(block.code))
     if block.lang == "python":
         (folder / "block.py").write_text(block.code)
-        command = [sys.executable, "block.py"]
+        command = preloaded.python("block.py")
     else:
         (folder / "block.sh").write_text(block.code)
         command = ["bash", "-e", "-o", "pipefail", "block.sh"]
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=workspace_env())
+                          env=workspace_env(preloaded))
 
 
-def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> dict:
+def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path,
+             preloaded: Preloaded) -> dict:
     """Run a page's unmarked blocks in order in one workspace, as a reader following the page
     would (a later block may use what an earlier one wrote); after a failure the rest are not
     run."""
@@ -186,7 +224,7 @@ def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> d
     results = {}
     for block in blocks:
         try:
-            done = run_block(block, folder)
+            done = run_block(block, folder, preloaded)
         except Exception as error:  # noqa: BLE001 -- reported by the block's own test
             done = error
         results[block] = done
@@ -196,37 +234,59 @@ def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path) -> d
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> pathlib.Path:
+def preloaded(tmp_path_factory):
+    """The pages' ``beam-tfrecords`` commands and python blocks each run as a process of its
+    own, forked from one that imported Beam once (each import costs 1-2 CPU-s)."""
+    tmp = tmp_path_factory.mktemp("preloaded")
+    server = subprocess.Popen([sys.executable, str(PRELOADED), "--serve", str(tmp / "socket")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env=workspace_env())
+    try:
+        assert server.stdout.readline() == b"ready\n", "tests/run_preloaded.py --serve failed"
+        (tmp / "bin").mkdir()
+        script = tmp / "bin" / "beam-tfrecords"
+        script.write_text(f'#!/bin/bash\nexec "{sys.executable}" -I "{PRELOADED}" --call '
+                          f'"{tmp / "socket"}" --script beam-tfrecords "$@"\n')
+        script.chmod(0o755)
+        yield Preloaded(tmp / "socket", tmp / "bin")
+    finally:
+        server.stdin.close()
+        server.wait(timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, preloaded) -> pathlib.Path:
     """``output/demo`` as ``python3 scripts/dev.py demo`` leaves it."""
     base = tmp_path_factory.mktemp("demo")
     (base / "configs").symlink_to(ROOT / "configs")
-    done = subprocess.run([str(BIN / "beam-tfrecords"), "build", "--config", "configs/demo.yaml"],
+    done = subprocess.run([str(preloaded.bin / "beam-tfrecords"), "build", "--config",
+                           "configs/demo.yaml"],
                           cwd=base, capture_output=True, text=True, timeout=TIMEOUT,
-                          env=workspace_env())
+                          env=workspace_env(preloaded))
     assert done.returncode == 0, done.stderr[-4000:]
     return base / "output" / "demo"
 
 
 @pytest.fixture(scope="module")
-def results(demo, tmp_path_factory):
+def results(demo, preloaded, tmp_path_factory):
     """``block -> result``: the snippets (a snippet printed twice, on README.md and on its
-    page, runs once) and the pages' workspace blocks, three runs at a time."""
+    page, runs once; one after another) beside the pages' workspace blocks (a page at a
+    time, two pages at once)."""
     tmp = tmp_path_factory.mktemp("blocks")
     pages: dict[str, list[Block]] = {}
     for block in WORKSPACE:
         pages.setdefault(block.page, []).append(block)
+    unique: dict[tuple[str, str], Block] = {}
+    for block in SNIPPETS:
+        unique.setdefault((block.lang, block.code), block)
     with ThreadPoolExecutor(max_workers=3) as pool:
-        snippets: dict[tuple[str, str], object] = {}
-        for block in SNIPPETS:
-            if (block.lang, block.code) not in snippets:
-                snippets[block.lang, block.code] = pool.submit(
-                    run_snippet, block, tmp / f"snippet-{len(snippets)}")
-        runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}")
+        snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets")
+        runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}", preloaded)
                 for i, (page, blocks) in enumerate(pages.items())}
 
         def result(block: Block):
             if block.mark:
-                return snippets[block.lang, block.code].result()
+                return dict(zip(unique, snippet_runs.result()))[block.lang, block.code]
             return runs[block.page].result().get(block, "not run: an earlier block failed")
 
         yield result
@@ -275,15 +335,18 @@ def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_python, tmp_path)
 @pytest.mark.e2e
 def test_the_install_from_a_git_url_gives_the_command(tmp_path):
     """README's ``pip install 'git+file:///path/to/clone'``, with this clone's path (committed
-    HEAD; ``--no-deps`` keeps it to the package itself: the locks install its dependencies)."""
+    HEAD; ``--no-deps`` keeps it to the package itself: the locks install its dependencies),
+    into a fresh virtual environment by this environment's pip (``--python``: the new one's
+    own pip would add seconds of ``ensurepip`` and install the same way)."""
     block = next(b for b in CODE if b.page == "README.md" and "git+file://" in b.code)
     assert "pip install 'git+file:///path/to/clone'" in block.code
     env_dir = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=TIMEOUT)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True,
+                   timeout=TIMEOUT)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     done = subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-         "--disable-pip-version-check", f"git+file://{ROOT}"],
+        [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
+         "--quiet", "--no-deps", "--disable-pip-version-check", f"git+file://{ROOT}"],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)

@@ -27,6 +27,10 @@ float32 bits), beside TensorFlow's parse and raw dump of the same shards.
 
 ``schema``: each ``schema.pbtxt`` FILE parsed with tensorflow_metadata, as a dict.
 
+``all``: ``tfds`` and ``schema-raw`` of each VERSION_DIR and ``snippet`` of each one's data set
+root, with one import of TensorFlow (which costs seconds): ``{"tfds": ..., "schema-raw": ...,
+"snippet": ...}``.
+
 Writes ``{version_dir or file: {...}}`` as JSON. Exit 1 when a reader fails.
 """
 
@@ -177,9 +181,21 @@ def run_snippet(tf, name: str, path: str, root: str) -> dict:
             "raw": [{k: v.get("bits", v["value"]) for k, v in r.items()} for r in raw]}
 
 
+def _tfds_all(tf, versions: list[str]) -> dict:
+    import tensorflow_datasets as tfds
+
+    tfds.disable_progress_bar()
+    return {version: read_tfds(tf, tfds, version) for version in versions}
+
+
+def _snippets_all(tf, snippets: dict[str, str], roots: list[str]) -> dict:
+    return {root: {name: run_snippet(tf, name, path, root) for name, path in snippets.items()}
+            for root in roots}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("reader", choices=("tfds", "schema-raw", "schema", "snippet"))
+    parser.add_argument("reader", choices=("tfds", "schema-raw", "schema", "snippet", "all"))
     parser.add_argument("--snippet", action="append", default=[],
                         help="NAME=FILE: a README snippet (snippet mode)")
     parser.add_argument("--out", required=True)
@@ -197,22 +213,18 @@ def main(argv=None) -> int:
         oracle.write_json(result, args.out)
         return 0
     tf = oracle.import_tf()
-    if args.reader == "snippet":
-        snippets = dict(item.split("=", 1) for item in args.snippet)
-        for root in args.versions:
-            result[root] = {name: run_snippet(tf, name, path, root)
-                            for name, path in snippets.items()}
-        oracle.write_json(result, args.out)
-        return 0
-    if args.reader == "tfds":
-        import tensorflow_datasets as tfds
-
-        tfds.disable_progress_bar()
-        for version in args.versions:
-            result[version] = read_tfds(tf, tfds, version)
+    snippets = dict(item.split("=", 1) for item in args.snippet)
+    if args.reader == "all":
+        roots = sorted({os.path.dirname(os.path.abspath(v)) for v in args.versions})
+        result = {"tfds": _tfds_all(tf, args.versions),
+                  "schema-raw": {v: read_schema(tf, v) for v in args.versions},
+                  "snippet": _snippets_all(tf, snippets, roots)}
+    elif args.reader == "snippet":
+        result = _snippets_all(tf, snippets, args.versions)
+    elif args.reader == "tfds":
+        result = _tfds_all(tf, args.versions)
     else:
-        for version in args.versions:
-            result[version] = read_schema(tf, version)
+        result = {version: read_schema(tf, version) for version in args.versions}
     oracle.write_json(result, args.out)
     return 0
 

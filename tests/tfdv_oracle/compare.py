@@ -272,7 +272,9 @@ def _ranked(cmp: Comparison, name: str, field: str, ours: list, theirs: list) ->
                     "differ")
 
 
-def run_case(tfdv, case: dict, options, workdir: str) -> dict:
+def run_case(tfdv, case: dict, options, workdir: str, computed: dict) -> dict:
+    """One case compared; ``computed`` keeps TFDV's statistics by file pattern, so the same
+    shards (a tampered copy of a case's statistics) are not computed twice."""
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     # One file of every split's datasets, or a file per split (a version's own
@@ -292,9 +294,11 @@ def run_case(tfdv, case: dict, options, workdir: str) -> dict:
         assert sorted(files) == sorted(
             os.path.join(os.path.dirname(files[0]), f)
             for f in os.listdir(os.path.dirname(files[0]))), f"{pattern}: other files"
-        theirs = tfdv.generate_statistics_from_tfrecord(
-            pattern, output_path=os.path.join(workdir, f"{case['name']}-{split}.tfrecord"),
-            stats_options=options).datasets[0]
+        if pattern not in computed:
+            computed[pattern] = tfdv.generate_statistics_from_tfrecord(
+                pattern, output_path=os.path.join(workdir, f"{case['name']}-{split}.tfrecord"),
+                stats_options=options).datasets[0]
+        theirs = computed[pattern]
         mine = ours[split]
         cmp.exact("", "num_examples", mine.num_examples, theirs.num_examples)
         truth = Truth(files)
@@ -330,8 +334,9 @@ def main(argv=None) -> int:
                                 num_values_histogram_buckets=10, num_histogram_buckets=10)
     result = {"cases": {}, "tfdv_version": tfdv.__version__}
     with tempfile.TemporaryDirectory() as workdir:
+        computed: dict = {}
         for case in cases:
-            result["cases"][case["name"]] = run_case(tfdv, case, options, workdir)
+            result["cases"][case["name"]] = run_case(tfdv, case, options, workdir, computed)
     result["seconds"] = round(time.monotonic() - started, 1)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)

@@ -52,9 +52,9 @@ def _build(config: pathlib.Path, out: pathlib.Path, *extra: str) -> pathlib.Path
 
 
 @pytest.fixture(scope="module")
-def versions(tmp_path_factory) -> dict[str, pathlib.Path]:
-    root = tmp_path_factory.mktemp("stats")
-    return {name: _build(ROOT / "configs" / f"{name}.yaml", root / name) for name in LOCAL}
+def versions(sample_builds) -> dict[str, pathlib.Path]:
+    """Shared with other files (tests/conftest.py): read only, copy to change."""
+    return {name: sample_builds[name] for name in LOCAL}
 
 
 def _manifest(version: pathlib.Path) -> dict:
