@@ -62,12 +62,12 @@ def _join(base: Path, relative: str) -> Path:
     return base / relative if isinstance(base, pathlib.Path) else storage.join(base, relative)
 
 
-def demo_csv_parts(folder: pathlib.Path, parts: int = 40) -> str:
-    """The demo's 10,000 rows cut into ``parts`` CSV files (each with the header), so that
-    reads spread over workers; returns their glob."""
+def demo_csv_parts(folder: pathlib.Path, parts: int = 40, first: int | None = None) -> str:
+    """The demo's 10,000 rows (only its ``first`` rows, if given) cut into ``parts`` CSV files
+    (each with the header), so that reads spread over workers; returns their glob."""
     demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
     lines = demo.read_text().splitlines()
-    header, rows = lines[0], lines[1:]
+    header, rows = lines[0], lines[1:][:first]
     size = -(-len(rows) // parts)
     for k in range(parts):
         (folder / f"part-{k:02d}.csv").write_text(
