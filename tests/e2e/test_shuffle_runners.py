@@ -17,13 +17,10 @@ import json
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_tfrecords_tests_helpers import checked_records, demo_csv_parts
+from beam_tfrecords_tests_helpers import add_build, checked_records, demo_csv_parts
 
-from beam_tfrecords.pipelines import build, build_inputs
 from beam_tfrecords.pipelines.config import parse_config
-from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.layout import Layout
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
@@ -52,9 +49,8 @@ def inputs(tmp_path_factory) -> tuple[str, str]:
             demo_csv_parts(tmp_path_factory.mktemp("one"), parts=1, first=ROWS))
 
 
-def add_build(p, label, compression, inputs, out, split_bytes="64MiB"):
-    """Adds one seeded build of ``inputs`` into ``out`` to ``p``, under the step ``label``."""
-    config = parse_config({
+def tiny_config(compression, out, split_bytes="64MiB"):
+    return parse_config({
         "name": "tiny",
         "source": {"format": "csv", "path": "unused", "split_bytes": split_bytes},
         "features": {"feature0": {"type": "int64"}, "feature1": {"type": "int64"},
@@ -64,22 +60,6 @@ def add_build(p, label, compression, inputs, out, split_bytes="64MiB"):
                    "shard_size": {"target": TARGET, "min": MIN, "max": MAX},
                    "shuffle": {"seed": SEED}},
     })
-    files, fingerprint = build_inputs.input_fingerprint(inputs)
-    layout = Layout(str(out), "v")
-    claim_version(layout, "r" * 32, "test")
-    spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)
-    _ = p | label >> Build(config, spec, files)
-
-
-class Build(beam.PTransform):
-    """build.build_pipeline under a label of its own, so that one pipeline holds several."""
-
-    def __init__(self, config, spec, files):
-        super().__init__()
-        self.config, self.spec, self.files = config, spec, files
-
-    def expand(self, pbegin):
-        return build.build_pipeline(pbegin, self.config, self.spec, self.files)["manifest"]
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +76,10 @@ def runs(inputs, tmp_path_factory):
         for compression, runners in PAIRS.items():
             if runner in runners:
                 folders["files", compression] = tmp_path_factory.mktemp(f"{runner}-{compression}")
-                add_build(p, f"Files-{compression}", compression, parts,
-                          folders["files", compression])
+                add_build(p, f"Files-{compression}",
+                          tiny_config(compression, folders["files", compression]), parts)
         folders["one_file", tff.NONE] = tmp_path_factory.mktemp(f"one-file-{runner}")
-        add_build(p, "OneFile", tff.NONE, one, folders["one_file", tff.NONE], RANGE)
+        add_build(p, "OneFile", tiny_config(tff.NONE, folders["one_file", tff.NONE], RANGE), one)
         p.run().wait_until_finish()
         for key, folder in folders.items():
             out[(runner, *key)] = folder, json.loads((folder / "v" / "manifest.json").read_text())
