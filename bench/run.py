@@ -1,6 +1,7 @@
 """The benchmark: every alternative on the same generated data, one run, ratios and targets.
 
     .venv/bin/python bench/run.py [--scale tiny|small|full] [--only tutorial-csv,wide,...]
+        [--smallest]
         [--alts ours,ours-2w,beam,tf,protobuf,tfxbsl,framing,api-arrow,api-dicts,beam-dicts]
         [--data-dir bench/.data]
         [--tf-python .venv-tf/bin/python] [--tfxbsl-python bench/.venv-tfxbsl/bin/python]
@@ -399,6 +400,9 @@ def make_parser() -> argparse.ArgumentParser:
                         default=list(datasets.DATASET_NAMES),
                         help="comma-separated data sets (default: all): "
                              + ",".join(datasets.DATASET_NAMES))
+    parser.add_argument("--smallest", action="store_true",
+                        help="only each data set's smallest size of the scale (a smoke run: "
+                             "no memory-growth target)")
     parser.add_argument("--alts", type=lambda v: _csv_names(v, ALT_NAMES, "alternative"),
                         default=list(ALT_NAMES),
                         help="comma-separated alternatives (default: all): " + ",".join(ALT_NAMES))
@@ -463,7 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
-    for case in datasets.cases(args.scale, args.only):
+    cases = datasets.cases(args.scale, args.only)
+    if args.smallest:
+        cases = [c for c in cases if c.rows == min(d.rows for d in cases
+                                                   if d.dataset == c.dataset)]
+    for case in cases:
         begin = time.perf_counter()
         folder = datasets.ensure(case, data_dir)
         print(f"[{case.label}] data ready in {time.perf_counter() - begin:.1f}s: {folder}",

@@ -20,7 +20,7 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.manifest import crc32c_b64
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["HOSTILE", "Preforked", "checked_records", "demo_csv_parts", "free_port",
+__all__ = ["HOSTILE", "Preforked", "add_build", "checked_records", "demo_csv_parts", "free_port",
            "job_service_and_pool", "misguessed_csv", "read_examples", "read_records",
            "report_sample", "shard_paths", "split_statistics", "wait_for_port"]
 
@@ -62,17 +62,51 @@ def _join(base: Path, relative: str) -> Path:
     return base / relative if isinstance(base, pathlib.Path) else storage.join(base, relative)
 
 
-def demo_csv_parts(folder: pathlib.Path, parts: int = 40) -> str:
-    """The demo's 10,000 rows cut into ``parts`` CSV files (each with the header), so that
-    reads spread over workers; returns their glob."""
+def demo_csv_parts(folder: pathlib.Path, parts: int = 40, first: int | None = None) -> str:
+    """The demo's 10,000 rows (only its ``first`` rows, if given) cut into ``parts`` CSV files
+    (each with the header), so that reads spread over workers; returns their glob."""
     demo = pathlib.Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
     lines = demo.read_text().splitlines()
-    header, rows = lines[0], lines[1:]
+    header, rows = lines[0], lines[1:][:first]
     size = -(-len(rows) // parts)
     for k in range(parts):
         (folder / f"part-{k:02d}.csv").write_text(
             "\n".join([header, *rows[k * size:(k + 1) * size]]) + "\n")
     return str(folder / "*.csv")
+
+
+def add_build(p: Any, label: str, config: Any, inputs: str) -> None:
+    """Adds a whole build of ``config`` (a parsed Config) over ``inputs`` (a glob) to the
+    pipeline ``p`` under the step ``label``, its version ``v`` claimed as a launch claims it
+    (no lease): one pipeline can hold several builds and start its worker processes once."""
+    from beam_tfrecords.pipelines import build, build_inputs
+    from beam_tfrecords.sinks.commit import claim_version
+    from beam_tfrecords.sinks.format.layout import Layout
+
+    files, fingerprint = build_inputs.input_fingerprint(inputs)
+    layout = Layout(config.output.path, "v")
+    claim_version(layout, "r" * 32, "test")
+    spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)
+    _ = p | label >> _build_transform()(config, spec, files)
+
+
+@functools.cache
+def _build_transform() -> type:
+    """build.build_pipeline as a composite transform (defined once Beam is imported, which
+    this module does not do itself)."""
+    import apache_beam as beam
+
+    from beam_tfrecords.pipelines import build
+
+    class Build(beam.PTransform):
+        def __init__(self, config, spec, files):
+            super().__init__()
+            self.config, self.spec, self.files = config, spec, files
+
+        def expand(self, pbegin):
+            return build.build_pipeline(pbegin, self.config, self.spec, self.files)["manifest"]
+
+    return Build
 
 
 # Values that would run or load something if a page showed them unescaped.

@@ -2,8 +2,9 @@
 
 What Cloud Storage itself reports (size, crc32c) must equal the manifest; our reader must
 read every record back through storage.open_read; no staging or temporary objects remain.
-The tiny-band run on six worker processes makes several parts per split, so shards are
-composed on gs:// from more than one part.
+The tiny-band runs write many bundles -- three worker processes (no compression), six threads
+of DirectRunner's multi_threading mode (GZIP) -- so each split has several parts and shards
+are composed on gs:// from more than one part.
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ def gcs_input(gcs_emulator):
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def gcs_input_files(gcs_emulator):
-    """The demo CSV as 40 files (each with the header) in the bucket; returns a gs:// glob.
-    Many inputs let six workers each write a bundle, so each split has several tails."""
+    """The demo CSV as 40 files (each with the header) in the bucket, shared by the module's
+    tests (they only read them); returns a gs:// glob. Many inputs let each worker write a
+    bundle, so each split has several tails."""
     lines = DEMO_CSV.read_bytes().splitlines(keepends=True)
     header, rows = lines[0], lines[1:]
     prefix = gcs_emulator.unique_prefix("inputs")
@@ -143,10 +145,15 @@ def test_build_from_and_to_gcs(gcs_emulator, gcs_input):
     assert manifest["inputs"]["pattern"] == gcs_input
 
 
+# The bundles of each tiny-band build: worker processes and worker threads both write them.
+MANY_BUNDLES = {"none": ("multi_processing", 3), "gzip": ("multi_threading", 6)}
+
+
 @pytest.mark.parametrize("compression", ["none", "gzip"])
 def test_tiny_band_many_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_files, tmp_path,
                                                       pipeline_results, compression,
                                                       read_with_tf):
+    mode, workers = MANY_BUNDLES[compression]
     raw = yaml.safe_load(DEMO.read_text())
     raw["output"]["shard_size"] = dict(TINY_BAND)
     raw["output"]["compression"] = compression
@@ -154,8 +161,8 @@ def test_tiny_band_many_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_fi
     config.write_text(yaml.safe_dump(raw, sort_keys=False))  # split order matters
     out = gcs_emulator.unique_prefix("tiny")
     manifest = cli.run_build(["--config", str(config), "--input", gcs_input_files, "--output", out,
-                              "--version", "v1", "--direct_running_mode=multi_processing",
-                              "--direct_num_workers=6"])
+                              "--version", "v1", f"--direct_running_mode={mode}",
+                              f"--direct_num_workers={workers}"])
     sizes = check_build_on_gcs(gcs_emulator, out, manifest, config)
     assert manifest["inputs"]["files"] == 40
 
@@ -168,7 +175,7 @@ def test_tiny_band_many_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_fi
         assert len(outside) <= 1, (split, split_sizes)  # at most the remainder
 
     (result,) = pipeline_results
-    assert counter(result, "bundles_written") >= 6
+    assert counter(result, "bundles_written") >= workers
     parts, shards = counter(result, "parts_written"), counter(result, "shards_finalized")
     assert shards == sum(len(s) for s in sizes.values())
     # More staged parts than shards: at least one shard was composed from several parts.

@@ -107,13 +107,13 @@ def test_two_worker_processes_from_the_command_line_write_the_in_process_bytes(t
 
 # -- the Fn API path: a job service and a pool of SDK worker processes --------------------------
 
+# Run in this process (the in-process reference) or as a script (the pooled build).
 _PIDS = textwrap.dedent("""
     import os, sys
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     import beam_tfrecords as btf
 
-    path, out, pids, split, *args = sys.argv[1:]
     features = {"id": {"type": "int64"}, "name": {"type": "string"}, "x": {"type": "float"}}
 
     def note(chunk):  # fused with the read: the process that read the chunk's range
@@ -133,10 +133,16 @@ _PIDS = textwrap.dedent("""
 
 
 def _pool_build(path, out, pids, args, env=None):
+    """The build above: with ``args`` in a process of its own, without in this one."""
     pids.mkdir()
-    done = subprocess.run([sys.executable, "-c", _PIDS, path, str(out), str(pids), "4000",
-                           *args], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    values = {"path": path, "out": str(out), "pids": str(pids), "split": "4000", "args": args}
+    if args:
+        script = "".join(f"{k} = {v!r}\n" for k, v in values.items()) + _PIDS
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    else:
+        exec(_PIDS, {"__name__": "pool_build", **values})
     manifest = json.loads((out / "v" / "manifest.json").read_text())
     shards = {p.relative_to(out / "v").as_posix(): p.read_bytes()
               for p in sorted((out / "v").glob("*/*.tfrecord"))}

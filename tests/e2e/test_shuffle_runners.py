@@ -2,32 +2,31 @@
 
 Four runners (Beam's direct runner in-process, with 2 and with 4 worker processes, and the
 PortableRunner with the embedded job service -- the protocol Flink and Dataflow speak), on
-10,000 rows and a size band small enough for several shards per split: the rows as one file
-read in ranges on all four runners, and in 40 files with each compression on two runners
+2,000 rows and a size band small enough for many shards per split: the rows as one file read
+in ranges on all four runners, and in 40 files with each compression on two runners
 (in-process and another: every runner appears with each way of spreading the input). Every
 build of a compression must write the same files with the same bytes, and the manifest the
-same seed and digest; TensorFlow reads them.
+same seed and digest; TensorFlow reads them. A runner's builds share one pipeline (each under
+its own label), so its worker processes start once.
 """
 
 from __future__ import annotations
 
 import json
-import pathlib
 
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_tfrecords_tests_helpers import checked_records, demo_csv_parts
+from beam_tfrecords_tests_helpers import add_build, checked_records, demo_csv_parts
 
-from beam_tfrecords.pipelines import build, build_inputs
 from beam_tfrecords.pipelines.config import parse_config
-from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.layout import Layout
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-MIN, MAX = 12_000, 40_000
+ROWS = 2000  # the demo's first: worker processes, not rows, are what these builds cost
+TARGET, MIN, MAX = 4000, 2400, 8000  # bytes: some 40 shards in train, 10 in eval
+RANGE = 4000  # bytes: the one file's 75 kB are read in about 19 ranges
 SEED = 20261124
 
 RUNNERS = {
@@ -44,53 +43,60 @@ PAIRS = {tff.NONE: ("in_process", "multi_processing_2"), tff.GZIP: ("in_process"
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> str:
-    """The demo rows cut into 40 CSV files, so reads spread over workers."""
-    return demo_csv_parts(tmp_path_factory.mktemp("inputs"))
+def inputs(tmp_path_factory) -> tuple[str, str]:
+    """The rows cut into 40 CSV files, so reads spread over workers, and as one file (globs)."""
+    return (demo_csv_parts(tmp_path_factory.mktemp("parts"), first=ROWS),
+            demo_csv_parts(tmp_path_factory.mktemp("one"), parts=1, first=ROWS))
 
 
-def run_build(args, compression, inputs, out, split_bytes="64MiB"):
-    config = parse_config({
+def tiny_config(compression, out, split_bytes="64MiB"):
+    return parse_config({
         "name": "tiny",
         "source": {"format": "csv", "path": "unused", "split_bytes": split_bytes},
         "features": {"feature0": {"type": "int64"}, "feature1": {"type": "int64"},
                      "feature2": {"type": "string"}, "feature3": {"type": "float"}},
         "splits": {"key": "id", "train": 80, "eval": 20},
         "output": {"path": str(out), "compression": compression,
-                   "shard_size": {"target": "20KB", "min": MIN, "max": MAX},
+                   "shard_size": {"target": TARGET, "min": MIN, "max": MAX},
                    "shuffle": {"seed": SEED}},
     })
-    files, fingerprint = build_inputs.input_fingerprint(inputs)
-    layout = Layout(str(out), "v")
-    claim_version(layout, "r" * 32, "test")
-    spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)
-    p = beam.Pipeline(options=PipelineOptions(args))
-    build.build_pipeline(p, config, spec, files)
-    p.run().wait_until_finish()
-    return json.loads((out / "v" / "manifest.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def builds(inputs, tmp_path_factory):
-    out = {}
-    for compression, runners in PAIRS.items():
-        for runner in runners:
-            folder = tmp_path_factory.mktemp(f"{runner}-{compression}")
-            out[runner, compression] = folder, run_build(RUNNERS[runner], compression, inputs,
-                                                         folder)
-    return out
-
-
-@pytest.fixture(scope="module")
-def one_file_builds(tmp_path_factory):
-    """The same 10,000 rows as one file read in ranges of 20 kB (about 19), on every
-    runner: its ranges spread over the workers."""
-    demo = pathlib.Path(__file__).resolve().parents[2] / "configs" / "data" / "demo.csv"
+def runs(inputs, tmp_path_factory):
+    """Every build of the module, one pipeline per runner (its worker processes start once):
+    the 40 files in each compression the runner is paired with, and the same rows as one file
+    read in ranges, which spread over the workers.
+    ``{(runner, "files" | "one_file", compression): (folder, manifest)}``."""
+    parts, one = inputs
     out = {}
     for runner, args in RUNNERS.items():
-        folder = tmp_path_factory.mktemp(f"one-file-{runner}")
-        out[runner] = folder, run_build(args, tff.NONE, str(demo), folder, "20KB")
+        p = beam.Pipeline(options=PipelineOptions(args))
+        folders = {}
+        for compression, runners in PAIRS.items():
+            if runner in runners:
+                folders["files", compression] = tmp_path_factory.mktemp(f"{runner}-{compression}")
+                add_build(p, f"Files-{compression}",
+                          tiny_config(compression, folders["files", compression]), parts)
+        folders["one_file", tff.NONE] = tmp_path_factory.mktemp(f"one-file-{runner}")
+        add_build(p, "OneFile", tiny_config(tff.NONE, folders["one_file", tff.NONE], RANGE), one)
+        p.run().wait_until_finish()
+        for key, folder in folders.items():
+            out[(runner, *key)] = folder, json.loads((folder / "v" / "manifest.json").read_text())
     return out
+
+
+@pytest.fixture(scope="module")
+def builds(runs):
+    """The 40-file builds: ``{(runner, compression): (folder, manifest)}``."""
+    return {(runner, compression): built for (runner, kind, compression), built in runs.items()
+            if kind == "files"}
+
+
+@pytest.fixture(scope="module")
+def one_file_builds(runs):
+    """The one-file builds, on every runner: ``{runner: (folder, manifest)}``."""
+    return {runner: built for (runner, kind, _), built in runs.items() if kind == "one_file"}
 
 
 def files_of(folder):
@@ -111,7 +117,7 @@ def test_every_runner_writes_the_same_bytes(builds, compression):
         for shard in info["shards"]:
             checked_records(folder / "v" / shard["path"], shard)
     assert manifest["shuffle"] == {"seed": SEED}
-    assert manifest["counts"]["written"] == 10_000
+    assert manifest["counts"]["written"] == ROWS
     for runner in PAIRS[compression]:
         other_folder, other = builds[runner, compression]
         assert files_of(other_folder) == reference, runner
@@ -136,7 +142,7 @@ def test_tensorflow_reads_the_shuffled_shards(builds, read_with_tf, compression)
              for s in info["shards"]]
     parsed = read_with_tf(files, spec=folder / "v" / "feature_spec.json",
                           compression=compression)
-    assert parsed["count"] == 10_000
+    assert parsed["count"] == ROWS
 
 
 def test_one_file_in_ranges_writes_the_bytes_of_forty_files_on_every_runner(builds,

@@ -1,12 +1,13 @@
 """The sink under real runners: many bundles, tiny size bands, both compressions.
 
-DirectRunner in multi_processing mode with 8 workers makes 8 writer bundles (the local
-runners make one bundle per worker, NOTES.md); PortableRunner with the embedded job service
-speaks the protocol Flink and Dataflow use (its job service runs each stage as one bundle),
-with both compressions; DirectRunner in-process completes the set (2 and 4 worker processes
-run in tests/e2e/test_shuffle_runners.py and test_kill.py). Every run must satisfy the band
-rule, match its manifest, be readable by TensorFlow, and hold exactly the same records as the
-others.
+DirectRunner in multi_threading mode with 8 workers makes 8 writer bundles in one process
+(the local runners make one bundle per worker, NOTES.md); PortableRunner with the embedded job
+service speaks the protocol Flink and Dataflow use (its job service runs each stage as one
+bundle), with both compressions in one pipeline; DirectRunner in-process completes the set.
+Worker processes write bundles in tests/e2e/test_shuffle_runners.py (2 and 4),
+test_gcs_build.py (3, unshuffled), tests/pipelines/test_api.py and test_kill.py. Every run
+must satisfy the band rule, match its manifest, be readable by TensorFlow, and hold exactly
+the same records as the others.
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_tfrecords_tests_helpers import checked_records, demo_csv_parts
+from beam_tfrecords_tests_helpers import add_build, checked_records, demo_csv_parts
 
-from beam_tfrecords.pipelines import build, build_inputs
 from beam_tfrecords.pipelines.config import parse_config
-from beam_tfrecords.sinks.commit import claim_version
 from beam_tfrecords.sinks.format import tfrecord_format as tff
-from beam_tfrecords.sinks.format.layout import Layout
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
@@ -32,7 +30,7 @@ MIN, MAX = 12_000, 40_000
 
 RUNNERS = {
     "in_process": [],
-    "multi_processing_8": ["--direct_running_mode=multi_processing", "--direct_num_workers=8"],
+    "multi_threading_8": ["--direct_running_mode=multi_threading", "--direct_num_workers=8"],
     "portable": ["--runner=PortableRunner", "--job_endpoint=embed",
                  "--environment_type=LOOPBACK"],
 }
@@ -61,29 +59,24 @@ def tiny_config(compression: str, output: str):
     })
 
 
-def run_build(args, compression, inputs, out):
-    config = tiny_config(compression, str(out))
-    files, fingerprint = build_inputs.input_fingerprint(inputs)
-    layout = Layout(str(out), "v")
-    claim_version(layout, "r" * 32, "test")
-    spec = build.commit_spec(config, layout, "r" * 32, fingerprint, use_lease=False)
-    p = beam.Pipeline(options=PipelineOptions(args))
-    build.build_pipeline(p, config, spec, files)
-    result = p.run()
-    result.wait_until_finish()
-    counters = {c.key.metric.name: c.committed for c in result.metrics().query(
-        MetricsFilter().with_namespace("tfrecord_sink"))["counters"]}
-    manifest = json.loads((out / "v" / "manifest.json").read_text())
-    return manifest, counters
-
-
 @pytest.fixture(scope="module")
 def builds(inputs, tmp_path_factory):
+    """One pipeline per runner, holding a build per compression it runs:
+    ``{(runner, compression): (folder, manifest, the pipeline's sink counters)}``."""
     out = {}
     for runner, args in RUNNERS.items():
+        p = beam.Pipeline(options=PipelineOptions(args))
+        folders = {}
         for compression in (tff.NONE, tff.GZIP) if runner in BOTH_COMPRESSIONS else (tff.NONE,):
-            folder = tmp_path_factory.mktemp(f"{runner}-{compression}")
-            out[runner, compression] = (folder,) + run_build(args, compression, inputs, folder)
+            folder = folders[compression] = tmp_path_factory.mktemp(f"{runner}-{compression}")
+            add_build(p, f"Build-{compression}", tiny_config(compression, str(folder)), inputs)
+        result = p.run()
+        result.wait_until_finish()
+        counters = {c.key.metric.name: c.committed for c in result.metrics().query(
+            MetricsFilter().with_namespace("tfrecord_sink"))["counters"]}
+        for compression, folder in folders.items():
+            manifest = json.loads((folder / "v" / "manifest.json").read_text())
+            out[runner, compression] = folder, manifest, counters
     return out
 
 
@@ -97,12 +90,12 @@ def shard_records(folder, manifest):
     return by_split
 
 
-@pytest.mark.parametrize("runner,compression", [("multi_processing_8", tff.NONE),
+@pytest.mark.parametrize("runner,compression", [("multi_threading_8", tff.NONE),
                                                 ("portable", tff.NONE),
                                                 ("portable", tff.GZIP)])
 def test_band_rule_and_manifest(builds, runner, compression):
     folder, manifest, counters = builds[runner, compression]
-    if runner == "multi_processing_8":
+    if runner == "multi_threading_8":
         assert counters["bundles_written"] >= 8
     assert manifest["counts"] == {"read": 10000, "written": 10000, "rejected": 0,
                                   "unread": {"files": 0, "bytes": 0, "rows": 0}}

@@ -144,12 +144,24 @@ def make_write(kind: str, out: pathlib.Path, max_bad_fraction: float):
         splits=SPLIT_NAMES if kind == "bytes" else SPLITS, max_bad_fraction=max_bad_fraction)
 
 
+def seeded_write(p: beam.Pipeline, out: pathlib.Path) -> None:
+    """Adds a seeded write of the good rows, serialized, in a band of a few records a shard."""
+    records = [serialize(row) for row in source_rows() if isinstance(row.get("age"), int)]
+    _ = (p | "CreateSeeded" >> beam.Create(records).with_output_types(bytes)
+         | "WriteSeeded" >> btf.WriteTFRecordDataset(
+             output=str(out), name="people", version="v1", shuffle_seed=3,
+             shard_size={"target": "2KB"}))
+
+
 def run(kind: str, runner: str, out: pathlib.Path, parquet: str,
-        max_bad_fraction: float = LENIENT) -> str:
-    """Runs one pipeline; returns the version folder its write's result names."""
+        max_bad_fraction: float = LENIENT, seeded: pathlib.Path | None = None) -> str:
+    """Runs one pipeline (with ``seeded``, a seeded write into that folder beside it); returns
+    the version folder its write's result names."""
     p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
     write = make_write(kind, out, max_bad_fraction)
     written = apply(kind, p, write, parquet)
+    if seeded is not None:
+        seeded_write(p, seeded)
     p.run().wait_until_finish()
     return written.version_dir
 
@@ -157,6 +169,11 @@ def run(kind: str, runner: str, out: pathlib.Path, parquet: str,
 class Built(NamedTuple):
     version_dir: pathlib.Path
     manifest: dict
+    seeded: pathlib.Path | None  # the output of the seeded write run beside it, if any
+
+
+# The runner whose worker processes also run the seeded write (one set of workers for both).
+SEEDED_BESIDE = ("dicts", "multi_processing_2")
 
 
 @pytest.fixture(scope="module")
@@ -167,10 +184,11 @@ def builds(tmp_path_factory, parquet_file):
     def get(kind: str, runner: str = "in_process") -> Built:
         if (kind, runner) not in done:
             out = tmp_path_factory.mktemp(f"{kind}-{runner}") / "ds"
-            version_dir = pathlib.Path(run(kind, runner, out, parquet_file))
+            seeded = out.parent / "seeded" if (kind, runner) == SEEDED_BESIDE else None
+            version_dir = pathlib.Path(run(kind, runner, out, parquet_file, seeded=seeded))
             assert version_dir == out / "v1"
             done[kind, runner] = Built(version_dir, json.loads(
-                (version_dir / "manifest.json").read_text()))
+                (version_dir / "manifest.json").read_text()), seeded)
         return done[kind, runner]
 
     return get
@@ -303,17 +321,14 @@ def test_arguments_that_cannot_work_are_refused_at_construction(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_shuffle_seed_gives_the_same_files_on_every_runner(tmp_path):
-    records = [serialize(row) for row in source_rows() if isinstance(row.get("age"), int)]
+def test_a_shuffle_seed_gives_the_same_files_on_every_runner(builds, tmp_path):
+    """In-process, and in two worker processes (run beside the dicts build on that runner)."""
+    p = beam.Pipeline()
+    seeded_write(p, tmp_path / "in_process")
+    p.run().wait_until_finish()
     digests = set()
-    for runner in ("in_process", "multi_processing_2"):
-        p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
-        write = btf.WriteTFRecordDataset(output=str(tmp_path / runner), name="people",
-                                         version="v1", shuffle_seed=3,
-                                         shard_size={"target": "2KB"})
-        _ = p | beam.Create(records).with_output_types(bytes) | write
-        p.run().wait_until_finish()
-        manifest = json.loads((tmp_path / runner / "v1" / "manifest.json").read_text())
+    for folder in (tmp_path / "in_process", builds(*SEEDED_BESIDE).seeded):
+        manifest = json.loads((folder / "v1" / "manifest.json").read_text())
         assert manifest["shuffle"] == {"seed": 3} and manifest["config"]["shuffle"] == {
             "seed": 3}
         assert len(manifest["splits"]["train"]["shards"]) > 1

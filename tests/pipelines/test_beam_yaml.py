@@ -1,7 +1,7 @@
-"""Our transforms in Beam YAML pipelines, run as users run them: ``python -m
-apache_beam.yaml.main --yaml_pipeline_file=...`` in a subprocess (offline it falls back from
-Prism to the local runner). YAML's ``Create`` and ``ReadFromCsv`` produce schema'd
-``beam.Row`` s.
+"""Our transforms in Beam YAML pipelines, run by Beam's YAML entry point
+(``apache_beam.yaml.main.run``, what ``python -m apache_beam.yaml.main
+--yaml_pipeline_file=...`` calls) in a subprocess (offline it falls back from Prism to the
+local runner). YAML's ``Create`` and ``ReadFromCsv`` produce schema'd ``beam.Row`` s.
 
 - ``type: PyTransform`` with ``constructor: beam_tfrecords.WriteTFRecordDataset``;
 - a ``type: python`` provider with no packages (nothing installed, no network) naming
@@ -10,8 +10,10 @@ Prism to the local runner). YAML's ``Create`` and ``ReadFromCsv`` produce schema
   line's build of configs/demo.yaml;
 - too many bad rows fail the YAML run, with nothing committed.
 
-The runs are started together (each spends most of its ~10 s importing Beam's YAML
-providers) and awaited by the tests that read them.
+Every run spends most of its CPU importing Beam's YAML providers (their machine-learning
+transforms import Vertex AI's client, ~6 CPU-s), so one process runs the four pipelines one
+after another, the failing one last; the command itself, ``python -m apache_beam.yaml.main``,
+runs the docs' YAML pipelines in tests/project/test_readme_snippets.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import base64
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -34,7 +37,7 @@ pytestmark = pytest.mark.e2e  # whole builds through the console script or a run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "beam_yaml" / "demo.yaml"
-TIMEOUT = 300
+TIMEOUT = 600  # all four runs, one after another
 
 ROWS = [{"id": i, "age": 20 + i, "name": f"p{i}"} for i in range(12)]
 BAD = {"id": 99, "age": "unknown", "name": "bad"}
@@ -117,39 +120,59 @@ def pipelines(tmp: pathlib.Path) -> dict[str, str]:
     }
 
 
+# Runs each pipeline as ``python -m apache_beam.yaml.main ARGS`` would, in its folder; a run
+# that raises is a failed run (the command exits 1 with the traceback). Between markers on
+# stderr: each run's log and traceback, then its exit status.
+_RUNNER = """
+import json, logging, os, sys, traceback
+from apache_beam.yaml import main
+
+logging.getLogger().setLevel(logging.INFO)
+for name, folder, argv in json.loads(sys.argv[1]):
+    os.chdir(folder)
+    print(f"=== start {name}", file=sys.stderr, flush=True)
+    try:
+        main.run(argv)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    print(f"=== end {name} {code}", file=sys.stderr, flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Start every YAML run at once; ``runs(name)`` waits for one: (returncode, stderr, dir)."""
+    """Run every YAML pipeline in one process; ``runs(name)`` is one run's
+    (exit status, stderr, output folder)."""
     tmp = tmp_path_factory.mktemp("yaml")
-    started = {}
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    plan, outputs = [], {}
     for name, text in pipelines(tmp).items():
         (tmp / name).mkdir()
         path = tmp / f"{name}.yaml"
         path.write_text(text)
-        started[name] = subprocess.Popen(
-            [sys.executable, "-m", "apache_beam.yaml.main", f"--yaml_pipeline_file={path}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
-    example_out = tmp / "example" / "demo"
-    started["example"] = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.yaml.main", f"--yaml_pipeline_file={EXAMPLE}",
-         "--jinja_variables=" + json.dumps({"output": str(example_out)})],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    done = {}
+        plan.append((name, str(tmp), [f"--yaml_pipeline_file={path}"]))
+        outputs[name] = tmp / name / "ds"
+    outputs["example"] = tmp / "example" / "demo"
+    plan.insert(2, ("example", str(ROOT), [f"--yaml_pipeline_file={EXAMPLE}",
+                                           "--jinja_variables=" + json.dumps(
+                                               {"output": str(outputs["example"])})]))
+    assert plan[-1][0] == "threshold"  # the failing run last: what it leaves touches no other
+    done = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(plan)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"), timeout=TIMEOUT)
+    found = {}
+    for match in re.finditer(r"^=== start (\w+)\n(.*?)^=== end \1 (\d)$", done.stderr,
+                             re.MULTILINE | re.DOTALL):
+        name, stderr, code = match.groups()
+        found[name] = (int(code), stderr, outputs[name])
 
-    def wait(name: str):
-        if name not in done:
-            process = started[name]
-            _, stderr = process.communicate(timeout=TIMEOUT)
-            done[name] = (process.returncode, stderr,
-                          example_out if name == "example" else tmp / name / "ds")
-        return done[name]
+    def get(name: str):
+        assert name in found, f"the run {name} never ended ({done.returncode}): " + (
+            done.stderr[-3000:])
+        return found[name]
 
-    yield wait
-    for process in started.values():
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    return get
 
 
 def committed(out: pathlib.Path) -> tuple[pathlib.Path, dict]:

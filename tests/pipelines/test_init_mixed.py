@@ -243,15 +243,18 @@ def _console(*argv: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("case", ["322_and_true", "int_and_bool", "csv_true_1_2_5"])
+@pytest.mark.parametrize("case", ["jsonl_322_and_true_beside_int_and_bool", "csv_true_1_2_5"])
 def test_the_console_script_init_then_build_rejects_nothing(tmp_path, case):
+    """One JSON Lines file holds both mixes (``v``: 322, 322.5 and true, a comment; ``w``: ints
+    and bools, int64), so one init and one build prove both."""
     if case == "csv_true_1_2_5":
         source = tmp_path / "in.csv"
         source.write_text("rid,v\n0,true\n1,1\n2,2.5\n")
         records = None
     else:
-        mix = [322, 322.5, True] if case == "322_and_true" else [1, True, 0, False]
-        records = [{ROW: i, "v": mix[i % len(mix)], "n": i * 1.5} for i in range(9)]
+        mixes = {"v": [322, 322.5, True], "w": [1, True, 0, False]}
+        records = [{ROW: i, **{key: mix[i % len(mix)] for key, mix in mixes.items()},
+                    "n": i * 1.5} for i in range(12)]
         source = tmp_path / "in.jsonl"
         _write_jsonl(source, records)
     out = tmp_path / "out"
@@ -263,7 +266,8 @@ def test_the_console_script_init_then_build_rejects_nothing(tmp_path, case):
     features = yaml.safe_load(init.stdout)["features"]
     if records is not None:
         assert_builds_clean(tmp_path / "config.yaml", records, output=out)
-        assert ("v" in features) == (case == "int_and_bool")
+        assert "v" not in features and "# v: not a feature: " in init.stdout
+        assert features["w"] == {"type": "int64"}
     else:
         manifest = json.loads((Path(resolve_version(str(out))) / "manifest.json").read_text())
         assert manifest["counts"]["rejected"] == 0 and manifest["counts"]["written"] == 3
