@@ -120,15 +120,18 @@ def runs_in_process(options: PipelineOptions) -> bool:
 
 
 # Input, per source format, from which a command-line build on the DirectRunner reads with
-# worker processes when the user chose no worker count: none, measured. Each worker process
-# costs a fixed ~2.2 s of CPU (a new interpreter imports Beam, 1.6-1.8 s alone, and the
-# package) on the critical path, Beam closes them one after another, and the second core
-# gives back half the read-encode-write time only when it is idle: one 10M-row CSV file built
-# 0.73x as fast with two workers as in one process, a Parquet one 0.97x, a 2M-row CSV 0.5x
-# (bench/README.md, "One big file"). A format listed here (e.g. "csv": 256 << 20) would use
-# every core from that many bytes; until a measurement shows a win, workers are opt-in
-# (``--direct_running_mode=multi_processing --direct_num_workers=N``).
-LOCAL_PARALLEL_BYTES: dict[str, int] = {}
+# worker processes when the user chose no worker count: every core, at most one per range.
+# The workers are forked from a server that imported Beam beside the launcher
+# (pipelines/forked_workers.py), so each costs no import; what is left is fixed -- about 3.5 s
+# of wall time on 2 cores for the server, the workers' stages and their closing -- and the
+# second core gives back about half the read-encode-write time. Measured on one file on an
+# idle 2-core machine (bench/one_file.py, bench/README.md "One big file"): 3M rows broke even
+# (CSV 87 MB 0.93x, JSON Lines 252 MB 1.04x, Parquet 33 MB 0.95x); 10M rows gained (CSV 290 MB
+# 1.35x, JSON Lines 840 MB 1.47x, Parquet 109 MB 1.25x). The thresholds sit at about twice the
+# break-even, where the gain is clear; Avro was not measured and stays in one process. Each
+# worker holds about 330 MB at its peak.
+LOCAL_PARALLEL_BYTES: dict[str, int] = {"csv": 200 << 20, "jsonl": 500 << 20,
+                                         "parquet": 75 << 20}
 _WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
 
 
