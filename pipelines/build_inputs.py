@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,8 +20,9 @@ from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.format.file_identity import FileIdentity, not_a_file
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 from beam_tfrecords.transforms.codec.splits import SplitSpec
-from beam_tfrecords.transforms.readers.declared_fields import top_level_fields
+from beam_tfrecords.transforms.readers.declared_fields import declared_fields
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, unreadable_text
+from beam_tfrecords.transforms.readers.formats import descriptor
 
 if TYPE_CHECKING:
     from beam_tfrecords.transforms.readers.read_images import ImagePlan
@@ -212,32 +212,6 @@ def _manifest_metadata(config: Config, image_paths: Sequence[str]) -> list:
     return sorted(found + manifest, key=lambda m: m.path)
 
 
-def _jsonl_fields(path: str, lines: int = 100,
-                  max_record_bytes: int | None = None) -> list[str] | None:
-    """The top-level keys of the first ``lines`` JSON objects of a JSON Lines file; None when
-    none of them parses (the readers report bad lines, this check is only a shortcut: a required
-    field that none of the first records has would reject them all). Reads at most
-    ``max_record_bytes`` (default: source.max_record_bytes's) of a line: the first line longer
-    than that (the reader's dead letter) ends the look, so no more than ``lines`` times the
-    limit is ever read."""
-    from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
-
-    limit = DEFAULT_MAX_RECORD_BYTES if max_record_bytes is None else max_record_bytes
-    fields: dict[str, None] = {}
-    with storage.open_read(path) as handle:
-        for _ in range(lines):
-            raw = handle.readline(limit + 1)
-            if not raw or len(raw) > limit:
-                break
-            try:
-                record = json.loads(raw)
-            except (ValueError, RecursionError):  # too deep: the reader's dead letter
-                continue
-            if isinstance(record, dict):
-                fields.update(dict.fromkeys(record))
-    return list(fields) or None
-
-
 def first_columns(config: Config, path: str) -> list[str] | None:
     """The field names of the first input, to validate the config before the pipeline.
 
@@ -252,27 +226,17 @@ def first_columns(config: Config, path: str) -> list[str] | None:
         fields, or the keys of the first JSON Lines records; None when there is nothing to
         check against. BuildError when a text file is not UTF-8 text or a schema cannot be read.
     """
-    limit = config.source.max_record_bytes
-    if config.source.format in ("csv", "jsonl"):  # UTF-16 or gzip would give garbled names
+    source = config.source
+    fmt = descriptor(source.format)
+    if fmt.text:  # UTF-16 or gzip would give garbled names
         with storage.open_read(path) as raw:
             foreign = unreadable_text(raw.read(HEAD_BYTES))
         if foreign is not None:
             raise BuildError(f"{path}: {foreign}")
-    if config.source.format == "jsonl":
-        return _jsonl_fields(path, max_record_bytes=limit)
-    if config.source.format != "csv":
-        try:
-            return top_level_fields(config.source.format, path, limit)
-        except Exception as err:  # not a Parquet/Avro file, unreadable: say which
-            raise BuildError(f"cannot read the schema of {path!r} "
-                             f"({config.source.format}): {err}") from None
-    opts = config.source.csv
-    if not opts.header:
-        return list(opts.columns)
-    from beam_tfrecords.transforms.readers.read_csv import read_csv_header  # brings Beam
-
-    with storage.open_read(path) as raw:
-        # Only the header matters here; a bad byte further down is the reader's dead letter,
-        # not a reason to refuse the build. A header longer than the limit, or malformed,
-        # gives no columns; the reader reports that file as unread.
-        return read_csv_header(raw, opts, limit)
+        return declared_fields(fmt.name, path, getattr(source, fmt.name),
+                               source.max_record_bytes)
+    try:
+        return declared_fields(fmt.name, path, getattr(source, fmt.name, None),
+                               source.max_record_bytes)
+    except Exception as err:  # not a Parquet/Avro file, unreadable: say which
+        raise BuildError(f"cannot read the schema of {path!r} ({fmt.name}): {err}") from None

@@ -1,23 +1,145 @@
-"""The top-level field names a Parquet or Avro file declares in its footer or header, read
+"""The top-level field names a file declares -- a CSV header (or the configured columns), a
+Parquet footer's or an Avro header's schema, the keys of the first JSON Lines records -- read
 before the pipeline runs so that a config naming a field the files lack fails at launch.
 
-Its own module, not the package's ``__init__``: it imports the two readers, which import the
-framework, which imports the per-format descriptors -- from the package ``__init__`` that
-would close a circle.
+Each format's function is named by its descriptor (readers/formats.py ``fields``), so the
+launch check loops over formats instead of naming them. Its own module, not the package's
+``__init__``: it imports the readers, which import the framework, which imports the
+descriptors -- from the package ``__init__`` that would close a circle. The CSV and Parquet
+and Avro functions import their readers (and with them Beam) only when called.
 """
 
 from __future__ import annotations
 
-from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
+import json
+from typing import Any
 
-__all__ = ["top_level_fields"]
+from beam_tfrecords.runtime import storage
+from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
+from beam_tfrecords.transforms.readers.formats import descriptor
+
+__all__ = ["JSONL_LINES", "avro_fields", "csv_fields", "declared_fields", "jsonl_fields",
+           "parquet_fields", "top_level_fields"]
+
+JSONL_LINES = 100  # JSON Lines records whose keys are looked at
+
+
+def csv_fields(path: str, options: Any, max_record_bytes: int) -> list[str] | None:
+    """A CSV file's column names: its header, or the configured ``columns`` without one.
+
+    Args:
+        path: the file.
+        options: its CsvOptions (``header``, ``columns``, delimiter and quoting).
+        max_record_bytes: the most bytes of the header read; a longer or malformed header
+            gives no columns (the reader reports the file as unread).
+
+    Returns:
+        The column names, or None.
+    """
+    if not options.header:
+        return list(options.columns)
+    from beam_tfrecords.transforms.readers.read_csv import read_csv_header  # brings Beam
+
+    with storage.open_read(path) as raw:
+        # Only the header matters here; a bad byte further down is the reader's dead letter,
+        # not a reason to refuse the build.
+        return read_csv_header(raw, options, max_record_bytes)
+
+
+def jsonl_fields(path: str, options: Any = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
+    """The top-level keys of the first :data:`JSONL_LINES` JSON objects of a JSON Lines file.
+
+    The readers report bad lines; this check is only a shortcut (a required field that none
+    of the first records has would reject them all). A line longer than ``max_record_bytes``
+    (the reader's dead letter) ends the look, so no more than :data:`JSONL_LINES` times the
+    limit is ever read.
+
+    Args:
+        path: the file.
+        options: its JsonlOptions (unused: the keys do not depend on them).
+        max_record_bytes: the most bytes of one line read.
+
+    Returns:
+        The keys in order of first appearance, or None when no line parses to an object.
+    """
+    fields: dict[str, None] = {}
+    with storage.open_read(path) as handle:
+        for _ in range(JSONL_LINES):
+            raw = handle.readline(max_record_bytes + 1)
+            if not raw or len(raw) > max_record_bytes:
+                break
+            try:
+                record = json.loads(raw)
+            except (ValueError, RecursionError):  # too deep: the reader's dead letter
+                continue
+            if isinstance(record, dict):
+                fields.update(dict.fromkeys(record))
+    return list(fields) or None
+
+
+def parquet_fields(path: str, options: Any = None,
+                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
+    """A Parquet file's top-level schema fields, from its footer.
+
+    Args:
+        path: the file.
+        options: its ParquetOptions (unused).
+        max_record_bytes: the largest footer read.
+
+    Returns:
+        The field names.
+
+    Raises:
+        ValueError: the footer is larger, or the file is not Parquet.
+    """
+    from beam_tfrecords.transforms.readers import read_parquet
+
+    return read_parquet.parquet_fields(path, max_record_bytes)
+
+
+def avro_fields(path: str, options: Any = None,
+                max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
+    """An Avro file's top-level record fields, from its header's schema.
+
+    Args:
+        path: the file.
+        options: its AvroOptions (unused).
+        max_record_bytes: the largest header read.
+
+    Returns:
+        The field names.
+
+    Raises:
+        ValueError: the header is larger, or the file is not Avro.
+    """
+    from beam_tfrecords.transforms.readers import read_avro
+
+    return read_avro.avro_fields(path, max_record_bytes)
+
+
+def declared_fields(fmt: str, path: str, options: Any,
+                    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
+    """The field names ``path`` declares, by its format's function (descriptor ``fields``).
+
+    Args:
+        fmt: the source format (``source.format``).
+        path: the file.
+        options: the format's options dataclass.
+        max_record_bytes: the most bytes of one record, header or footer read.
+
+    Returns:
+        The field names, or None when the format declares none (images) or nothing parsed.
+    """
+    name = descriptor(fmt).fields
+    return None if name is None else globals()[name](path, options, max_record_bytes)
 
 
 def top_level_fields(fmt: str, path: str,
                      max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str] | None:
-    """The top-level field names a Parquet or Avro file declares (None for other formats),
-    to validate a config before the pipeline runs. Reads at most about ``max_record_bytes``
-    of a footer or header (a larger one raises ValueError).
+    """The top-level field names a Parquet or Avro file declares in its schema (None for
+    other formats, whose names need their options), as ``init`` and the launch check read
+    them.
 
     Args:
         fmt: the source's format.
@@ -30,12 +152,6 @@ def top_level_fields(fmt: str, path: str,
     Raises:
         ValueError: the footer or header is larger.
     """
-    if fmt == "parquet":
-        from beam_tfrecords.transforms.readers.read_parquet import parquet_fields
-
-        return parquet_fields(path, max_record_bytes)
-    if fmt == "avro":
-        from beam_tfrecords.transforms.readers.read_avro import avro_fields
-
-        return avro_fields(path, max_record_bytes)
-    return None
+    if fmt not in ("parquet", "avro"):
+        return None
+    return declared_fields(fmt, path, None, max_record_bytes)

@@ -10,9 +10,9 @@ values, meaning; the default read from the options dataclass, which the config r
 shows -- pipelines/config_table.py), how its files split into ranges (``splits``:
 ``"bytes"`` for text cut at record starts, ``"row_groups"``, ``"blocks"``, or None for one
 task per file), the function that finds a range's first record (None when nothing splits),
-whether it is text (compressed or foreign text is then one range, :mod:`ranges`), and where
-its public source and options parser live (names resolved on use, so that this table imports
-no Beam).
+whether it is text (compressed or foreign text is then one range, :mod:`ranges`), where its
+public source and options parser live, and which function of readers/declared_fields.py reads
+the field names a file declares (names resolved on use, so that this table imports no Beam).
 
 Pure: no Beam, no file systems.
 """
@@ -52,6 +52,9 @@ class FormatDescriptor:
     splits: str | None  # "bytes" | "row_groups" | "blocks" | None: one task per file
     split: Callable[..., Any] | None  # finds a range's first record / plans its groups
     text: bool = False
+    # the function of readers/declared_fields.py naming the fields a file declares (its
+    # header, schema or first records), for the launch check; None: the format has none
+    fields: str | None = None
 
     @property
     def option_keys(self) -> tuple[str, ...]:
@@ -133,15 +136,16 @@ _IMAGES = (
 
 FORMATS: tuple[FormatDescriptor, ...] = (
     FormatDescriptor("csv", (".csv", ".tsv"), _CSV, "read_csv", "ReadCsv", "parse_csv_options",
-                     "CsvOptions", "bytes", csv_ranges.csv_range_start, text=True),
+                     "CsvOptions", "bytes", csv_ranges.csv_range_start, text=True,
+                     fields="csv_fields"),
     FormatDescriptor("jsonl", (".jsonl", ".json", ".ndjson"), _JSONL, "read_jsonl",
                      "ReadJsonl", "parse_jsonl_options", "JsonlOptions", "bytes",
-                     jsonl_ranges.line_start, text=True),
+                     jsonl_ranges.line_start, text=True, fields="jsonl_fields"),
     FormatDescriptor("parquet", (".parquet", ".pq"), (), "read_parquet", "ReadParquet",
                      "parse_parquet_options", "ParquetOptions", "row_groups",
-                     parquet_ranges.plan_row_groups),
+                     parquet_ranges.plan_row_groups, fields="parquet_fields"),
     FormatDescriptor("avro", (".avro",), (), "read_avro", "ReadAvro", "parse_avro_options",
-                     "AvroOptions", "blocks", avro_ranges.block_start),
+                     "AvroOptions", "blocks", avro_ranges.block_start, fields="avro_fields"),
     FormatDescriptor("images", (), _IMAGES, "read_images", "ReadImages",
                      "parse_images_options", "ImagesOptions", None, None),
 )
