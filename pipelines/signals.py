@@ -29,10 +29,12 @@ default action is taken, only in the main thread, and everything is restored aft
 How, on Linux: the signals are blocked in every thread before Beam starts anything, and a
 watcher thread takes them with ``sigtimedwait``. A blocked signal is never discarded (it waits
 for ``sigtimedwait``). When every thread of the process blocks them -- always in the command,
-which blocks them before its first import -- their action is "ignore": worker processes,
-started through ``/bin/sh``, which clears the blocked set but keeps ignored signals ignored,
-inherit it, so a terminal's Ctrl-C, sent to the whole process group, reaches only the command,
-which decides for its workers; they never print a ``KeyboardInterrupt`` traceback. (A worker
+which blocks them before its first import -- their action is "ignore": worker processes
+inherit it (Beam's, started through ``/bin/sh``, which clears the blocked set but keeps ignored
+signals ignored; ours, forked from a fork server that was started with them ignored:
+pipelines/forked_workers.py), so a terminal's Ctrl-C, sent to the whole process group, reaches
+only the command, which decides for its workers; they never print a ``KeyboardInterrupt``
+traceback. (A worker
 signalled on its own pid ignores it too; it ends when the command kills it or exits, as its
 control connection closes.) When some thread started earlier does not block them (numpy's
 OpenBLAS starts one at import), "ignore" would let that thread swallow them, so the action is
