@@ -285,7 +285,6 @@ def run(args: argparse.Namespace, beam_args: list[str],
         untested = check_runner(PipelineOptions(beam_args))
     if untested is not None:
         _LOG.warning(untested)
-    _start_workers_early(beam_args)
     config, found, root = launch.config, launch.found, launch.root
     if config.source.format != "images" and config.features:  # a sample, read as the build will
         check_sample(config.features, file_source(config, found.files).file_reader(),
@@ -298,7 +297,7 @@ def run(args: argparse.Namespace, beam_args: list[str],
               f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "
               "process)", file=sys.stderr)
         beam_args += workers
-        _start_workers_early(beam_args)
+    _start_workers_early(beam_args)  # the command line started it already when asked
     suffix = tff.file_suffix(config.output.compression)
     try:  # the output is not the input, not matched by its glob, does not hold it
         output_guard.check_locations(config.source.path, root, [

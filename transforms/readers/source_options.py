@@ -129,7 +129,6 @@ class JsonlOptions:
         return self.max_line_bytes
 
 
-
 def _int_in(key: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise _fail(key, value, f"must be an integer from {low} to {high}")
@@ -169,8 +168,6 @@ class AvroOptions:
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
 
-
-
 def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
     """The ``source.avro`` mapping (None: defaults) as :class:`AvroOptions`.
 
@@ -196,7 +193,6 @@ class ParquetOptions:
     ``source.max_record_bytes``) bounds the footer a reader will hold."""
 
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
-
 
 
 def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
