@@ -241,6 +241,28 @@ def pytest_runtest_protocol(item, nextitem):
 _load("beam_tfrecords_tests_helpers", "helpers.py")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def direct_runner_without_prism():
+    """Beam's DirectRunner first tries Prism, whose job server fetches a binary from GitHub;
+    this machine has no route there, so every attempt fails and Beam falls back to the
+    FnApiRunner -- after about 0.1-0.3 s of CPU per pipeline and a ``beam-temp*`` folder left
+    in the temporary folder. The tests pin that fallback (refusing Prism at once), so every
+    run uses the runner it always ends up on, with or without internet."""
+    try:
+        from apache_beam.runners.portability import prism_runner
+    except ImportError:  # an environment without Beam (none of ours today)
+        yield
+        return
+    original = prism_runner.PrismRunner.run_pipeline
+
+    def refuse(self, pipeline, options):
+        raise RuntimeError("the tests run Beam's DirectRunner without Prism")
+
+    prism_runner.PrismRunner.run_pipeline = refuse
+    yield
+    prism_runner.PrismRunner.run_pipeline = original
+
+
 @pytest.fixture(scope="session")
 def preforked(tmp_path_factory):
     """Commands forked from one server that imported Beam once (helpers.Preforked), for the
