@@ -33,6 +33,7 @@ from beam_tfrecords.pipelines.build_launch import Launch, prepare
 from beam_tfrecords.pipelines.config import Config
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import (
+    BuildOptions,
     balanced_split_bytes,
     check_runner,
     local_workers,
@@ -360,7 +361,7 @@ def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,
               "cut short; completed its commit (LATEST now names it)", file=sys.stderr)
         return json.loads(storage.read_text(layout.manifest))
     signals.watch_version(layout)  # what an interrupted command reports on
-    options = PipelineOptions(beam_args)
+    options = BuildOptions(beam_args)
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     runner = runner if isinstance(runner, str) else type(runner).__name__
     progress: Any = contextlib.nullcontext()

@@ -33,8 +33,8 @@ from beam_tfrecords.sinks.dataset import (
 )
 
 __all__ = ["DIRECT_NAMES", "LOCAL_PARALLEL_BYTES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS",
-           "UnsupportedRunner", "balanced_split_bytes", "check_runner", "local_workers",
-           "refuse_unsupported", "runner_for", "runner_key", "runs_in_process",
+           "BuildOptions", "UnsupportedRunner", "balanced_split_bytes", "check_runner",
+           "local_workers", "refuse_unsupported", "runner_for", "runner_key", "runs_in_process",
            "worker_processes"]
 
 # How Beam accepts the direct runner's name (its runner lookup ignores case).
@@ -45,6 +45,37 @@ DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
 TESTED_RUNNERS = DIRECT_NAMES | {"fnapirunner", "bundlebaseddirectrunner", "portable",
                                  "portablerunner", "dataflow", "dataflowrunner", "flink",
                                  "flinkrunner"}
+
+
+class BuildOptions(PipelineOptions):
+    """The command's pipeline options: Beam's, with each view made once.
+
+    While a graph is built, Beam asks the pipeline's options for a view at every type check
+    (``typehints.is_consistent_with`` -> ``view_as(TypeOptions)``), and each view parses the
+    flags again with a new argparse parser: about 200 parses, a tenth of a second or more of
+    CPU, in every build. A view holds no values of its own -- every view shares this object's
+    dictionary of values -- so handing back the one made before is what a new one would be.
+    """
+
+    def view_as(self, cls: type) -> PipelineOptions:
+        """The options seen as ``cls``, made on first use and kept.
+
+        Args:
+            cls: a PipelineOptions class.
+
+        Returns:
+            The view, sharing this object's values.
+        """
+        views = self.__dict__.setdefault("_views", {})  # not an option: Beam's setattr refuses
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self) -> dict:
+        state = dict(super().__getstate__())
+        state.pop("_views", None)  # made again on first use
+        return state
 
 
 def runner_key(options: PipelineOptions) -> str:

@@ -92,16 +92,6 @@ def _initialize(_impulse: Any, spec: CommitSpec) -> str:
     return initialize_write(spec)
 
 
-def _after_start(element: Any, started: str) -> Any:
-    return element  # only waits: nothing is written before the build has its output
-
-
-def _gated(pcoll: Any, started: Any, label: str) -> Any:
-    """``pcoll``, released only once ``InitializeWrite`` ran (fused into its consumer)."""
-    return pcoll | label >> beam.Map(_after_start, beam.pvalue.AsSingleton(started)
-                                     ).with_output_types(pcoll.element_type)
-
-
 def _sources(value: Any) -> tuple:
     """A PCollection, or a tuple of them, as a tuple; None as ()."""
     if value is None:
@@ -116,12 +106,14 @@ class _WriteDeadLetterFiles(beam.PTransform):
     counting that stops a doomed build)."""
 
     def __init__(self, staging: str, stop: early_stop.StopPolicy | None,
-                 progress_dir: str | None, lease: Any = None) -> None:
+                 progress_dir: str | None, lease: Any = None, after: Any = None) -> None:
         super().__init__()
         self._args = (staging, stop, progress_dir, lease)
+        self._after = after  # a PCollection the writers wait for (a side input), or None
 
     def expand(self, sources):
-        files = [source | f"Write[{index}]" >> beam.ParDo(WriteDeadLetters(*self._args))
+        after = () if self._after is None else (beam.pvalue.AsSingleton(self._after),)
+        files = [source | f"Write[{index}]" >> beam.ParDo(WriteDeadLetters(*self._args), *after)
                  for index, source in enumerate(sources)]
         return files[0] if len(files) == 1 else tuple(files) | "Files" >> beam.Flatten()
 
@@ -160,23 +152,24 @@ class WriteDataset(beam.PTransform):
         started = (pipeline
                    | "InitializeTrigger" >> beam.Impulse()
                    | "InitializeWrite" >> beam.Map(_initialize, self._spec))  # the version
-        examples = _gated(parts["examples"], started, "AfterInitialize")
+        # Every step that writes below the version takes ``started`` as a side input: the
+        # runner runs none of them before InitializeWrite has claimed the folder.
+        examples = parts["examples"]
         if self._spec.shuffle_seed is None:
             shards = examples | "WriteShards" >> WriteTFRecordShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.compression, self._shard_size, self._index, lease=lease,
+                after=started,
             )  # {split: [ShardInfo]}
         else:
             shards = examples | "WriteShuffledShards" >> WriteShuffledShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.shuffle_seed, self._spec.compression, self._shard_size, self._index,
-                lease=lease,
+                lease=lease, after=started,
             )
-        rejected = tuple(_gated(source, started, f"RejectedAfterInitialize[{index}]")
-                         for index, source in enumerate(_sources(parts.get("rejected")))) or (
+        rejected = _sources(parts.get("rejected")) or (
             pipeline | "NoRejects" >> beam.Create([]),)
-        counts = tuple(_gated(source, started, f"CountsAfterInitialize[{index}]")
-                       for index, source in enumerate(_sources(parts.get("counts")))) or (
+        counts = _sources(parts.get("counts")) or (
             pipeline | "NoCounts" >> beam.Create([]),)
         stop = None
         if self._spec.abort_window > 0:
@@ -184,11 +177,12 @@ class WriteDataset(beam.PTransform):
                                          storage.join(layout.staging, early_stop.FOLDER),
                                          self._spec.build_id)
             for index, source in enumerate(counts):  # records built, beside the rejected
-                _ = source | f"WatchCounts[{index}]" >> beam.ParDo(WatchCounts(stop))
+                _ = source | f"WatchCounts[{index}]" >> beam.ParDo(
+                    WatchCounts(stop), beam.pvalue.AsSingleton(started))
         progress_dir = (pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
                         if pipeline.options is not None else None)
         dead = rejected | "WriteDeadLetters" >> _WriteDeadLetterFiles(
-            layout.staging, stop, progress_dir, lease)  # DeadLetterFile per staged file
+            layout.staging, stop, progress_dir, lease, after=started)  # DeadLetterFile each
         if len(counts) > 1:
             counts = (counts | "MergeCounts" >> beam.Flatten(),)
         side = {}

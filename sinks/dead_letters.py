@@ -19,6 +19,7 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import apache_beam as beam
 
@@ -130,7 +131,8 @@ class WriteDeadLetters(beam.DoFn):
         self._rows = 0
         self._reasons: Counter = Counter()
 
-    def process(self, row: dict) -> None:
+    def process(self, row: dict, after: Any = None) -> None:
+        # ``after``: the claim of the version folder, a side input only waited for.
         if self._handle is None:
             self._path = resolve_in_version(self._staging, DEAD_LETTER, f"{uuid.uuid4().hex}.jsonl")
             self._handle = storage.open_write(self._path)
@@ -189,7 +191,8 @@ class WatchCounts(beam.DoFn):
     def setup(self) -> None:
         self._watch = early_stop.watch(self._stop)
 
-    def process(self, count: tuple[str, int]) -> None:
+    def process(self, count: tuple[str, int], after: Any = None) -> None:
+        # ``after``: the claim of the version folder, a side input only waited for.
         name, n = count
         self._watch.add(built=n if name == "built" else 0)  # raises StoppedEarly to stop
 

@@ -188,7 +188,8 @@ class ShardWriterFn(beam.DoFn):
         return resolve_in_version(self._staging, f"{self._attempt}-{self._count:05d}{suffix}",
                                   within=within, split=split)
 
-    def process(self, element: tuple[str, Any]) -> None:
+    def process(self, element: tuple[str, Any], after: Any = None) -> None:
+        # ``after``: WriteShards' ``after`` side input, only waited for.
         split, records = element  # (split, bytes | SerializedBatch)
         if isinstance(records, (bytes, bytearray, memoryview)):
             records = SerializedBatch.from_records([bytes(records)])
@@ -254,6 +255,9 @@ class WriteShards(beam.PTransform):
             pipeline option ``--tfrecords_progress_dir``, else none.
         lease: the job's lease on the output, kept alive by the writing and finalizing
             bundles (``sinks/lease.JobLease``); None: none.
+        after: a PCollection of one element that must exist before anything is written (the
+            claim of the version folder); a side input of the write step, so no step of its
+            own. None: none.
 
     Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
     """
@@ -263,7 +267,7 @@ class WriteShards(beam.PTransform):
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  compression: str = tff.NONE, size: ShardSize = ShardSize(),
                  index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
+                 lease: JobLease | None = None, after: Any = None) -> None:
         super().__init__()
         compression = tff.normalize_compression(compression)
         if index and compression != tff.NONE:
@@ -278,6 +282,7 @@ class WriteShards(beam.PTransform):
         self._index = index
         self._progress_dir = progress_dir
         self._lease = lease
+        self._after = after
 
     def _writer(self, progress_dir: str | None) -> ShardWriterFn:
         raise NotImplementedError
@@ -296,7 +301,8 @@ class WriteShards(beam.PTransform):
         progress_dir = self._progress_dir
         if progress_dir is None and records.pipeline.options is not None:
             progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
-        parts = records | self.WRITE_STEP >> beam.ParDo(self._writer(progress_dir))
+        after = () if self._after is None else (beam.pvalue.AsSingleton(self._after),)
+        parts = records | self.WRITE_STEP >> beam.ParDo(self._writer(progress_dir), *after)
         # (split, staged file)
         plan = functools.partial(self._planner(), splits=self._splits,
                                  version_dir=self._version_dir, name=self._name,

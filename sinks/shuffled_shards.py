@@ -420,6 +420,7 @@ class WriteShuffledShards(WriteShards):
         index: write an index sidecar per shard.
         progress_dir: where progress files go, or None.
         lease: the job's lease, kept alive while bundles write.
+        after: a PCollection of one element the writing waits for, or None.
 
     Raises:
         ValueError: the seed is not an integer.
@@ -430,9 +431,9 @@ class WriteShuffledShards(WriteShards):
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  seed: int, compression: str = tff.NONE, size: ShardSize = ShardSize(),
                  index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
+                 lease: JobLease | None = None, after: Any = None) -> None:
         super().__init__(version_dir, staging_dir, name, splits, compression, size, index,
-                         progress_dir, lease)
+                         progress_dir, lease, after)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"a shuffle seed is an integer, not {seed!r}")
         self._seed = seed
