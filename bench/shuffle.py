@@ -1,7 +1,7 @@
 """Issue #17's benchmark: what a seeded shuffle costs against the same build unshuffled.
 
     .venv/bin/python bench/shuffle.py [--rows 10000000] [--images 20000]
-        [--data-dir bench/.data] [--keep-output]
+        [--only tutorial,images] [--data-dir bench/.data] [--keep-output]
 
 Every number is a whole ``beam-tfrecords build`` process (python start-up, launch checks,
 pipeline, commit) on Beam's in-process direct runner, timed with its process tree's peak
@@ -68,23 +68,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--images", type=int, default=20_000)
+    parser.add_argument("--only", default="tutorial,images",
+                        type=lambda v: [c.strip() for c in v.split(",") if c.strip()],
+                        help="the cases to run, comma-separated (default: tutorial,images)")
     parser.add_argument("--data-dir", default=str(HERE / ".data"))
     parser.add_argument("--keep-output", action="store_true")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.only) - {"tutorial", "images"})
+    if unknown or not args.only:
+        parser.error(f"--only: unknown case {unknown or args.only}; choose from "
+                     "tutorial, images")
     data = pathlib.Path(args.data_dir)
     data.mkdir(parents=True, exist_ok=True)
-    csv = datasets.ensure(datasets.Case("tutorial-csv", args.rows), data)
-    images = datasets.ensure(datasets.Case("images", args.images), data)
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="shuffle-bench-"))
-    cases = {
-        "tutorial csv": write_config(work, "tutorial", {"format": "csv",
-                                                   "path": str(csv / "part-*.csv")},
-                                TUTORIAL, work / "tutorial"),
-        "images": write_config(work, "images", {"format": "images", "path": str(images / "images"),
-                                           "images": {"layout": "folders"}},
-                          IMAGES, work / "images"),
-    }
+    cases = {}
+    if "tutorial" in args.only:
+        csv = datasets.ensure(datasets.Case("tutorial-csv", args.rows), data)
+        cases["tutorial csv"] = write_config(work, "tutorial", {
+            "format": "csv", "path": str(csv / "part-*.csv")}, TUTORIAL, work / "tutorial")
+    if "images" in args.only:
+        images = datasets.ensure(datasets.Case("images", args.images), data)
+        cases["images"] = write_config(work, "images", {
+            "format": "images", "path": str(images / "images"),
+            "images": {"layout": "folders"}}, IMAGES, work / "images")
     runs: dict[tuple[str, str], dict] = {}
     print(f"{'build':<34} {'seconds':>8} {'peak MB':>8} {'exit':>5}  last line")
     missed = 0

@@ -244,23 +244,27 @@ def misguessed_csv(path: pathlib.Path, monkeypatch: Any) -> None:
 @contextlib.contextmanager
 def job_service_and_pool(folder: pathlib.Path, env: Mapping[str, str],
                          job_command: Sequence[str] = (
-                             "-m", "apache_beam.runners.portability.local_job_service_main")):
+                             "-m", "apache_beam.runners.portability.local_job_service_main"),
+                         separate_pool: bool = True):
     """A Beam job service (``python <job_command> --port=P``) and an SDK worker pool (worker
     processes), each its own process group logging into ``folder``, killed afterwards:
-    yields their ports ``(job, pool)``."""
+    yields their ports ``(job, pool)``. With ``separate_pool`` False no pool process is
+    started: the job command serves the pool itself, on the port its environment's
+    ``BEAM_TFRECORDS_TEST_POOL_PORT`` names (one process and its Beam import fewer)."""
     import os
     import signal
     import subprocess
     import sys
 
     job, pool = free_port(), free_port()
+    commands = [([*job_command, f"--port={job}"], "job_service.log")]
+    if separate_pool:
+        commands.append((["-m", "apache_beam.runners.worker.worker_pool_main",
+                          f"--service_port={pool}"], "worker_pool.log"))
     procs = [subprocess.Popen(
-        [sys.executable, *command], env=dict(env), start_new_session=True,
-        stdout=open(folder / log, "wb"), stderr=subprocess.STDOUT)
-        for command, log in (
-            ([*job_command, f"--port={job}"], "job_service.log"),
-            (["-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={pool}"],
-             "worker_pool.log"))]
+        [sys.executable, *command], env=dict(env, BEAM_TFRECORDS_TEST_POOL_PORT=str(pool)),
+        start_new_session=True, stdout=open(folder / log, "wb"), stderr=subprocess.STDOUT)
+        for command, log in commands]
     try:
         wait_for_port(job)
         wait_for_port(pool)

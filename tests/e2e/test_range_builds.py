@@ -4,7 +4,7 @@ API path Dataflow and Flink use -- a PortableRunner job on an external pool of S
 processes -- the ranges of one file are read in two processes and commit what the in-process
 build commits.
 
-The runner matrix (in-process, 2 and 4 worker processes, the embedded PortableRunner) over one
+The runner matrix (in-process, 2 worker processes, the embedded PortableRunner) over one
 file in many ranges is in tests/e2e/test_shuffle_runners.py.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -107,7 +106,8 @@ def test_two_worker_processes_from_the_command_line_write_the_in_process_bytes(t
 
 # -- the Fn API path: a job service and a pool of SDK worker processes --------------------------
 
-# Run in this process (the in-process reference) or as a script (the pooled build).
+# Run in this process, in-process (the reference) or submitted to the job service (the pooled
+# build: the reads run in the pool's worker processes).
 _PIDS = textwrap.dedent("""
     import os, sys
     import apache_beam as beam
@@ -132,17 +132,11 @@ _PIDS = textwrap.dedent("""
 """)
 
 
-def _pool_build(path, out, pids, args, env=None):
-    """The build above: with ``args`` in a process of its own, without in this one."""
+def _pool_build(path, out, pids, args):
+    """The build above, with the pipeline options ``args``."""
     pids.mkdir()
     values = {"path": path, "out": str(out), "pids": str(pids), "split": "4000", "args": args}
-    if args:
-        script = "".join(f"{k} = {v!r}\n" for k, v in values.items()) + _PIDS
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-    else:
-        exec(_PIDS, {"__name__": "pool_build", **values})
+    exec(_PIDS, {"__name__": "pool_build", **values})
     manifest = json.loads((out / "v" / "manifest.json").read_text())
     shards = {p.relative_to(out / "v").as_posix(): p.read_bytes()
               for p in sorted((out / "v").glob("*/*.tfrecord"))}
@@ -156,11 +150,14 @@ def _pool_build(path, out, pids, args, env=None):
 # A job service that runs each job on as many SDK workers as its --direct_num_workers asks,
 # as a Flink or Dataflow job runs on many: Beam's local job service leaves its FnApiRunner at
 # one (run_pipeline reads the option, run_via_runner_api -- the job service's entry -- not).
+# It serves the SDK worker pool too (Beam's worker_pool_main servicer, starting each worker as
+# a process of its own), so no pool process pays a Beam import of its own.
 _JOB_SERVICE = textwrap.dedent("""
-    import signal, sys
+    import os, signal, sys
     from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.runners.portability import local_job_service_main
     from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.worker import worker_pool_main
 
     real = fn_runner.FnApiRunner.run_via_runner_api
 
@@ -170,17 +167,20 @@ _JOB_SERVICE = textwrap.dedent("""
 
     fn_runner.FnApiRunner.run_via_runner_api = run_via_runner_api
     signal.signal(signal.SIGTERM, lambda *args: sys.exit(0))
+    pool = worker_pool_main.BeamFnExternalWorkerPoolServicer.start(  # kept: it serves while held
+        use_process=True, port=int(os.environ["BEAM_TFRECORDS_TEST_POOL_PORT"]))
     local_job_service_main.run(sys.argv[1:])
 """)
 
 
 @pytest.fixture
 def job_service(tmp_path):
-    """The job service above and an SDK worker pool (worker processes)."""
+    """The job service above, serving an SDK worker pool (worker processes)."""
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
                + os.environ.get("PATH", ""))
-    with job_service_and_pool(tmp_path, env, ["-c", _JOB_SERVICE]) as (job, pool):
-        yield job, pool, env
+    with job_service_and_pool(tmp_path, env, ["-c", _JOB_SERVICE],
+                              separate_pool=False) as (job, pool):
+        yield job, pool
 
 
 @pytest.mark.slow
@@ -190,17 +190,18 @@ def test_a_worker_pool_of_two_processes_reads_ranges_of_one_file_in_both(tmp_pat
     notes (its pid, in a file per chunk) the ranges it read, so both are seen reading ranges
     of the one file -- shown by what they wrote, not by timing; the committed shards are
     the in-process build's, byte for byte."""
-    job, pool, env = job_service
+    job, pool = job_service
     path = _write("csv", tmp_path)
     local, local_shards, local_pids = _pool_build(path, tmp_path / "local", tmp_path / "p0",
-                                                  [], env)
+                                                  [])
     assert len(local_pids) == 1  # in-process: one process read every range
     pooled, shards, processes = _pool_build(
         path, tmp_path / "pooled", tmp_path / "p1",
         ["--runner=PortableRunner", f"--job_endpoint=localhost:{job}",
          "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool}",
-         "--direct_num_workers=2"], env)
+         "--direct_num_workers=2"])
     assert len(processes) == 2, processes  # two worker processes read chunks
+    assert str(os.getpid()) not in processes  # not this process, which launched the job
     assert all(offsets for offsets in processes.values())
     assert len(set().union(*processes.values())) > 2  # of many ranges of the one file
     assert shards == local_shards and len(shards) >= 4

@@ -1,9 +1,9 @@
 """Seeded shuffle on every runner we claim: the same shard files, byte for byte.
 
-Four runners (Beam's direct runner in-process, with 2 and with 4 worker processes, and the
+Three runners (Beam's direct runner in-process and with 2 worker processes, and the
 PortableRunner with the embedded job service -- the protocol Flink and Dataflow speak), on
 2,000 rows and a size band small enough for many shards per split: the rows as one file read
-in ranges on all four runners, and in 40 files with each compression on two runners
+in ranges on all three runners, and in 40 files with each compression on two runners
 (in-process and another: every runner appears with each way of spreading the input). Every
 build of a compression must write the same files with the same bytes, and the manifest the
 same seed and digest; TensorFlow reads them. A runner's builds share one pipeline (each under
@@ -32,14 +32,13 @@ SEED = 20261124
 RUNNERS = {
     "in_process": [],
     "multi_processing_2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
-    "multi_processing_4": ["--direct_running_mode=multi_processing", "--direct_num_workers=4"],
     "portable": ["--runner=PortableRunner", "--job_endpoint=embed",
                  "--environment_type=LOOPBACK"],
 }
 COMPRESSIONS = (tff.NONE, tff.GZIP, tff.ZLIB)
 # The runners each compression's 40-file build runs on: in-process and one other.
 PAIRS = {tff.NONE: ("in_process", "multi_processing_2"), tff.GZIP: ("in_process", "portable"),
-         tff.ZLIB: ("in_process", "multi_processing_4")}
+         tff.ZLIB: ("in_process", "multi_processing_2")}
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +147,7 @@ def test_tensorflow_reads_the_shuffled_shards(builds, read_with_tf, compression)
 def test_one_file_in_ranges_writes_the_bytes_of_forty_files_on_every_runner(builds,
                                                                             one_file_builds):
     """A seeded build's shards depend on its records only: one file read in ranges -- by one
-    process, by 2 or 4 worker processes, or by the portable runner's workers -- writes the
+    process, by 2 worker processes, or by the portable runner's workers -- writes the
     bytes the 40 files write in-process, and the manifest the same shard list."""
     folder, manifest = builds["in_process", tff.NONE]
     reference = files_of(folder)

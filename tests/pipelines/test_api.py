@@ -113,26 +113,35 @@ def parquet_file(tmp_path_factory) -> str:
     return str(path)
 
 
-def apply(kind: str, p: beam.Pipeline, write: btf.WriteTFRecordDataset, parquet: str):
-    """Feed the source rows to ``write`` as the given kind of input; returns its result."""
+def apply(kind: str, p: beam.Pipeline, write: btf.WriteTFRecordDataset, parquet: str,
+          label: str = ""):
+    """Feed the source rows to ``write`` as the given kind of input; returns its result.
+    With ``label``, every step's label ends in ``[label]`` (several writes in one pipeline)."""
     rows = source_rows()
+
+    def step(name: str) -> str:
+        return f"{name}[{label}]" if label else name
+
     if kind == "dicts":
-        return p | beam.Create(rows) | write
-    if kind == "rows":
-        return p | beam.Create([beam.Row(**r) for r in rows]) | write
-    if kind == "namedtuples":
-        return p | beam.Create([Person(**r) for r in rows]) | write
-    if kind == "arrow":
-        return p | beam.io.ReadFromParquetBatched(parquet) | write
-    if kind == "to_examples":
-        return p | beam.Create(rows) | btf.ToExamples(FEATURES, splits=SPLITS) | write
-    if kind == "bytes":
+        source = p | step("Create") >> beam.Create(rows)
+    elif kind == "rows":
+        source = p | step("Create") >> beam.Create([beam.Row(**r) for r in rows])
+    elif kind == "namedtuples":
+        source = p | step("Create") >> beam.Create([Person(**r) for r in rows])
+    elif kind == "arrow":
+        source = p | step("ReadParquet") >> beam.io.ReadFromParquetBatched(parquet)
+    elif kind == "to_examples":
+        source = (p | step("Create") >> beam.Create(rows)
+                  | step("ToExamples") >> btf.ToExamples(FEATURES, splits=SPLITS))
+    elif kind == "bytes":
         # The user's code chooses each record's split (here as we would, by the key); the
         # bad ones name a split the transform was not told about.
         good = [(SPLIT_SPEC.choose(key_bytes(r["id"])), serialize(r)) for r in rows[:N_GOOD]]
         bad = [("holdout", serialize(r | {"emb": [0.0, 0.0, 0.0]})) for r in rows[N_GOOD:]]
-        return p | beam.Create(good + bad) | write
-    raise AssertionError(kind)
+        source = p | step("Create") >> beam.Create(good + bad)
+    else:
+        raise AssertionError(kind)
+    return source | step("WriteTFRecordDataset") >> write
 
 
 def make_write(kind: str, out: pathlib.Path, max_bad_fraction: float):
@@ -154,14 +163,11 @@ def seeded_write(p: beam.Pipeline, out: pathlib.Path) -> None:
 
 
 def run(kind: str, runner: str, out: pathlib.Path, parquet: str,
-        max_bad_fraction: float = LENIENT, seeded: pathlib.Path | None = None) -> str:
-    """Runs one pipeline (with ``seeded``, a seeded write into that folder beside it); returns
-    the version folder its write's result names."""
+        max_bad_fraction: float = LENIENT) -> str:
+    """Runs one pipeline; returns the version folder its write's result names."""
     p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
     write = make_write(kind, out, max_bad_fraction)
     written = apply(kind, p, write, parquet)
-    if seeded is not None:
-        seeded_write(p, seeded)
     p.run().wait_until_finish()
     return written.version_dir
 
@@ -172,23 +178,39 @@ class Built(NamedTuple):
     seeded: pathlib.Path | None  # the output of the seeded write run beside it, if any
 
 
-# The runner whose worker processes also run the seeded write (one set of workers for both).
-SEEDED_BESIDE = ("dicts", "multi_processing_2")
+# The runners whose pipelines also run the seeded write (one run, one set of workers, for
+# both), beside the dicts build.
+SEEDED_BESIDE = {"in_process", "multi_processing_2"}
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory, parquet_file):
-    """``builds(kind, runner)``: the committed version of that run, built once per module."""
+    """``builds(kind, runner)``: the committed version of that run, built once per module.
+    Every kind runs in-process in one pipeline (each write under its own labels); the other
+    runners run the dicts only."""
     done: dict[tuple[str, str], Built] = {}
 
     def get(kind: str, runner: str = "in_process") -> Built:
         if (kind, runner) not in done:
-            out = tmp_path_factory.mktemp(f"{kind}-{runner}") / "ds"
-            seeded = out.parent / "seeded" if (kind, runner) == SEEDED_BESIDE else None
-            version_dir = pathlib.Path(run(kind, runner, out, parquet_file, seeded=seeded))
-            assert version_dir == out / "v1"
-            done[kind, runner] = Built(version_dir, json.loads(
-                (version_dir / "manifest.json").read_text()), seeded)
+            kinds = KINDS if runner == "in_process" else (kind,)
+            p = beam.Pipeline(options=PipelineOptions(RUNNERS[runner]))
+            written = {}
+            for each in kinds:
+                out = tmp_path_factory.mktemp(f"{each}-{runner}") / "ds"
+                write = make_write(each, out, LENIENT)
+                written[each] = out, apply(each, p, write, parquet_file,
+                                           label=each if len(kinds) > 1 else "")
+            seeded = None
+            if runner in SEEDED_BESIDE:
+                seeded = tmp_path_factory.mktemp(f"seeded-{runner}")
+                seeded_write(p, seeded)
+            p.run().wait_until_finish()
+            for each, (out, result) in written.items():
+                version_dir = pathlib.Path(result.version_dir)
+                assert version_dir == out / "v1"
+                done[each, runner] = Built(version_dir, json.loads(
+                    (version_dir / "manifest.json").read_text()),
+                    seeded if each == "dicts" else None)
         return done[kind, runner]
 
     return get
@@ -322,12 +344,10 @@ def test_arguments_that_cannot_work_are_refused_at_construction(tmp_path):
 
 @pytest.mark.slow
 def test_a_shuffle_seed_gives_the_same_files_on_every_runner(builds, tmp_path):
-    """In-process, and in two worker processes (run beside the dicts build on that runner)."""
-    p = beam.Pipeline()
-    seeded_write(p, tmp_path / "in_process")
-    p.run().wait_until_finish()
+    """In-process, and in two worker processes (each run beside the dicts build on that
+    runner)."""
     digests = set()
-    for folder in (tmp_path / "in_process", builds(*SEEDED_BESIDE).seeded):
+    for folder in (builds("dicts", runner).seeded for runner in sorted(SEEDED_BESIDE)):
         manifest = json.loads((folder / "v1" / "manifest.json").read_text())
         assert manifest["shuffle"] == {"seed": 3} and manifest["config"]["shuffle"] == {
             "seed": 3}

@@ -22,52 +22,54 @@ from beam_tfrecords.runtime import fork_server
 pytestmark = pytest.mark.skipif(not fork_server.available(), reason="no forkserver here")
 
 
-class _Where(beam.DoFn):
-    """Each element with the pid and parent pid of the process that ran it."""
-
-    def process(self, element):
-        yield element, os.getpid(), os.getppid()
-
-
-@pytest.mark.slow
-def test_multi_processing_workers_are_forked_from_one_server_that_ends_with_the_run():
+@pytest.fixture(scope="module")
+def forked_run(tmp_path_factory):
+    """One ``multi_processing`` run with two workers, shared by the tests below (its fork
+    server and workers start once): every element through a Reshuffle to a step that notes,
+    in a file named by its pid, the parent of the process that ran it.
+    ``(runner, pipeline, descendants before the run, {worker pid: parent pid})``."""
     before = set(descendants(os.getpid()))
     options = PipelineOptions(["--direct_running_mode=multi_processing",
                                "--direct_num_workers=2"])
-    runner = runner_for(options)
-    assert isinstance(runner, forked_workers.ForkedWorkersRunner)
-    with beam.Pipeline(runner=runner, options=options) as p:
-        where = (p | beam.Create(range(40)) | beam.Reshuffle() | beam.ParDo(_Where()))
-        assert_that(where | beam.Map(lambda row: row[0]), equal_to(list(range(40))))
-    assert p.result.state == "DONE"
-    assert set(descendants(os.getpid())) <= before  # fork server and workers are gone
-
-
-@pytest.mark.slow
-def test_the_workers_parent_is_the_fork_server_not_a_shell(tmp_path):
-    """The workers write where they run; their parent is one process (the server), not
-    the launcher and not ``/bin/sh``, which Beam's own subprocess workers have."""
-    options = PipelineOptions(["--direct_running_mode=multi_processing",
-                               "--direct_num_workers=2"])
-    marks = tmp_path / "marks"
-    marks.mkdir()
+    marks = tmp_path_factory.mktemp("marks")
 
     def mark(element):
         (marks / f"{os.getpid()}").write_text(str(os.getppid()))
         return element
 
-    with beam.Pipeline(runner=runner_for(options), options=options) as p:
-        _ = p | beam.Create(range(200)) | beam.Reshuffle() | beam.Map(mark)
-    parents = {path.read_text() for path in marks.iterdir()}
-    workers = {int(path.name) for path in marks.iterdir()}
-    assert os.getpid() not in workers  # the stages ran in worker processes
-    assert len(parents) == 1 and int(parents.pop()) != os.getpid()
+    runner = runner_for(options)
+    with beam.Pipeline(runner=runner, options=options) as p:
+        kept = p | beam.Create(range(200)) | beam.Reshuffle() | beam.Map(mark)
+        assert_that(kept, equal_to(list(range(200))))
+    workers = {int(path.name): int(path.read_text()) for path in marks.iterdir()}
+    return runner, p, before, workers
 
 
-def test_starting_the_fork_server_keeps_the_blocked_signals_blocked():
+@pytest.mark.slow
+def test_multi_processing_workers_are_forked_from_one_server_that_ends_with_the_run(
+        forked_run):
+    runner, p, before, _ = forked_run
+    assert isinstance(runner, forked_workers.ForkedWorkersRunner)
+    assert p.result.state == "DONE"  # and every element came through (assert_that)
+    assert set(descendants(os.getpid())) <= before  # fork server and workers are gone
+
+
+@pytest.mark.slow
+def test_the_workers_parent_is_the_fork_server_not_a_shell(forked_run):
+    """The workers write where they run; their parent is one process (the server), not
+    the launcher and not ``/bin/sh``, which Beam's own subprocess workers have."""
+    _, _, _, workers = forked_run
+    assert workers and os.getpid() not in workers  # the stages ran in worker processes
+    parents = set(workers.values())
+    assert len(parents) == 1 and parents.pop() != os.getpid()
+
+
+def test_starting_the_fork_server_keeps_the_blocked_signals_blocked(monkeypatch):
     """multiprocessing's resource tracker unblocks SIGINT and SIGTERM in the thread that
     starts it; the command blocks them in every thread (pipelines/signals.py), and a thread
-    that no longer blocks them would swallow a Ctrl-C whose action is "ignore"."""
+    that no longer blocks them would swallow a Ctrl-C whose action is "ignore". What the
+    server imports has no part in that: it starts here with nothing to preload."""
+    monkeypatch.setattr(fork_server, "PRELOAD", ())
     masks = []
 
     def start():

@@ -135,7 +135,12 @@ def batches(n_batches, per_batch, size=300):
 
 
 def run_sink(tmp_path, args, progress_dir=None):
-    p = beam.Pipeline(options=PipelineOptions(args))
+    """The sink over a few batches, on the runner the command line would run ``args`` on
+    (worker processes are forked from its fork server)."""
+    from beam_tfrecords.pipelines.runners import runner_for
+
+    options = PipelineOptions(args)
+    p = beam.Pipeline(runner=runner_for(options), options=options)
     _ = (
         p
         | beam.Create(list(batches(12, 500)))

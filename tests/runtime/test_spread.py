@@ -31,9 +31,12 @@ def test_which_pipelines_run_in_one_process(args, runner, one):
     assert runs_in_one_process(p.runner, p.options) is one
 
 
+# Several workers as threads of this process: the same expansion as with worker processes
+# (test_which_pipelines_run_in_one_process), without starting any. Spread across Beam's own
+# worker processes runs in tests/e2e/test_shuffle_runners.py (one file read in ranges).
 @pytest.mark.parametrize("args,reshuffled", [
     ([], False),
-    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+    (["--direct_running_mode=multi_threading", "--direct_num_workers=2"], True),
 ])
 @pytest.mark.slow
 def test_spread_keeps_every_element_and_reshuffles_only_with_several_workers(args, reshuffled):
