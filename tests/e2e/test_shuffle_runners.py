@@ -1,9 +1,10 @@
 """Seeded shuffle on every runner we claim: the same shard files, byte for byte.
 
-Three runners (Beam's direct runner in-process and with 2 worker processes, and the
-PortableRunner with the embedded job service -- the protocol Flink and Dataflow speak), on
-2,000 rows and a size band small enough for many shards per split: the rows as one file read
-in ranges on all three runners, and in 40 files with each compression on two runners
+Four runners (Beam's direct runner in-process and with 2 worker processes, the command line's
+runner with 4 worker processes forked from its server, and the PortableRunner with the
+embedded job service -- the protocol Flink and Dataflow speak), on 2,000 rows and a size band
+small enough for many shards per split: the rows as one file read in ranges on all four
+runners, and in 40 files with each compression on two runners
 (in-process and another: every runner appears with each way of spreading the input). Every
 build of a compression must write the same files with the same bytes, and the manifest the
 same seed and digest; TensorFlow reads them. A runner's builds share one pipeline (each under
@@ -20,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_tfrecords_tests_helpers import add_build, checked_records, demo_csv_parts
 
 from beam_tfrecords.pipelines.config import parse_config
+from beam_tfrecords.pipelines.runners import runner_for
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
@@ -32,13 +34,16 @@ SEED = 20261124
 RUNNERS = {
     "in_process": [],
     "multi_processing_2": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    # On the command line's runner (pipelines/runners.runner_for: workers forked from one
+    # server), as a build with 4 worker processes runs; Beam's own 2-worker one is above.
+    "multi_processing_4": ["--direct_running_mode=multi_processing", "--direct_num_workers=4"],
     "portable": ["--runner=PortableRunner", "--job_endpoint=embed",
                  "--environment_type=LOOPBACK"],
 }
 COMPRESSIONS = (tff.NONE, tff.GZIP, tff.ZLIB)
 # The runners each compression's 40-file build runs on: in-process and one other.
 PAIRS = {tff.NONE: ("in_process", "multi_processing_2"), tff.GZIP: ("in_process", "portable"),
-         tff.ZLIB: ("in_process", "multi_processing_2")}
+         tff.ZLIB: ("in_process", "multi_processing_4")}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +75,9 @@ def runs(inputs, tmp_path_factory):
     parts, one = inputs
     out = {}
     for runner, args in RUNNERS.items():
-        p = beam.Pipeline(options=PipelineOptions(args))
+        options = PipelineOptions(args)
+        p = beam.Pipeline(runner=runner_for(options) if runner == "multi_processing_4" else None,
+                          options=options)
         folders = {}
         for compression, runners in PAIRS.items():
             if runner in runners:
@@ -147,7 +154,7 @@ def test_tensorflow_reads_the_shuffled_shards(builds, read_with_tf, compression)
 def test_one_file_in_ranges_writes_the_bytes_of_forty_files_on_every_runner(builds,
                                                                             one_file_builds):
     """A seeded build's shards depend on its records only: one file read in ranges -- by one
-    process, by 2 worker processes, or by the portable runner's workers -- writes the
+    process, by 2 or 4 worker processes, or by the portable runner's workers -- writes the
     bytes the 40 files write in-process, and the manifest the same shard list."""
     folder, manifest = builds["in_process", tff.NONE]
     reference = files_of(folder)

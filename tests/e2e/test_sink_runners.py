@@ -4,7 +4,7 @@ DirectRunner in multi_threading mode with 8 workers makes 8 writer bundles in on
 (the local runners make one bundle per worker, NOTES.md); PortableRunner with the embedded job
 service speaks the protocol Flink and Dataflow use (its job service runs each stage as one
 bundle), with both compressions in one pipeline; DirectRunner in-process completes the set.
-Worker processes write bundles in tests/e2e/test_shuffle_runners.py (2),
+Worker processes write bundles in tests/e2e/test_shuffle_runners.py (2 and 4),
 test_gcs_build.py (3, unshuffled), tests/pipelines/test_api.py and test_kill.py. Every run
 must satisfy the band rule, match its manifest, be readable by TensorFlow, and hold exactly
 the same records as the others.
