@@ -173,8 +173,8 @@ class _WriteRuns(ShardWriterFn):
     """(split, bytes | SerializedBatch) -> (split, RunPart): sorted runs in staging."""
 
     def __init__(self, staging: str, seed: int, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
-        super().__init__(staging, progress_dir, lease)
+                 lease: JobLease | None = None, duplicates: bool = False) -> None:
+        super().__init__(staging, progress_dir, lease, duplicates)
         self._seed = seed
         self._spilled_bytes = 0
         self._runs = Metrics.counter("tfrecord_sink", "shuffle_runs_written")
@@ -192,6 +192,7 @@ class _WriteRuns(ShardWriterFn):
         else:
             crcs = tff.record_crcs(records.payload, records.offsets)
             keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
+        self._note(split, records, crcs)
         self._buffers.setdefault(split, _SplitBuffer()).add(records, crcs, keys)
 
     def _after_write(self) -> None:
@@ -420,6 +421,7 @@ class WriteShuffledShards(WriteShards):
         index: write an index sidecar per shard.
         progress_dir: where progress files go, or None.
         lease: the job's lease, kept alive while bundles write.
+        duplicates: also count duplicate records and records in several splits.
 
     Raises:
         ValueError: the seed is not an integer.
@@ -430,15 +432,16 @@ class WriteShuffledShards(WriteShards):
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  seed: int, compression: str = tff.NONE, size: ShardSize = ShardSize(),
                  index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
+                 lease: JobLease | None = None, duplicates: bool = False) -> None:
         super().__init__(version_dir, staging_dir, name, splits, compression, size, index,
-                         progress_dir, lease)
+                         progress_dir, lease, duplicates)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"a shuffle seed is an integer, not {seed!r}")
         self._seed = seed
 
     def _writer(self, progress_dir: str | None) -> _WriteRuns:
-        return _WriteRuns(self._staging, self._seed, progress_dir, self._lease)
+        return _WriteRuns(self._staging, self._seed, progress_dir, self._lease,
+                          self._duplicates)
 
     def _planner(self) -> Callable[..., Iterable]:
         return _plan

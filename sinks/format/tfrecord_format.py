@@ -24,8 +24,8 @@ __all__ = [
     "NONE", "GZIP", "ZLIB", "COMPRESSIONS", "file_suffix", "normalize_compression",
     "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
-    "frame_record_pieces", "record_piece_crcs",
-    "record_crcs",
+    "frame_record_pieces", "record_piece_crcs", "record_piece_crc32s",
+    "record_crcs", "record_crc32s",
     "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
     "iter_record_spans", "detect_compression", "FRAME_OVERHEAD",
@@ -272,6 +272,45 @@ def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray) ->
     return np.fromiter((crc(view[a:b]) for a, b in zip(edges, islice(edges, 1, None),
                                                          strict=False)),
                        dtype=np.uint32, count=len(edges) - 1)
+
+
+def record_crc32s(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
+    """zlib's CRC-32 of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): a second
+    checksum of another polynomial, for the records' fingerprints (sinks/format/duplicates.py).
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+
+    Returns:
+        One CRC-32 per record.
+    """
+    view = memoryview(payload).cast("B")
+    edges = np.asarray(offsets, dtype=np.int64).tolist()
+    crc = zlib.crc32
+    return np.fromiter((crc(view[a:b]) for a, b in zip(edges, islice(edges, 1, None),
+                                                         strict=False)),
+                       dtype=np.uint32, count=len(edges) - 1)
+
+
+def record_piece_crc32s(records: Sequence[Sequence[bytes | bytearray | memoryview]]
+                        ) -> np.ndarray:
+    """zlib's CRC-32 of each record given as pieces, chained over them (uint32).
+
+    Args:
+        records: each record as a sequence of byte pieces.
+
+    Returns:
+        Their CRC-32s, one per record.
+    """
+    crc32 = zlib.crc32
+    out = np.empty(len(records), np.uint32)
+    for k, parts in enumerate(records):
+        crc = 0
+        for part in parts:
+            crc = crc32(part, crc)
+        out[k] = crc
+    return out
 
 
 def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray,

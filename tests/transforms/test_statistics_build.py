@@ -216,9 +216,30 @@ def test_statistics_can_be_turned_off(tmp_path):
     config.write_text(text.replace("output:\n", "output:\n  statistics: false\n", 1))
     version = _build(config, tmp_path / "out")
     assert "statistics" not in _manifest(version)
+    assert "duplicates" not in _manifest(version)  # counted with the statistics only
     assert not (version / "statistics").exists()
     assert _manifest(version)["config"]["output"]["statistics"] is False
     assert all(c.ok for c in verify_path(str(version)))
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_duplicates_and_leaks_are_those_of_a_counter_over_the_committed_records(
+        name, versions):
+    """The manifest's ``duplicates`` of every sample build (data nobody here planted
+    anything in) against Counters over the records read back from its shards."""
+    version = versions[name]
+    manifest = _manifest(version)
+    counters = {split: collections.Counter(
+        record for path in shard_paths(version, manifest, split)
+        for record in read_records(path)) for split in manifest["splits"]}
+    holders = collections.Counter(r for c in counters.values() for r in c)
+    found = manifest["duplicates"]
+    assert found["splits"] == {
+        s: {"records": sum(c.values()), "distinct": len(c),
+            "duplicates": sum(c.values()) - len(c),
+            "leaked": sum(n for r, n in c.items() if holders[r] > 1)}
+        for s, c in sorted(counters.items())}
+    assert found["in_several_splits"] == sum(n > 1 for n in holders.values())
 
 
 @pytest.mark.slow
