@@ -25,7 +25,7 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.runtime.spread import Spread, runs_in_one_process
-from beam_tfrecords.sinks.duplicates import DUPLICATES, CountDuplicates, FingerprintTally
+from beam_tfrecords.sinks.duplicates import CountDuplicates, FingerprintTally, is_share
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import resolve_in_version
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
@@ -101,6 +101,10 @@ def _plan_finalize_group(_impulse: bytes, parts: list, plan: Callable[[list], It
     return group_shards(shards, splits)
 
 
+def _not_share(element: Any) -> bool:
+    return not is_share(element)
+
+
 def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -> Iterable:
     return plan(parts)
 
@@ -162,7 +166,7 @@ class ShardWriterFn(beam.DoFn):
             line (``sinks/progress_files.py``); None: none.
         lease: the job's lease on the output, kept alive while the bundle writes; None: none.
         duplicates: fingerprint every record written (:meth:`_note`) and emit the
-            fingerprints as ``(bucket, FingerprintCounts)`` on the ``duplicates`` output.
+            fingerprints beside the staged files (``sinks.duplicates.FingerprintShare``).
     """
 
     def __init__(self, staging: str, progress_dir: str | None = None,
@@ -219,10 +223,12 @@ class ShardWriterFn(beam.DoFn):
     def _counts_duplicates(self) -> bool:
         return self._tally is not None
 
-    def _note(self, split: str, records: SerializedBatch, crcs: Any) -> None:
-        """Fingerprint records written to ``split`` (their plain CRC-32Cs ``crcs``)."""
+    def _note(self, split: str, records: SerializedBatch, crcs: Any,
+              slices: list | None = None) -> None:
+        """Fingerprint records written to ``split`` (their plain CRC-32Cs ``crcs``; ``slices``:
+        the records as ``tfrecord_format.record_slices`` gave them, when taken)."""
         if self._tally is not None:
-            self._tally.note(split, records, crcs)
+            self._tally.note(split, records, crcs, slices)
 
     def _after_write(self) -> None:
         """What the subclass does once a batch is counted (a spill when its buffers are full).
@@ -323,14 +329,15 @@ class WriteShards(beam.PTransform):
         progress_dir = self._progress_dir
         if progress_dir is None and records.pipeline.options is not None:
             progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
-        written = records | self.WRITE_STEP >> beam.ParDo(self._writer(progress_dir)).with_outputs(
-            DUPLICATES, main="parts")
-        parts = written.parts  # (split, staged file)
+        written = records | self.WRITE_STEP >> beam.ParDo(self._writer(progress_dir))
+        parts = written  # (split, staged file)
+        if self._duplicates:  # and FingerprintShares
+            parts = written | "StagedFiles" >> beam.Filter(_not_share)
         plan = functools.partial(self._planner(), splits=self._splits,
                                  version_dir=self._version_dir, name=self._name,
                                  compression=self._compression, size=self._size)
         shards = commit_shards(parts, plan, self._finalize(), self._splits,
                                self._lease, self._finalize_all())  # {split: [ShardInfo]}
         if self._duplicates:
-            shards.duplicates = written[DUPLICATES] | "CountDuplicates" >> CountDuplicates()
+            shards.duplicates = written | "CountDuplicates" >> CountDuplicates()
         return shards

@@ -185,14 +185,17 @@ class _WriteRuns(ShardWriterFn):
         self._writing: list = []  # run files still being written
 
     def _write(self, split: str, records: SerializedBatch) -> None:
+        slices = None
         if records.pieces is not None:  # large records: never joined (an image, 2 GB of them)
             crcs = tff.record_piece_crcs(records.pieces)
             keys = sp.record_keys(None, records.offsets, crcs, self._seed,
                                   sp.sampled_bytes_of_pieces(records.pieces, records.offsets))
         else:
-            crcs = tff.record_crcs(records.payload, records.offsets)
+            slices = (tff.record_slices(records.payload, records.offsets)
+                      if self._counts_duplicates else None)
+            crcs = tff.record_crcs(records.payload, records.offsets, slices)
             keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
-        self._note(split, records, crcs)
+        self._note(split, records, crcs, slices)
         self._buffers.setdefault(split, _SplitBuffer()).add(records, crcs, keys)
 
     def _after_write(self) -> None:

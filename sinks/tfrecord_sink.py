@@ -133,9 +133,13 @@ class _WriteParts(ShardWriterFn):
         bounds = records.offsets + tff.FRAME_OVERHEAD * np.arange(len(records) + 1)
         crcs = None
         if self._counts_duplicates:  # computed once: framing takes them as they are
-            crcs = (tff.record_piece_crcs(records.pieces) if records.pieces is not None
-                    else tff.record_crcs(records.payload, records.offsets))
-            self._note(split, records, crcs)
+            if records.pieces is not None:
+                crcs = tff.record_piece_crcs(records.pieces)
+                self._note(split, records, crcs)
+            else:
+                slices = tff.record_slices(records.payload, records.offsets)
+                crcs = tff.record_crcs(records.payload, records.offsets, slices)
+                self._note(split, records, crcs, slices)
         if records.pieces is not None:  # large records still in the encoder's pieces
             sizes = np.diff(records.offsets).tolist()
             buffers, starts = tff.frame_record_pieces(records.pieces, sizes, crcs)

@@ -136,7 +136,7 @@ class BucketResult:
 
 def _fold(fps: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fingerprints with counts (repeats allowed, any order) -> distinct, sorted, counts summed.
-    """
+    A stable sort is a merge of runs: cheap on the sorted arrays merged here."""
     order = np.argsort(fps, kind="stable")
     fps, counts = fps[order], counts[order]
     if not fps.size:
@@ -145,17 +145,28 @@ def _fold(fps: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return fps[starts], np.add.reduceat(counts, starts)
 
 
+def _fold_raw(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fingerprints of one record each, any order -> distinct, sorted, and their counts (a sort
+    of the values: cheaper than sorting an index)."""
+    ordered = np.sort(fps)
+    if not ordered.size:
+        return ordered, np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[starts], np.diff(np.append(starts, ordered.size)).astype(np.int64)
+
+
 class FingerprintCounts:
     """Mergeable per-split counts of fingerprints (one bucket's, or one bundle's).
 
     Holds per split the distinct fingerprints (sorted uint64) and how often each was added
-    (int64); fingerprints added since the last :meth:`compact` wait unsorted. ``samples``
-    maps a sampled fingerprint to ``(record size, first bytes)``.
+    (int64); fingerprints added since the last :meth:`compact` wait unsorted (with their
+    counts, or None for one each). ``samples`` maps a sampled fingerprint to ``(record size,
+    first bytes)``.
     """
 
     def __init__(self) -> None:
         self.splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pending: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._pending: dict[str, list[tuple[np.ndarray, np.ndarray | None]]] = {}
         self.pending = 0  # fingerprints added and not folded yet
         self.samples: dict[int, tuple[int, bytes]] = {}
 
@@ -168,8 +179,7 @@ class FingerprintCounts:
             counts: how many records each stands for; None: one each.
         """
         fps = np.asarray(fps, np.uint64)
-        counts = (np.ones(fps.size, np.int64) if counts is None
-                  else np.asarray(counts, np.int64))
+        counts = None if counts is None else np.asarray(counts, np.int64)
         self._pending.setdefault(split, []).append((fps, counts))
         self.pending += fps.size
 
@@ -189,10 +199,14 @@ class FingerprintCounts:
             This accumulator.
         """
         for split, added in self._pending.items():
+            raw = [f for f, c in added if c is None]  # one record each, unsorted
+            parts = [(f, c) for f, c in added if c is not None]
+            if raw:
+                parts.append(_fold_raw(np.concatenate(raw)))
             if split in self.splits:
-                added = [self.splits[split], *added]
-            self.splits[split] = _fold(np.concatenate([f for f, _ in added]),
-                                       np.concatenate([c for _, c in added]))
+                parts.append(self.splits[split])
+            self.splits[split] = parts[0] if len(parts) == 1 and raw else _fold(
+                np.concatenate([f for f, _ in parts]), np.concatenate([c for _, c in parts]))
         self._pending = {}
         self.pending = 0
         return self
@@ -215,13 +229,13 @@ class FingerprintCounts:
         return self
 
     def by_bucket(self) -> dict[int, FingerprintCounts]:
-        """This accumulator cut by bucket (:func:`buckets_of`), compacted: what a writer hands
-        on, a small element per non-empty bucket.
+        """This accumulator cut by bucket (:func:`buckets_of`): what a writer hands on, a
+        small element per non-empty bucket. What waits unsorted stays so (cut by a radix
+        sort of the bucket numbers), to be sorted once where the bucket is combined.
 
         Returns:
             Bucket number to its share.
         """
-        self.compact()
         out: dict[int, FingerprintCounts] = {}
         edges = np.arange(BUCKETS + 1, dtype=np.uint64)
         for split, (fps, counts) in self.splits.items():
@@ -232,6 +246,18 @@ class FingerprintCounts:
                 if b > a:
                     part = out.setdefault(bucket, FingerprintCounts())
                     part.splits[split] = (fps[a:b], counts[a:b])
+        for split, added in self._pending.items():
+            for fps, counts in added:
+                buckets = buckets_of(fps).astype(np.uint8)
+                order = np.argsort(buckets, kind="stable")  # a radix sort of 8-bit keys
+                bounds = np.concatenate(([0], np.cumsum(np.bincount(buckets,
+                                                                    minlength=BUCKETS))))
+                fps = fps[order]
+                counts = None if counts is None else counts[order]
+                for bucket in np.flatnonzero(np.diff(bounds)).tolist():
+                    a, b = int(bounds[bucket]), int(bounds[bucket + 1])
+                    out.setdefault(bucket, FingerprintCounts()).add(
+                        split, fps[a:b], None if counts is None else counts[a:b])
         for fp, sample in self.samples.items():
             out.setdefault(int(buckets_of(np.array([fp], np.uint64))[0]),
                            FingerprintCounts()).samples[fp] = sample
@@ -253,8 +279,15 @@ class FingerprintCounts:
         arrays = [self.splits[s] for s in names]
         every = np.concatenate([fps for fps, _ in arrays])
         copies = np.concatenate([counts for _, counts in arrays])
-        distinct, inverse, holders = np.unique(every, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(-1)
+        order = np.argsort(every, kind="stable")  # a merge of the splits' sorted runs
+        ordered = every[order]
+        new = np.empty(ordered.size, bool)
+        new[:1] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+        inverse = np.empty(ordered.size, np.int64)
+        inverse[order] = np.cumsum(new) - 1
+        distinct = ordered[new]
+        holders = np.bincount(inverse, minlength=distinct.size)
         in_several = holders[inverse] > 1
         splits, at = {}, 0
         for name, (fps, counts) in zip(names, arrays):
@@ -265,14 +298,11 @@ class FingerprintCounts:
         totals = np.bincount(inverse, weights=copies, minlength=distinct.size)
         chosen = np.flatnonzero(totals > 1)[:kept]  # distinct is sorted: the smallest first
         examples = []
+        split_of = np.repeat(np.arange(len(names)), [fps.size for fps, _ in arrays])
         for index in chosen.tolist():
             fp = int(distinct[index])
-            rows = np.flatnonzero(inverse == index)
-            where = {}
-            for row in rows.tolist():
-                split = names[int(np.searchsorted(np.cumsum([a.size for a, _ in arrays]),
-                                                  row, side="right"))]
-                where[split] = int(copies[row])
+            where = {names[int(split_of[row])]: int(copies[row])
+                     for row in np.flatnonzero(inverse == index).tolist()}
             examples.append(Example(fp, where, self.samples.get(fp)))
         return BucketResult(splits, int((holders > 1).sum()), tuple(examples))
 
@@ -323,7 +353,8 @@ def summarize(results: Iterable[BucketResult], splits: Sequence[str],
 
 
 def batch_fingerprints(payload: bytes | bytearray | memoryview | None, offsets: np.ndarray,
-                       crc32c: np.ndarray, pieces: Sequence[Sequence[Any]] | None = None
+                       crc32c: np.ndarray, pieces: Sequence[Sequence[Any]] | None = None,
+                       slices: list | None = None
                        ) -> tuple[np.ndarray, dict[int, tuple[int, bytes]]]:
     """The fingerprints of a batch of records and the samples among them.
 
@@ -332,6 +363,8 @@ def batch_fingerprints(payload: bytes | bytearray | memoryview | None, offsets: 
         offsets: the records' boundaries (length records + 1).
         crc32c: their plain CRC-32Cs (framing's).
         pieces: each record as byte pieces, when the batch holds them unjoined.
+        slices: the records as ``tfrecord_format.record_slices`` gives them, when the
+            caller has them (its CRC-32Cs were taken from them).
 
     Returns:
         The fingerprints (uint64), and for the sampled records fingerprint ->
@@ -339,7 +372,7 @@ def batch_fingerprints(payload: bytes | bytearray | memoryview | None, offsets: 
     """
     lengths = np.diff(np.asarray(offsets, np.int64))
     crc32 = (tff.record_piece_crc32s(pieces) if pieces is not None
-             else tff.record_crc32s(payload, offsets))
+             else tff.record_crc32s(payload, offsets, slices))
     fps = fingerprints(crc32c, crc32, lengths)
     samples = {}
     for i in sampled(fps).tolist():

@@ -25,7 +25,7 @@ __all__ = [
     "compression_from_name",
     "masked_crc32c", "mask_crc32c", "unmask_crc32c", "frame", "frame_batch", "frame_pieces",
     "frame_record_pieces", "record_piece_crcs", "record_piece_crc32s",
-    "record_crcs", "record_crc32s",
+    "record_crcs", "record_crc32s", "record_slices",
     "StreamCompressor",
     "TFRecordWriter", "CorruptRecordError", "iter_records", "iter_records_with_offsets",
     "iter_record_spans", "detect_compression", "FRAME_OVERHEAD",
@@ -255,42 +255,64 @@ def frame_record_pieces(records: Sequence[Sequence[bytes | bytearray | memoryvie
     return out, starts
 
 
-def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
+# Mean record size below which records are sliced as copies: slicing ``bytes`` costs a third
+# of slicing a memoryview (0.09 against 0.25 us a record, measured on 40-byte records), and
+# the copies are small.
+_COPY_SLICES_BYTES = 1024
+
+
+def record_slices(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> list:
+    """Each record ``payload[offsets[i]:offsets[i+1]]`` as its own buffer, for checksums
+    taken one call a record: copies for small records (faster to make), views otherwise.
+
+    Args:
+        payload: the records' bytes, concatenated.
+        offsets: the N+1 record boundaries in ``payload``.
+
+    Returns:
+        One buffer per record.
+    """
+    edges = np.asarray(offsets, dtype=np.int64).tolist()
+    if not isinstance(payload, (bytes, bytearray)) or (
+            len(payload) >= _COPY_SLICES_BYTES * max(len(edges) - 1, 1)):
+        payload = memoryview(payload).cast("B")
+    return [payload[a:b] for a, b in zip(edges, islice(edges, 1, None), strict=False)]
+
+
+def record_crcs(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
+                slices: list | None = None) -> np.ndarray:
     """The plain CRC-32C of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): one
     call per record, the one thing framing cannot do with whole arrays.
 
     Args:
         payload: the records' bytes, concatenated.
         offsets: the N+1 record boundaries in ``payload``.
+        slices: the records as :func:`record_slices` gives them, when the caller has them.
 
     Returns:
         One plain CRC-32C per record.
     """
-    view = memoryview(payload).cast("B")
-    edges = np.asarray(offsets, dtype=np.int64).tolist()
-    crc = _crc32c.crc32c
-    return np.fromiter((crc(view[a:b]) for a, b in zip(edges, islice(edges, 1, None),
-                                                         strict=False)),
-                       dtype=np.uint32, count=len(edges) - 1)
+    if slices is None:
+        slices = record_slices(payload, offsets)
+    return np.fromiter(map(_crc32c.crc32c, slices), dtype=np.uint32, count=len(slices))
 
 
-def record_crc32s(payload: bytes | bytearray | memoryview, offsets: np.ndarray) -> np.ndarray:
+def record_crc32s(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
+                  slices: list | None = None) -> np.ndarray:
     """zlib's CRC-32 of each record ``payload[offsets[i]:offsets[i+1]]`` (uint32): a second
     checksum of another polynomial, for the records' fingerprints (sinks/format/duplicates.py).
 
     Args:
         payload: the records' bytes, concatenated.
         offsets: the N+1 record boundaries in ``payload``.
+        slices: the records as :func:`record_slices` gives them, when the caller has them.
 
     Returns:
         One CRC-32 per record.
     """
-    view = memoryview(payload).cast("B")
-    edges = np.asarray(offsets, dtype=np.int64).tolist()
-    crc = zlib.crc32
-    return np.fromiter((crc(view[a:b]) for a, b in zip(edges, islice(edges, 1, None),
-                                                         strict=False)),
-                       dtype=np.uint32, count=len(edges) - 1)
+    if slices is None:
+        slices = record_slices(payload, offsets)
+    return np.fromiter(map(zlib.crc32, slices), dtype=np.uint32, count=len(slices))
 
 
 def record_piece_crc32s(records: Sequence[Sequence[bytes | bytearray | memoryview]]
@@ -350,7 +372,7 @@ def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray,
         return out
     edges = bounds.tolist()
     if crcs is None:
-        crcs = record_crcs(view, bounds)
+        crcs = record_crcs(payload, bounds)
     crcs = np.asarray(crcs, np.uint64)
     if crcs.shape != (n,):
         raise ValueError(f"{crcs.size} crcs for {n} records")
