@@ -91,7 +91,9 @@ _OUTPUT = (
               required=True),
     ConfigKey("output.statistics", "bool", "Write per-split statistics in TensorFlow Data "
               "Validation's format, `statistics/Split-<split>/FeatureStats.pb`, computed in the "
-              "same pass ([Statistics](statistics.md)).", default="`true`"),
+              "same pass ([Statistics](statistics.md)), and count duplicate records and "
+              "records in several splits ([Duplicates and leaks]"
+              "(statistics.md#duplicates-and-leaks)).", default="`true`"),
 )
 _ERRORS = (
     ConfigKey("errors", "mapping", "How many bad records a build accepts.",
