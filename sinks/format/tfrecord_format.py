@@ -13,7 +13,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import crc32c as _crc32c
 import numpy as np
@@ -200,12 +200,17 @@ def record_piece_crcs(records: Sequence[Sequence[bytes | bytearray | memoryview]
     Returns:
         Their plain CRC-32Cs, one per record.
     """
-    crc32c = _crc32c.crc32c
+    return _chained(_crc32c.crc32c, records)
+
+
+def _chained(checksum: Callable[[Any, int], int],
+             records: Sequence[Sequence[bytes | bytearray | memoryview]]) -> np.ndarray:
+    """``checksum(piece, running)`` chained over each record's pieces, one uint32 a record."""
     out = np.empty(len(records), np.uint32)
     for k, parts in enumerate(records):
         crc = 0
         for part in parts:
-            crc = crc32c(part, crc)
+            crc = checksum(part, crc)
         out[k] = crc
     return out
 
@@ -325,14 +330,7 @@ def record_piece_crc32s(records: Sequence[Sequence[bytes | bytearray | memoryvie
     Returns:
         Their CRC-32s, one per record.
     """
-    crc32 = zlib.crc32
-    out = np.empty(len(records), np.uint32)
-    for k, parts in enumerate(records):
-        crc = 0
-        for part in parts:
-            crc = crc32(part, crc)
-        out[k] = crc
-    return out
+    return _chained(zlib.crc32, records)
 
 
 def frame_batch(payload: bytes | bytearray | memoryview, offsets: np.ndarray,

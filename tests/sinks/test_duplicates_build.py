@@ -7,7 +7,6 @@ in report.html as escaped text."""
 
 from __future__ import annotations
 
-import collections
 import json
 import pathlib
 import zlib
@@ -16,7 +15,7 @@ import apache_beam as beam
 import crc32c
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_tfrecords_tests_helpers import HOSTILE, read_records, shard_paths
+from beam_tfrecords_tests_helpers import HOSTILE, duplicate_counts, read_records, shard_paths
 
 import beam_tfrecords as btf
 from beam_tfrecords.sinks.format import duplicates as dup
@@ -79,17 +78,9 @@ def _manifest(version: pathlib.Path) -> dict:
 
 def _reference(version: pathlib.Path) -> dict:
     manifest = _manifest(version)
-    counters = {split: collections.Counter(
-        record for path in shard_paths(version, manifest, split)
-        for record in read_records(path)) for split in manifest["splits"]}
-    holders = collections.Counter(r for c in counters.values() for r in c)
-    return {
-        "splits": {s: {"records": sum(c.values()), "distinct": len(c),
-                       "duplicates": sum(c.values()) - len(c),
-                       "leaked": sum(n for r, n in c.items() if holders[r] > 1)}
-                   for s, c in sorted(counters.items())},
-        "in_several_splits": sum(n > 1 for n in holders.values()),
-    }
+    return duplicate_counts({split: [record for path in shard_paths(version, manifest, split)
+                                     for record in read_records(path)]
+                             for split in manifest["splits"]})
 
 
 @pytest.mark.parametrize("run", RUNS)

@@ -11,6 +11,7 @@ import zlib
 
 import crc32c
 import numpy as np
+from beam_tfrecords_tests_helpers import duplicate_counts
 
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format import duplicates as dup
@@ -20,20 +21,6 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 def _fps(records: list[bytes]) -> np.ndarray:
     return dup.fingerprints([crc32c.crc32c(r) for r in records],
                             [zlib.crc32(r) for r in records], [len(r) for r in records])
-
-
-def _reference(by_split: dict[str, list[bytes]]) -> dict:
-    """The counts from the records: Counter per split, and which contents several splits
-    hold."""
-    counters = {s: collections.Counter(rs) for s, rs in by_split.items()}
-    holders = collections.Counter(r for c in counters.values() for r in c)
-    return {
-        "splits": {s: {"records": sum(c.values()), "distinct": len(c),
-                       "duplicates": sum(c.values()) - len(c),
-                       "leaked": sum(n for r, n in c.items() if holders[r] > 1)}
-                   for s, c in sorted(counters.items())},
-        "in_several_splits": sum(n > 1 for n in holders.values()),
-    }
 
 
 def _planted(seed: int = 3) -> dict[str, list[bytes]]:
@@ -77,7 +64,7 @@ def _counted(by_split: dict[str, list[bytes]], bundles: int, seed: int = 0) -> d
 
 def test_counts_match_a_counter_over_the_records_in_any_bundling_and_merge_order():
     data = _planted()
-    want = _reference(data)
+    want = duplicate_counts(data)
     assert want["splits"]["train"]["duplicates"] == 30  # planted: 25 copies and 5 more
     for bundles in (1, 3, 17):
         got = _counted(data, bundles, seed=bundles)
