@@ -203,7 +203,7 @@ class ShardWriterFn(beam.DoFn):
         if isinstance(records, (bytes, bytearray, memoryview)):
             records = SerializedBatch.from_records([bytes(records)])
         if not len(records):
-            return None
+            return  # (a bare return: Beam warns of "return None" in a process method)
         self._write(split, records)
         self._records.inc(len(records))
         self._total_records += len(records)
@@ -212,7 +212,6 @@ class ShardWriterFn(beam.DoFn):
             self._report_progress()
         if self._tally is not None and self._tally.full:  # handed on before the bundle ends
             return list(self._tally.drain())
-        return None
 
     def _write(self, split: str, records: SerializedBatch) -> None:
         """Stage the records; call :meth:`_note` with their plain CRC-32Cs when
