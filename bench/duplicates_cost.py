@@ -153,10 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             for label, path, statistics in variants:
                 name = f"tutorial-{len(times[label])}-{statistics}-{path == here}"
                 out = work / name
-                config = write_config(work, name, source, FEATURES, out, SPLITS)
-                if not statistics:
-                    config.write_text(config.read_text().replace(
-                        "output:\n", "output:\n  statistics: false\n", 1))
+                config = write_config(work, name, source, FEATURES, out, SPLITS, statistics)
                 run = _timed_build(config, path)
                 if run["exit"] != 0:
                     print(f"{label}: exit {run['exit']}: {run['said']}")
