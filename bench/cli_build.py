@@ -17,12 +17,14 @@ __all__ = ["build_process", "write_config"]
 
 
 def write_config(folder: pathlib.Path, name: str, source: dict, features: dict,
-                 output: pathlib.Path, splits: dict | None = None) -> pathlib.Path:
-    """``<folder>/<name>.yaml``: a config for ``source`` writing ``features`` to ``output``."""
+                 output: pathlib.Path, splits: dict | None = None,
+                 statistics: bool = True) -> pathlib.Path:
+    """``<folder>/<name>.yaml``: a config for ``source`` writing ``features`` to ``output``
+    (``statistics=False``: with ``output.statistics: false``)."""
     import yaml
 
     raw = {"name": name, "source": source, "features": features,
-           "output": {"path": str(output)}}
+           "output": {"path": str(output), **({} if statistics else {"statistics": False})}}
     if splits:
         raw["splits"] = splits
     path = folder / f"{name}.yaml"

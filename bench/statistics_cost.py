@@ -122,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                                       ("with statistics", True)):
                 name = f"{table}-{label.replace(' ', '-')}"
                 out = work / name
-                config = write_config(work, name, source, features, out, splits)
-                if not statistics:
-                    config.write_text(config.read_text().replace(
-                        "output:\n", "output:\n  statistics: false\n", 1))
+                config = write_config(work, name, source, features, out, splits, statistics)
                 run = build_process(config)
                 if run["exit"] != 0:
                     print(f"{table} {label}: exit {run['exit']}: {run['said']}")

@@ -69,7 +69,7 @@ from beam_tfrecords.transforms.readers.read_images import ImagePlan, ReadImages
 from beam_tfrecords.transforms.readers.read_jsonl import ReadJsonl
 from beam_tfrecords.transforms.readers.read_parquet import ReadParquet
 from beam_tfrecords.transforms.to_examples import ToExamples
-from beam_tfrecords.transforms.version_report import VersionReport
+from beam_tfrecords.transforms.version_report import VersionReport, record_preview
 
 __all__ = ["BuildError", "build_pipeline", "commit_spec", "run"]
 
@@ -174,6 +174,7 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
         statistics=statistics, gate=gate, report=VersionReport(baseline_statistics),
         about=dataclasses.asdict(config.about),
+        duplicates=record_preview if config.output.statistics else None,
     )
 
 

@@ -91,7 +91,9 @@ _OUTPUT = (
               required=True),
     ConfigKey("output.statistics", "bool", "Write per-split statistics in TensorFlow Data "
               "Validation's format, `statistics/Split-<split>/FeatureStats.pb`, computed in the "
-              "same pass ([Statistics](statistics.md)).", default="`true`"),
+              "same pass ([Statistics](statistics.md)), and count duplicate records and "
+              "records in several splits ([Duplicates and leaks]"
+              "(statistics.md#duplicates-and-leaks)).", default="`true`"),
 )
 _ERRORS = (
     ConfigKey("errors", "mapping", "How many bad records a build accepts.",
@@ -131,6 +133,13 @@ _VALIDATE = (
               "may grow by this much.", "0 to 1", field=f"{_DRIFT}.max_reject_increase"),
     ConfigKey("validate.max_unread_increase", "number", "The unread share of the input bytes "
               "may grow by this much.", "0 to 1", field=f"{_DRIFT}.max_unread_increase"),
+    ConfigKey("validate.max_duplicate_increase", "number", "The share of records written "
+              "that duplicate another record of their split may grow by this much "
+              "([Duplicates and leaks](statistics.md#duplicates-and-leaks)).", "0 to 1",
+              field=f"{_DRIFT}.max_duplicate_increase"),
+    ConfigKey("validate.max_leak_increase", "number", "The share of records written that are "
+              "also in another split may grow by this much.", "0 to 1",
+              field=f"{_DRIFT}.max_leak_increase"),
     ConfigKey("validate.schema_changes", "bool", "Features added, removed or retyped pass.",
               field=f"{_DRIFT}.schema_changes"),
     ConfigKey("validate.ignore", "list of strings", "Features left out of the per-feature "

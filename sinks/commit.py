@@ -55,6 +55,7 @@ from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks import conditional, early_stop, ownership
 from beam_tfrecords.sinks.dead_letters import DeadLetterFile, staged_dead_letters, top_reasons
 from beam_tfrecords.sinks.format import croissant
+from beam_tfrecords.sinks.format import duplicates as dup
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format import manifest as mf
 from beam_tfrecords.sinks.format.layout import Layout
@@ -149,6 +150,10 @@ class CommitSpec:
     # The config's ``about:`` (description, license, citation, url, version): the commit
     # writes the version's ``croissant.json`` from it and the manifest. None: no Croissant.
     about: Mapping[str, Any] | None = None
+    # Count duplicate records per split and records in several splits (the writers
+    # fingerprint them, sinks/duplicates.py) into the manifest's ``duplicates``: called as
+    # preview(a sampled record's first bytes) -> the short text its example shows. None: off.
+    duplicates: Any = None
 
     @property
     def job_lease(self) -> JobLease | None:
@@ -167,7 +172,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
                      allow_non_empty: bool = False, wait_for_lease: float = 0.0,
                      use_lease: bool = True, statistics: Mapping[str, bytes] | None = None,
                      gate: Any = None, report: Any = None,
-                     about: Mapping[str, Any] | None = None) -> CommitSpec:
+                     about: Mapping[str, Any] | None = None,
+                     duplicates: Any = None) -> CommitSpec:
     """The one way a launcher (the command line, the library transform) describes a build to
     its commit step; the tool's version and the lease's time to live are this process's.
 
@@ -198,6 +204,8 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
       gate: the drift gate (``CommitSpec.gate``), with statistics only; None: no gate.
       report: what makes ``report.html`` (``CommitSpec.report``); None: no page.
       about: the data set's description for ``croissant.json``; None: no Croissant file.
+      duplicates: count duplicates and leaks (``CommitSpec.duplicates``: the preview of a
+        sampled record); None: no count.
 
     Returns:
       The CommitSpec.
@@ -211,7 +219,7 @@ def make_commit_spec(*, layout: Layout, build_id: str, name: str, compression: s
         documents=dict(documents or {}), tfds_note=tfds_note, shuffle_seed=shuffle_seed,
         allow_non_empty=allow_non_empty, wait_for_lease=wait_for_lease, use_lease=use_lease,
         statistics=None if statistics is None else dict(statistics), gate=gate,
-        report=report, about=None if about is None else dict(about))
+        report=report, about=None if about is None else dict(about), duplicates=duplicates)
 
 
 # -- counts ------------------------------------------------------------------------------------
@@ -987,7 +995,8 @@ def _write_report(spec: CommitSpec, document: dict[str, Any], against: str | Non
 
 def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
                    dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]],
-                   statistics: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any]:
+                   statistics: Iterable[tuple[str, bytes]] = (),
+                   duplicates: Iterable[dup.BucketResult] = ()) -> dict[str, Any]:
     """Commit (or fail and roll back) one build; returns the manifest document. Either way
     the build is over, and its lease on the output is released. ``statistics``:
     ``(split, serialized DatasetFeatureStatisticsList)`` of the splits that hold Examples,
@@ -999,12 +1008,13 @@ def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
         dead: the dead-letter files the build wrote.
         counts: the steps' ``(name, n)`` counts, summed here.
         statistics: ``(split, serialized statistics)`` per split.
+        duplicates: the fingerprint buckets' results, when ``spec.duplicates`` is on.
 
     Returns:
         The committed manifest (or, for a failed build, the failure record).
     """
     try:
-        return _commit_version(spec, shards, dead, counts, statistics)
+        return _commit_version(spec, shards, dead, counts, statistics, duplicates)
     finally:
         if spec.use_lease:
             _job_lease(spec).release(build_done=True)
@@ -1012,7 +1022,8 @@ def commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
 
 def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
                     dead: Sequence[DeadLetterFile], counts: Iterable[tuple[str, int]],
-                    statistics: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any]:
+                    statistics: Iterable[tuple[str, bytes]] = (),
+                    duplicates: Iterable[dup.BucketResult] = ()) -> dict[str, Any]:
     layout = spec.layout
     _fence(spec)
     totals = sum_counts(counts)
@@ -1042,6 +1053,8 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document["build_id"] = spec.build_id
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
+    if spec.duplicates is not None:
+        document["duplicates"] = dup.summarize(duplicates, list(shards), spec.duplicates)
     against = read_latest(layout.root)  # the version this one is compared with
     files = found = None
     if spec.statistics is not None:

@@ -14,6 +14,9 @@ produce:
   holds Examples (``ToExamples``' output), written by the commit when ``spec.statistics`` is
   on; optional.
 
+With ``spec.duplicates`` the shard writers fingerprint every record and the commit records
+the duplicates per split and the records in several splits (sinks/duplicates.py).
+
 ``rejected`` and ``counts`` may each be a tuple of PCollections (a source's and ToExamples'):
 each is then written and counted in the stage that makes it, not after a Flatten.
 
@@ -83,9 +86,10 @@ def refuse_unsupported(name: str, prefix: str = "") -> None:
 
 
 def _commit(_impulse: Any, *, spec: CommitSpec, shards: dict, dead: list, counts: list,
-            started: str, statistics: list = ()) -> dict:
+            started: str, statistics: list = (), duplicates: list = ()) -> dict:
     # the lease is renewed while it runs; the commit releases it
-    return run_held(spec.job_lease, commit_version, spec, shards, dead, counts, statistics)
+    return run_held(spec.job_lease, commit_version, spec, shards, dead, counts, statistics,
+                    duplicates)
 
 
 def _initialize(_impulse: Any, spec: CommitSpec) -> str:
@@ -159,13 +163,13 @@ class WriteDataset(beam.PTransform):
             shards = examples | "WriteShards" >> WriteTFRecordShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.compression, self._shard_size, self._index, lease=lease,
-                after=started,
+                after=started, duplicates=self._spec.duplicates is not None,
             )  # {split: [ShardInfo]}
         else:
             shards = examples | "WriteShuffledShards" >> WriteShuffledShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.shuffle_seed, self._spec.compression, self._shard_size, self._index,
-                lease=lease, after=started,
+                lease=lease, after=started, duplicates=self._spec.duplicates is not None,
             )
         rejected = _sources(parts.get("rejected")) or (
             pipeline | "NoRejects" >> beam.Create([]),)
@@ -188,6 +192,8 @@ class WriteDataset(beam.PTransform):
         side = {}
         if self._spec.statistics is not None and parts.get("statistics") is not None:
             side["statistics"] = beam.pvalue.AsList(parts["statistics"])  # (split, bytes)
+        if self._spec.duplicates is not None:  # BucketResult per bucket
+            side["duplicates"] = beam.pvalue.AsList(shards.duplicates)
         # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
         # and CombinePerKey cost ~10 transforms each to construct and translate.
         return (

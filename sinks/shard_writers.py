@@ -6,8 +6,9 @@ The plain writer (``sinks/tfrecord_sink.py``) stages size-rolled parts; the shuf
 SerializedBatch)``, name each staged file after its bundle attempt (a retried bundle never
 collides with the one it replaces), keep the job's lease alive while a bundle writes, leave
 running totals for a progress line, emit their staged files' descriptors when the bundle ends,
-and hand them to :func:`commit_shards`. Each subclass says how records are staged, planned and
-finalized; nothing else differs.
+and hand them to :func:`commit_shards`. With ``duplicates`` on they also fingerprint every
+record they write and hand the fingerprints on (sinks/duplicates.py). Each subclass says how
+records are staged, planned and finalized; nothing else differs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from apache_beam.metrics import Metrics
 from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.runtime.spread import Spread, runs_in_one_process
+from beam_tfrecords.sinks.duplicates import CountDuplicates, FingerprintTally, is_share
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.layout import resolve_in_version
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
@@ -99,6 +101,10 @@ def _plan_finalize_group(_impulse: bytes, parts: list, plan: Callable[[list], It
     return group_shards(shards, splits)
 
 
+def _not_share(element: Any) -> bool:
+    return not is_share(element)
+
+
 def _plan_each(_impulse: bytes, parts: list, plan: Callable[[list], Iterable]) -> Iterable:
     return plan(parts)
 
@@ -159,11 +165,14 @@ class ShardWriterFn(beam.DoFn):
         progress_dir: where to leave this writer's running totals for a launcher's progress
             line (``sinks/progress_files.py``); None: none.
         lease: the job's lease on the output, kept alive while the bundle writes; None: none.
+        duplicates: fingerprint every record written (:meth:`_note`) and emit the
+            fingerprints beside the staged files (``sinks.duplicates.FingerprintShare``).
     """
 
     def __init__(self, staging: str, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
+                 lease: JobLease | None = None, duplicates: bool = False) -> None:
         self._lease = lease
+        self._duplicates = duplicates
         self._staging = staging
         self._progress_dir = progress_dir
         self._progress: ProgressFile | None = None  # made per instance, in the worker
@@ -177,6 +186,7 @@ class ShardWriterFn(beam.DoFn):
         self._done: list[tuple[str, Any]] = []
         self._attempt = uuid.uuid4().hex  # unique per bundle attempt: retries never collide
         self._count = 0
+        self._tally = FingerprintTally() if self._duplicates else None
         self._start_bundle()
 
     def _start_bundle(self) -> None:
@@ -188,22 +198,37 @@ class ShardWriterFn(beam.DoFn):
         return resolve_in_version(self._staging, f"{self._attempt}-{self._count:05d}{suffix}",
                                   within=within, split=split)
 
-    def process(self, element: tuple[str, Any], after: Any = None) -> None:
+    def process(self, element: tuple[str, Any], after: Any = None) -> list[Any] | None:
         # ``after``: WriteShards' ``after`` side input, only waited for.
         split, records = element  # (split, bytes | SerializedBatch)
         if isinstance(records, (bytes, bytearray, memoryview)):
             records = SerializedBatch.from_records([bytes(records)])
         if not len(records):
-            return
+            return  # (a bare return: Beam warns of "return None" in a process method)
         self._write(split, records)
         self._records.inc(len(records))
         self._total_records += len(records)
         self._after_write()
         if self._progress_dir:
             self._report_progress()
+        if self._tally is not None and self._tally.full:  # handed on before the bundle ends
+            return list(self._tally.drain())
 
     def _write(self, split: str, records: SerializedBatch) -> None:
+        """Stage the records; call :meth:`_note` with their plain CRC-32Cs when
+        :attr:`_counts_duplicates` (the subclass computes them for framing anyway)."""
         raise NotImplementedError
+
+    @property
+    def _counts_duplicates(self) -> bool:
+        return self._tally is not None
+
+    def _note(self, split: str, records: SerializedBatch, crcs: Any,
+              slices: list | None = None) -> None:
+        """Fingerprint records written to ``split`` (their plain CRC-32Cs ``crcs``; ``slices``:
+        the records as ``tfrecord_format.record_slices`` gave them, when taken)."""
+        if self._tally is not None:
+            self._tally.note(split, records, crcs, slices)
 
     def _after_write(self) -> None:
         """What the subclass does once a batch is counted (a spill when its buffers are full).
@@ -228,6 +253,8 @@ class ShardWriterFn(beam.DoFn):
             self._report_progress(force=True)
         yield from finish_bundle_outputs(self._done)
         self._done = []
+        if self._tally is not None:
+            yield from finish_bundle_outputs(self._tally.drain())
         if self._lease is not None:
             self._lease.end(self)
 
@@ -258,8 +285,12 @@ class WriteShards(beam.PTransform):
         after: a PCollection of one element that must exist before anything is written (the
             claim of the version folder); a side input of the write step, so no step of its
             own. None: none.
+        duplicates: also count duplicate records per split and records in several splits
+            (sinks/duplicates.py).
 
-    Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``.
+    Returns a PCollection with one element, ``{split: [ShardInfo, ...]}``; with
+    ``duplicates``, its attribute ``duplicates`` is the PCollection of the buckets' results
+    (``sinks.format.duplicates.BucketResult``), which the commit adds up.
     """
 
     WRITE_STEP = ""
@@ -267,7 +298,8 @@ class WriteShards(beam.PTransform):
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  compression: str = tff.NONE, size: ShardSize = ShardSize(),
                  index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None, after: Any = None) -> None:
+                 lease: JobLease | None = None, after: Any = None,
+                 duplicates: bool = False) -> None:
         super().__init__()
         compression = tff.normalize_compression(compression)
         if index and compression != tff.NONE:
@@ -283,6 +315,7 @@ class WriteShards(beam.PTransform):
         self._progress_dir = progress_dir
         self._lease = lease
         self._after = after
+        self._duplicates = duplicates
 
     def _writer(self, progress_dir: str | None) -> ShardWriterFn:
         raise NotImplementedError
@@ -302,10 +335,15 @@ class WriteShards(beam.PTransform):
         if progress_dir is None and records.pipeline.options is not None:
             progress_dir = records.pipeline.options.view_as(ProgressOptions).tfrecords_progress_dir
         after = () if self._after is None else (beam.pvalue.AsSingleton(self._after),)
-        parts = records | self.WRITE_STEP >> beam.ParDo(self._writer(progress_dir), *after)
-        # (split, staged file)
+        written = records | self.WRITE_STEP >> beam.ParDo(self._writer(progress_dir), *after)
+        parts = written  # (split, staged file)
+        if self._duplicates:  # and FingerprintShares
+            parts = written | "StagedFiles" >> beam.Filter(_not_share)
         plan = functools.partial(self._planner(), splits=self._splits,
                                  version_dir=self._version_dir, name=self._name,
                                  compression=self._compression, size=self._size)
-        return commit_shards(parts, plan, self._finalize(), self._splits,
-                             self._lease, self._finalize_all())  # {split: [ShardInfo]}
+        shards = commit_shards(parts, plan, self._finalize(), self._splits,
+                               self._lease, self._finalize_all())  # {split: [ShardInfo]}
+        if self._duplicates:
+            shards.duplicates = written | "CountDuplicates" >> CountDuplicates()
+        return shards

@@ -173,8 +173,8 @@ class _WriteRuns(ShardWriterFn):
     """(split, bytes | SerializedBatch) -> (split, RunPart): sorted runs in staging."""
 
     def __init__(self, staging: str, seed: int, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
-        super().__init__(staging, progress_dir, lease)
+                 lease: JobLease | None = None, duplicates: bool = False) -> None:
+        super().__init__(staging, progress_dir, lease, duplicates)
         self._seed = seed
         self._spilled_bytes = 0
         self._runs = Metrics.counter("tfrecord_sink", "shuffle_runs_written")
@@ -185,13 +185,17 @@ class _WriteRuns(ShardWriterFn):
         self._writing: list = []  # run files still being written
 
     def _write(self, split: str, records: SerializedBatch) -> None:
+        slices = None
         if records.pieces is not None:  # large records: never joined (an image, 2 GB of them)
             crcs = tff.record_piece_crcs(records.pieces)
             keys = sp.record_keys(None, records.offsets, crcs, self._seed,
                                   sp.sampled_bytes_of_pieces(records.pieces, records.offsets))
         else:
-            crcs = tff.record_crcs(records.payload, records.offsets)
+            slices = (tff.record_slices(records.payload, records.offsets)
+                      if self._counts_duplicates else None)
+            crcs = tff.record_crcs(records.payload, records.offsets, slices)
             keys = sp.record_keys(records.payload, records.offsets, crcs, self._seed)
+        self._note(split, records, crcs, slices)
         self._buffers.setdefault(split, _SplitBuffer()).add(records, crcs, keys)
 
     def _after_write(self) -> None:
@@ -421,6 +425,7 @@ class WriteShuffledShards(WriteShards):
         progress_dir: where progress files go, or None.
         lease: the job's lease, kept alive while bundles write.
         after: a PCollection of one element the writing waits for, or None.
+        duplicates: also count duplicate records and records in several splits.
 
     Raises:
         ValueError: the seed is not an integer.
@@ -431,15 +436,17 @@ class WriteShuffledShards(WriteShards):
     def __init__(self, version_dir: str, staging_dir: str, name: str, splits: tuple[str, ...],
                  seed: int, compression: str = tff.NONE, size: ShardSize = ShardSize(),
                  index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None, after: Any = None) -> None:
+                 lease: JobLease | None = None, after: Any = None,
+                 duplicates: bool = False) -> None:
         super().__init__(version_dir, staging_dir, name, splits, compression, size, index,
-                         progress_dir, lease, after)
+                         progress_dir, lease, after, duplicates)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"a shuffle seed is an integer, not {seed!r}")
         self._seed = seed
 
     def _writer(self, progress_dir: str | None) -> _WriteRuns:
-        return _WriteRuns(self._staging, self._seed, progress_dir, self._lease)
+        return _WriteRuns(self._staging, self._seed, progress_dir, self._lease,
+                          self._duplicates)
 
     def _planner(self) -> Callable[..., Iterable]:
         return _plan

@@ -99,8 +99,8 @@ class _WriteParts(ShardWriterFn):
 
     def __init__(self, staging: str, compression: str, size: ShardSize,
                  index: bool = False, progress_dir: str | None = None,
-                 lease: JobLease | None = None) -> None:
-        super().__init__(staging, progress_dir, lease)
+                 lease: JobLease | None = None, duplicates: bool = False) -> None:
+        super().__init__(staging, progress_dir, lease, duplicates)
         self._closed_bytes = 0
         self._index = index
         self._compression = compression
@@ -131,17 +131,26 @@ class _WriteParts(ShardWriterFn):
 
     def _write(self, split: str, records: SerializedBatch) -> None:
         bounds = records.offsets + tff.FRAME_OVERHEAD * np.arange(len(records) + 1)
+        crcs = None
+        if self._counts_duplicates:  # computed once: framing takes them as they are
+            if records.pieces is not None:
+                crcs = tff.record_piece_crcs(records.pieces)
+                self._note(split, records, crcs)
+            else:
+                slices = tff.record_slices(records.payload, records.offsets)
+                crcs = tff.record_crcs(records.payload, records.offsets, slices)
+                self._note(split, records, crcs, slices)
         if records.pieces is not None:  # large records still in the encoder's pieces
             sizes = np.diff(records.offsets).tolist()
-            buffers, starts = tff.frame_record_pieces(records.pieces, sizes)
+            buffers, starts = tff.frame_record_pieces(records.pieces, sizes, crcs)
             self._write_framed(split, bounds, lambda w, i, j: w.write_pieces(
                 buffers[starts[i]:starts[j]], j - i, sizes[i:j]))
         elif records.nbytes >= _PIECEWISE_RECORD_BYTES * len(records):
-            pieces = tff.frame_pieces(records.payload, records.offsets)
+            pieces = tff.frame_pieces(records.payload, records.offsets, crcs)
             self._write_framed(split, bounds, lambda w, i, j: w.write_pieces(
                 pieces[3 * i:3 * j], j - i))
         else:
-            framed = memoryview(tff.frame_batch(records.payload, records.offsets))
+            framed = memoryview(tff.frame_batch(records.payload, records.offsets, crcs))
             self._write_framed(split, bounds, lambda w, i, j: w.write_framed(
                 framed[bounds[i]:bounds[j]], j - i,
                 sizes=(np.diff(bounds[i:j + 1]) - tff.FRAME_OVERHEAD).tolist() if self._index
@@ -291,7 +300,7 @@ class WriteTFRecordShards(WriteShards):
 
     def _writer(self, progress_dir: str | None) -> _WriteParts:
         return _WriteParts(self._staging, self._compression, self._size, self._index,
-                           progress_dir, self._lease)
+                           progress_dir, self._lease, self._duplicates)
 
     def _planner(self) -> Callable[..., Iterable]:
         return _plan

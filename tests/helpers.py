@@ -20,7 +20,8 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.manifest import crc32c_b64
 from beam_tfrecords.transforms.codec import wire
 
-__all__ = ["HOSTILE", "Preforked", "add_build", "checked_records", "demo_csv_parts", "free_port",
+__all__ = ["HOSTILE", "Preforked", "add_build", "checked_records", "demo_csv_parts",
+           "duplicate_counts", "free_port",
            "job_service_and_pool", "misguessed_csv", "read_examples", "read_records",
            "report_sample", "shard_paths", "split_statistics", "wait_for_port"]
 
@@ -40,6 +41,24 @@ def read_records(path: Path, compression: str = "auto") -> list[bytes]:
     """Every record of one TFRecord file, local or ``gs://``, CRCs checked as it is read."""
     with storage.open_read(str(path)) as handle:
         return list(tff.iter_records(handle, compression, path=str(path)))
+
+
+def duplicate_counts(by_split: Mapping[str, Any]) -> dict[str, Any]:
+    """What the manifest's ``duplicates`` must say of these records, split by split, from
+    ``collections.Counter`` s over the records themselves: per split records, distinct,
+    duplicates and leaked (its records also in another split, every copy), and the distinct
+    records in more than one split."""
+    import collections
+
+    counters = {s: collections.Counter(records) for s, records in by_split.items()}
+    holders = collections.Counter(r for c in counters.values() for r in c)
+    return {
+        "splits": {s: {"records": sum(c.values()), "distinct": len(c),
+                       "duplicates": sum(c.values()) - len(c),
+                       "leaked": sum(n for r, n in c.items() if holders[r] > 1)}
+                   for s, c in sorted(counters.items())},
+        "in_several_splits": sum(n > 1 for n in holders.values()),
+    }
 
 
 def read_examples(path: Path, compression: str = "auto") -> list[dict]:

@@ -70,13 +70,21 @@ def counts_for_gate(manifest: Mapping[str, Any]) -> dict[str, Any]:
         manifest: a version's manifest.
 
     Returns:
-        ``read``, ``rejected``, ``unread_bytes`` and ``input_bytes``.
+        ``read``, ``rejected``, ``unread_bytes`` and ``input_bytes``; with the duplicate
+        count, ``written``, ``duplicates`` and ``leaked`` summed over the splits.
     """
     counts = manifest.get("counts", {})
     unread = counts.get("unread", {})
-    return {"read": counts.get("read", 0), "rejected": counts.get("rejected", 0),
-            "unread_bytes": unread.get("bytes", 0) if isinstance(unread, dict) else 0,
-            "input_bytes": (manifest.get("inputs") or {}).get("bytes", 0) or 0}
+    found = {"read": counts.get("read", 0), "rejected": counts.get("rejected", 0),
+             "unread_bytes": unread.get("bytes", 0) if isinstance(unread, dict) else 0,
+             "input_bytes": (manifest.get("inputs") or {}).get("bytes", 0) or 0}
+    duplicates = manifest.get("duplicates")
+    if isinstance(duplicates, dict):
+        splits = (duplicates.get("splits") or {}).values()
+        found.update({key: sum(int(s.get(key, 0)) for s in splits)
+                      for key in ("duplicates", "leaked")})
+        found["written"] = sum(int(s.get("records", 0)) for s in splits)
+    return found
 
 
 def _datasets(files: Mapping[str, bytes]) -> dict[str, dict]:

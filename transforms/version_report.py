@@ -25,19 +25,23 @@ from beam_tfrecords.sinks.dead_letters import reason_key
 from beam_tfrecords.sinks.format import layout as lay
 from beam_tfrecords.sinks.format.report_html import (
     EXAMPLES_SHOWN,
+    PREVIEW_CHARS,
     Anomaly,
     Reason,
     VersionFacts,
     facts_from_manifest,
     render_report,
 )
+from beam_tfrecords.transforms.codec.coercion import preview
+from beam_tfrecords.transforms.codec.wire import ExampleDecodeError, decode_example
 from beam_tfrecords.transforms.stats.statistics_wire import (
     StatisticsDecodeError,
     decode_statistics_list,
 )
 
 __all__ = ["ReportError", "VersionReport", "anomalies_from_document", "decode_split_files",
-           "read_anomalies", "read_dead_letters", "read_statistics", "version_facts"]
+           "read_anomalies", "read_dead_letters", "read_statistics", "record_preview",
+           "version_facts"]
 
 
 class ReportError(UserError, ValueError):
@@ -67,6 +71,30 @@ def decode_split_files(files: Mapping[str, bytes], where: str = "") -> dict[str,
                               f"{err}") from None
         found[split] = datasets[0] if datasets else {"name": split, "features": []}
     return found
+
+
+def record_preview(record: bytes, limit: int = PREVIEW_CHARS) -> str:
+    """A short text of a record the duplicate count sampled: its Example's features and
+    values when it decodes as one (text shown as text), else its bytes; what the manifest's
+    duplicate examples and the report show (escaped there).
+
+    Args:
+        record: the record's bytes (its first bytes, for a large one).
+        limit: the most characters returned.
+
+    Returns:
+        The preview.
+    """
+    try:
+        features = decode_example(bytes(record))
+    except (ExampleDecodeError, ValueError, IndexError):
+        return preview(bytes(record), limit)
+    shown = {}
+    for name, (_, values) in sorted(features.items()):
+        values = [v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v
+                  for v in values]
+        shown[name] = values[0] if len(values) == 1 else values
+    return preview(shown, limit)
 
 
 def read_statistics(version_dir: str, splits: list[str],

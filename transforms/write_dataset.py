@@ -45,7 +45,7 @@ from beam_tfrecords.transforms.to_examples import (
     as_split_spec,
     is_read_result,
 )
-from beam_tfrecords.transforms.version_report import VersionReport
+from beam_tfrecords.transforms.version_report import VersionReport, record_preview
 
 __all__ = ["DatasetError", "DriftGateError", "ShardSizeLike", "WriteTFRecordDataset"]
 
@@ -391,6 +391,7 @@ class WriteTFRecordDataset(beam.PTransform):
             statistics=None if kinds is None else empty_statistics(kinds, names),
             gate=None if kinds is None or self.validate is None else DriftGate(self.validate),
             report=VersionReport(), about={},
+            duplicates=None if kinds is None else record_preview,
         )
         manifest = parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
         if spec.gate is not None:  # after the commit, in a stage of its own: a retry of it

@@ -114,6 +114,8 @@ class VersionFacts:
     ``statistics_wire.decode_statistics_list`` gives it; None when the version has none.
     ``shards`` maps a split to its shards' sizes in bytes; ``band`` is the configured shard
     size band ``(min, target, max)`` in bytes, None when the manifest does not say.
+    ``duplicates`` is the manifest's ``duplicates`` (sinks/format/duplicates.py ``summarize``),
+    None when the version was built without the count.
     """
 
     name: str
@@ -127,6 +129,7 @@ class VersionFacts:
     statistics: Mapping[str, Mapping[str, Any]] | None = None
     rejected: Sequence[Reason] = ()
     unread: Sequence[Reason] = ()
+    duplicates: Mapping[str, Any] | None = None
 
 
 def facts_from_manifest(manifest: Mapping[str, Any],
@@ -158,7 +161,9 @@ def facts_from_manifest(manifest: Mapping[str, Any],
         records={split: int(info.get("records", 0)) for split, info in splits.items()},
         shards={split: tuple(int(s.get("bytes", 0)) for s in info.get("shards", ()))
                 for split, info in splits.items()},
-        band=band, statistics=statistics, rejected=tuple(rejected), unread=tuple(unread))
+        band=band, statistics=statistics, rejected=tuple(rejected), unread=tuple(unread),
+        duplicates=manifest.get("duplicates") if isinstance(manifest.get("duplicates"), dict)
+        else None)
 
 
 # -- reading the statistics ------------------------------------------------------------------
@@ -304,7 +309,7 @@ margin:18px 0}
 table{border-collapse:collapse;margin:6px 0}
 th,td{padding:3px 10px 3px 0;text-align:left;vertical-align:top;border-bottom:1px solid var(--line)}
 th{font-weight:600;color:var(--muted);font-size:12px}
-td.r,th.r{text-align:right}
+td.r,th.r{text-align:right}td.bad{color:var(--bad);font-weight:600}
 code{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:var(--panel);
 padding:1px 4px;border-radius:4px;word-break:break-all;white-space:pre-wrap}
 .anomalies li{margin:4px 0}
@@ -355,7 +360,8 @@ def render_report(current: VersionFacts, previous: VersionFacts | None = None,
     ids = _feature_ids(current, previous)
     title = f"{current.name} {current.version}"
     body = [_header(current, previous), _cards(current, previous, anomalies),
-            _anomalies(anomalies, ids), _splits(current, previous), _shard_sizes(current),
+            _anomalies(anomalies, ids), _splits(current, previous), _duplicates(current),
+            _shard_sizes(current),
             _reasons("Rejected records", current.rejected, current.counts.get("rejected", 0),
                      "No record was rejected."),
             _reasons("Unread input", current.unread, _unread_regions(current),
@@ -498,6 +504,42 @@ def _splits(current: VersionFacts, previous: VersionFacts | None) -> str:
     header = "".join(f"<th class=\"r\">{h}</th>" if i else f"<th>{h}</th>"
                      for i, h in enumerate(head))
     return f"<h2>Splits</h2><table><tr>{header}</tr>{''.join(rows)}</table>"
+
+
+def _duplicates(current: VersionFacts) -> str:
+    """Duplicate records per split, records in several splits, and a few examples."""
+    found = current.duplicates
+    if found is None:
+        return ""
+    splits = found.get("splits") or {}
+    rows = "".join(
+        f"<tr><td>{esc(split)}</td><td class=\"r\">{fmt_num(c.get('records', 0))}</td>"
+        f"<td class=\"r\">{fmt_num(c.get('distinct', 0))}</td>"
+        f"<td class=\"r{' bad' if c.get('duplicates') else ''}\">"
+        f"{fmt_num(c.get('duplicates', 0))}</td>"
+        f"<td class=\"r{' bad' if c.get('leaked') else ''}\">{fmt_num(c.get('leaked', 0))}"
+        "</td></tr>" for split, c in splits.items())
+    several = int(found.get("in_several_splits", 0))
+    items = []
+    for example in found.get("examples") or ():
+        copies = ", ".join(f"{esc(s)} ×{fmt_num(n)}"
+                           for s, n in (example.get("copies") or {}).items())
+        shown = (f" <code>{esc(example['preview'], PREVIEW_CHARS)}</code>"
+                 if example.get("preview") not in (None, "") else
+                 " (its bytes were not sampled: one distinct record in 4,096 is)")
+        size = (f", {format_bytes(int(example['bytes']))}" if isinstance(example.get("bytes"), int)
+                else "")
+        items.append(f"<li>fingerprint <code>{esc(example.get('fingerprint', ''), 16)}</code>"
+                     f": {copies}{size}{shown}</li>")
+    examples = (f"<p class=\"note\">Examples, smallest fingerprints first:</p><ul>"
+                f"{''.join(items)}</ul>") if items else ""
+    return ("<h2>Duplicates and leaks</h2><table><tr><th>split</th><th class=\"r\">records"
+            "</th><th class=\"r\">distinct</th><th class=\"r\">duplicates</th>"
+            f"<th class=\"r\">also in another split</th></tr>{rows}</table>"
+            f"<p class=\"note\">{_count(several, 'distinct record')} in more than one split. "
+            "Records are compared by a 64-bit fingerprint of their bytes (two CRCs of different "
+            "polynomials and the length): about N²/2⁶⁵ false matches are expected among N "
+            f"distinct records.</p>{examples}")
 
 
 def _shard_sizes(current: VersionFacts) -> str:

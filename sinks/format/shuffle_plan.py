@@ -31,7 +31,7 @@ import pyarrow as pa
 from beam_tfrecords.sinks.format.shard_plan import ShardSize
 
 __all__ = ["CELLS", "KEY_SPACE", "MAX_SEED", "RUN_BYTES", "RunCells", "choose_shard_count",
-           "gather_framed", "plan_ranges", "record_keys", "record_order", "run_cells",
+           "fmix64", "gather_framed", "plan_ranges", "record_keys", "record_order", "run_cells",
            "RunIndex", "sampled_bytes_of_pieces", "seed_words", "windows"]
 
 CELL_BITS = 12
@@ -64,8 +64,16 @@ def seed_words(seed: int) -> tuple[int, int]:
     return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little")
 
 
-def _fmix(x: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finalizer: every input bit flips each output bit with p ~ 1/2."""
+def fmix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finalizer, a bijection of uint64: every input bit flips each
+    output bit with p ~ 1/2.
+
+    Args:
+        x: uint64 words.
+
+    Returns:
+        Their mixes (uint64).
+    """
     x = x ^ (x >> np.uint64(33))
     x = x * _M1
     x = x ^ (x >> np.uint64(33))
@@ -157,10 +165,10 @@ def record_keys(payload: bytes | bytearray | memoryview | None, offsets: np.ndar
     lengths = np.diff(np.asarray(offsets, np.int64)).astype(np.uint64)
     first, second = _sampled_bytes(payload, offsets) if sampled is None else sampled
     with np.errstate(over="ignore"):
-        x = _fmix(np.asarray(crcs, np.uint64) ^ a)
-        x = _fmix(x ^ (lengths * _GOLDEN + b))
-        x = _fmix(x ^ first)
-        return _fmix(x ^ second)
+        x = fmix64(np.asarray(crcs, np.uint64) ^ a)
+        x = fmix64(x ^ (lengths * _GOLDEN + b))
+        x = fmix64(x ^ first)
+        return fmix64(x ^ second)
 
 
 def cells_of(keys: np.ndarray) -> np.ndarray:

@@ -19,7 +19,12 @@ import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
-from beam_tfrecords_tests_helpers import add_build, checked_records, demo_csv_parts
+from beam_tfrecords_tests_helpers import (
+    add_build,
+    checked_records,
+    demo_csv_parts,
+    duplicate_counts,
+)
 
 from beam_tfrecords.pipelines.config import parse_config
 from beam_tfrecords.sinks.format import tfrecord_format as tff
@@ -107,12 +112,15 @@ def test_band_rule_and_manifest(builds, runner, compression):
 
 
 def test_runners_write_the_same_records(builds):
+    """... and count the same duplicates and leaks, those of Counters over the records."""
     reference = None
     for (runner, compression), (folder, manifest, _) in sorted(builds.items()):
         records = shard_records(folder, manifest)
         if reference is None:
             reference = records
         assert records == reference, (runner, compression)
+        want = duplicate_counts({s: list(c.elements()) for s, c in records.items()})
+        assert {k: manifest["duplicates"][k] for k in want} == want, (runner, compression)
 
 
 def test_tensorflow_reads_every_shard(builds, read_with_tf):

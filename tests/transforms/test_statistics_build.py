@@ -21,7 +21,7 @@ import shutil
 from fractions import Fraction
 
 import pytest
-from beam_tfrecords_tests_helpers import read_records, shard_paths
+from beam_tfrecords_tests_helpers import duplicate_counts, read_records, shard_paths
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.config import load_config
@@ -216,9 +216,23 @@ def test_statistics_can_be_turned_off(tmp_path):
     config.write_text(text.replace("output:\n", "output:\n  statistics: false\n", 1))
     version = _build(config, tmp_path / "out")
     assert "statistics" not in _manifest(version)
+    assert "duplicates" not in _manifest(version)  # counted with the statistics only
     assert not (version / "statistics").exists()
     assert _manifest(version)["config"]["output"]["statistics"] is False
     assert all(c.ok for c in verify_path(str(version)))
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_duplicates_and_leaks_are_those_of_a_counter_over_the_committed_records(
+        name, versions):
+    """The manifest's ``duplicates`` of every sample build (data nobody here planted
+    anything in) against Counters over the records read back from its shards."""
+    version = versions[name]
+    manifest = _manifest(version)
+    want = duplicate_counts({split: [record for path in shard_paths(version, manifest, split)
+                                     for record in read_records(path)]
+                             for split in manifest["splits"]})
+    assert {k: manifest["duplicates"][k] for k in want} == want
 
 
 @pytest.mark.slow

@@ -20,7 +20,11 @@ split, and reports each difference past its threshold as an :class:`Anomaly`:
   equal-width histograms spread over one common grid of :data:`GRID` buckets, each bucket's
   count uniformly across its range, NaN a bucket of its own;
 * ``rejects`` / ``unread``: the rejected share of records read, or the unread share of the
-  input bytes, grew by more than ``max_reject_increase`` / ``max_unread_increase``.
+  input bytes, grew by more than ``max_reject_increase`` / ``max_unread_increase``;
+* ``duplicates`` / ``leaks``: the share of records written that are duplicates within their
+  split, or that are also in another split (the manifest's ``duplicates``), grew by more
+  than ``max_duplicate_increase`` / ``max_leak_increase`` (only where both versions
+  counted them).
 
 The defaults let a rebuild on a fresh sample of the same distribution pass (thousands of
 records: sampling noise moves shares by about a percent and JSD by thousandths) and catch a
@@ -58,6 +62,10 @@ class Thresholds:
         vanished from) this version.
       max_reject_increase: the rejected share of records read may grow by this much.
       max_unread_increase: the unread share of the input bytes may grow by this much.
+      max_duplicate_increase: the share of records written that duplicate another of their
+        split may grow by this much.
+      max_leak_increase: the share of records written that are also in another split may
+        grow by this much.
       schema_changes: whether features added, removed or retyped pass.
       ignore: features left out of the per-feature checks.
     """
@@ -69,6 +77,11 @@ class Thresholds:
     max_new_values: float = 0.01
     max_reject_increase: float = 0.01
     max_unread_increase: float = 0.01
+    # Looser than the rejects': records of few distinct values repeat more as a source grows
+    # (from 5,000 to 6,000 rows of 10,000 possible records the duplicate share rises from
+    # 21% to 25%), which a rebuild must pass.
+    max_duplicate_increase: float = 0.05
+    max_leak_increase: float = 0.05
     schema_changes: bool = False
     ignore: tuple[str, ...] = ()
 
@@ -277,6 +290,15 @@ def compare(previous: Mapping[str, Mapping[str, Any]], current: Mapping[str, Map
                 found.append(Anomaly(kind, "", "", b - a, limit,
                                      f"{key.replace('_', ' ')}: {a:.2%} -> {b:.2%} of "
                                      f"{total.replace('_', ' ')}"))
+        for kind, key, limit in (("duplicates", "duplicates", t.max_duplicate_increase),
+                                 ("leaks", "leaked", t.max_leak_increase)):
+            if key not in previous_counts or key not in current_counts:
+                continue  # a version built without the count
+            a = _share_of(previous_counts, key, "written")
+            b = _share_of(current_counts, key, "written")
+            if b - a > limit:
+                found.append(Anomaly(kind, "", "", b - a, limit,
+                                     f"{key} records: {a:.2%} -> {b:.2%} of those written"))
     return sorted(found, key=lambda a: (-a.severity, a.split, a.feature, a.kind))
 
 

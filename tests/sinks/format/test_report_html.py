@@ -211,3 +211,23 @@ def test_a_histogram_of_one_value_draws_at_any_magnitude(value):
 
     page = histogram_svg([(value, value, 7.0)], label="when")
     assert page.count('class="bar"') == 1 and "nan" not in page and "inf" not in page
+
+
+def test_duplicates_and_their_examples_show_as_text():
+    """The duplicates section: counts per split and examples whose previews and split names
+    come from data, escaped; a version without the count has no section."""
+    current, _, _ = report_sample(hostile=False)
+    assert "Duplicates and leaks" not in render_report(current)
+    facts = dataclasses.replace(current, duplicates={
+        "splits": {HOSTILE[1]: {"records": 10, "distinct": 8, "duplicates": 2, "leaked": 3}},
+        "in_several_splits": 3,
+        "examples": [{"fingerprint": "0000a1b2c3d4e5f6", "copies": {HOSTILE[1]: 2},
+                      "bytes": 40, "preview": HOSTILE[0]},
+                     {"fingerprint": "0001000000000000", "copies": {"train": 3}}]})
+    page = render_report(facts)
+    parsed = _Page(page)
+    assert {tag for tag, _ in parsed.tags} & {"script", "img"} == set()
+    text = "".join(parsed.text)
+    assert HOSTILE[0] in text and HOSTILE[1] in text
+    assert "3 distinct records in more than one split" in text
+    assert "0001000000000000: train ×3 (its bytes were not sampled" in text

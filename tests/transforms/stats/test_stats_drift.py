@@ -15,6 +15,7 @@ import random
 import pyarrow as pa
 import pytest
 
+from beam_tfrecords.transforms.drift_gate import counts_for_gate
 from beam_tfrecords.transforms.stats import drift
 from beam_tfrecords.transforms.stats.dataset_stats import DatasetAccumulator
 from beam_tfrecords.transforms.stats.statistics_wire import (
@@ -121,6 +122,23 @@ def test_more_rejects_or_unread_input_are_anomalies():
     found = drift.compare(BASE, BASE, previous_counts=before, current_counts=after)
     assert kinds_of(found) == {("rejects", ""), ("unread", "")}
     assert found[0].kind == "unread"  # 20 points over a 1-point threshold: the worst
+
+
+def test_more_duplicates_or_leaks_are_anomalies_and_a_version_without_the_count_is_not():
+    """The manifests' ``duplicates`` as the gate reads them (drift_gate.counts_for_gate)."""
+    def manifest(duplicates: int, leaked: int) -> dict:
+        return {"counts": {"read": 1000, "rejected": 0}, "duplicates": {"splits": {
+            "train": {"records": 800, "duplicates": duplicates, "leaked": leaked},
+            "eval": {"records": 200, "duplicates": 0, "leaked": leaked}}}}
+
+    before, same = counts_for_gate(manifest(5, 2)), counts_for_gate(manifest(12, 4))
+    assert drift.compare(BASE, BASE, previous_counts=before, current_counts=same) == []
+    after = counts_for_gate(manifest(60, 30))
+    found = drift.compare(BASE, BASE, previous_counts=before, current_counts=after)
+    assert kinds_of(found) == {("duplicates", ""), ("leaks", "")}
+    assert "leaked records: 0.40% -> 6.00% of those written" in [a.message for a in found]
+    older = counts_for_gate({"counts": {"read": 1000, "rejected": 0}})
+    assert drift.compare(BASE, BASE, previous_counts=older, current_counts=after) == []
 
 
 def test_splits_added_or_gone():
