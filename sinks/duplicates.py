@@ -30,7 +30,12 @@ class FingerprintShare:
     """One bucket's share of a writer's fingerprints, ``(bucket, FingerprintCounts)``: a
     writer emits them on its main output beside its staged files (a tagged output of a step
     that retries lost its main output on Beam's BundleBasedDirectRunner), and
-    :func:`is_share` tells them apart."""
+    :func:`is_share` tells them apart.
+
+    Args:
+        bucket: the bucket, from the fingerprints' top bits.
+        counts: the writer's fingerprints in that bucket, with their copies per split.
+    """
 
     __slots__ = ("bucket", "counts")
 
