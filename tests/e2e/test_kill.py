@@ -255,6 +255,12 @@ def hang(name, until=None):
         if until and os.path.exists(f"{markers}/{until}"):
             raise RuntimeError(f"{until} hung; the build goes on to fail")
 
+if "finalize" in hangs:  # a shuffled build's first shard written, before its rename
+    from beam_tfrecords.runtime import storage
+    rename = storage.rename
+    storage.rename = lambda source, destination: (
+        hang("finalize") if ".tmp-" in source and "/train/" in destination
+        else rename(source, destination))
 if "summary" in hangs:  # after the build returned: committed, lease released
     from beam_tfrecords.pipelines import summary
     summary.format_summary = lambda *args: hang("summary", until="release")
@@ -434,11 +440,18 @@ def test_a_signal_stops_the_build_in_one_line_and_the_next_build_cleans_up(
     assert_next_build_cleans_up(long_config, out, version)
 
 
-def _staged(out: pathlib.Path, runs: bool) -> bool:
-    """Whether a shuffled build has staged bytes of its sorted runs (``runs``) or, after them,
-    of its finalized shards."""
-    return any(size > 0 and path.endswith(".run") == runs
+def _staged_runs(out: pathlib.Path) -> bool:
+    """Whether a shuffled build has staged bytes of its sorted runs."""
+    return any(size > 0 and path.endswith(".run")
                for path, size in written(out).items() if "/.staging/" in path)
+
+
+def _shuffled(config: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
+    shuffled = folder / "shuffled.yaml"
+    shuffled.write_text(config.read_text().replace(
+        "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
+    assert "shuffle: {seed: 7}" in shuffled.read_text()
+    return shuffled
 
 
 @pytest.mark.parametrize("phase,signum", [("runs", signal.SIGINT), ("finalize", signal.SIGINT),
@@ -446,13 +459,20 @@ def _staged(out: pathlib.Path, runs: bool) -> bool:
 def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(preforked, tmp_path,
                                                                      long_config, phase,
                                                                      signum):
-    shuffled = tmp_path / "shuffled.yaml"
-    shuffled.write_text(long_config.read_text().replace(
-        "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
-    assert "shuffle: {seed: 7}" in shuffled.read_text()
+    """In its runs: while the long input is still being read and spilled. In its finalize:
+    once every run is written, the first shard's bytes written under its temporary name in
+    the split's folder (outside staging), its rename held until the signal."""
     out = tmp_path / "out"
-    proc = start_build(preforked, tmp_path, shuffled, out)
-    wait_for(lambda: _staged(out, runs=phase == "runs"), proc, f"the staged bytes of its {phase}")
+    if phase == "runs":
+        shuffled = _shuffled(long_config, tmp_path)
+        proc = start_build(preforked, tmp_path, shuffled, out)
+        wait_for(lambda: _staged_runs(out), proc, "the staged bytes of its runs")
+    else:  # the small-band demo: every run written soon, then many shards to finalize
+        shuffled = _shuffled(small_band_config(tmp_path), tmp_path)
+        proc = start_build(preforked, tmp_path, shuffled, out, hangs="finalize")
+        wait_for((tmp_path / "markers" / "finalize").exists, proc, "its finalize")
+        assert [path for path, size in written(out).items()
+                if "/train/" in path and ".tmp-" in path and size > 0]  # a shard being written
     children = processes_under(proc.pid)  # the keyed splits' hashing child
     os.kill(proc.pid, signum)
     _, stderr = proc.communicate(timeout=60)
