@@ -1,7 +1,9 @@
 """Inputs that are not what a build can read, through the installed console script: a
 folder, a FIFO, a device, a socket, a symlink to a device, a Parquet or Avro file read as
 text -- each refused in one line before anything is opened or written -- and an input that is
-replaced after the launch listed it, which never commits short."""
+replaced after the launch listed it, which never commits short (the command's ``entry()`` in a
+process of its own, forked from a server that imported Beam once: what it shows is what the
+build reads, not how the program starts)."""
 
 from __future__ import annotations
 
@@ -24,9 +26,9 @@ DATA = ROOT / "configs" / "data"
 TIMEOUT = 180  # seconds: a FIFO that is opened hangs until this kills the test
 
 
-def command(*argv, cwd, env=None) -> subprocess.CompletedProcess:
+def command(*argv, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([str(SCRIPT), *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=TIMEOUT, env=env or dict(os.environ))
+                          timeout=TIMEOUT, env=dict(os.environ))
 
 
 def one_line(result: subprocess.CompletedProcess, prefix: str) -> str:
@@ -53,8 +55,8 @@ def folder(tmp_path):
     return tmp_path
 
 
-def build(folder, *argv, env=None):
-    return command("build", "--config", "c.yaml", *argv, cwd=folder, env=env)
+def build(folder, *argv):
+    return command("build", "--config", "c.yaml", *argv, cwd=folder)
 
 
 def test_an_input_folder_is_refused_with_the_glob_to_use(folder):
@@ -122,37 +124,38 @@ def test_init_on_special_files_and_binary_formats_is_one_line(folder):
 
 # -- an input replaced after the listing --------------------------------------------------------
 
-# Loaded by every Python process the command starts (PYTHONPATH): when the build's reader
-# opens SWAP_ON_OPEN, the file is first replaced by SWAP_ON_OPEN + ".new" -- after the
-# launch listed it, before it is read; a hook at the filesystem boundary, not a race.
-HOOK = '''
+# Run before the command's entry(): when the build's reader opens SWAP_ON_OPEN, the file is
+# first replaced by SWAP_ON_OPEN + ".new" -- after the launch listed it, before it is read; a
+# hook at the filesystem boundary, not a race.
+SWAPPING_BUILD = """
 import os
-target = os.environ.get("SWAP_ON_OPEN")
-if target:
-    from beam_tfrecords.runtime import storage
-    _open = storage.open_read
-    def open_read(path):
-        if os.path.abspath(path) == target and os.path.exists(target + ".new"):
-            os.replace(target + ".new", target)
-        return _open(path)
-    storage.open_read = open_read
-'''
+from beam_tfrecords.runtime import storage
+target = os.environ["SWAP_ON_OPEN"]
+_open = storage.open_read
+def open_read(path):
+    if os.path.abspath(path) == target and os.path.exists(target + ".new"):
+        os.replace(target + ".new", target)
+    return _open(path)
+storage.open_read = open_read
+from beam_tfrecords.pipelines.cli import entry
+entry()
+"""
 
 
-def _swapping_env(folder) -> dict:
-    hook = folder / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(HOOK)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
-    env["SWAP_ON_OPEN"] = str(folder / "in" / "b.csv")
-    return env
+def swapping_build(preforked, folder) -> subprocess.CompletedProcess:
+    """``beam-tfrecords build --config c.yaml`` in ``folder``, its ``in/b.csv`` replaced by
+    ``in/b.csv.new`` when the build opens it; answered as ``subprocess.run`` does."""
+    env = dict(os.environ, SWAP_ON_OPEN=str(folder / "in" / "b.csv"))
+    proc = preforked.start(SWAPPING_BUILD, ["build", "--config", "c.yaml"], cwd=folder, env=env)
+    returncode = proc.wait(timeout=TIMEOUT)
+    return subprocess.CompletedProcess(proc.pid, returncode, proc.stdout.read(),
+                                       proc.stderr.read())
 
 
-def test_an_input_replaced_after_the_listing_fails_the_build_naming_it(folder):
+def test_an_input_replaced_after_the_listing_fails_the_build_naming_it(folder, preforked):
     (folder / "in" / "b.csv").write_text(_rows(100, 200, "b"))
     (folder / "in" / "b.csv.new").write_text(_rows(100, 150, "c"))  # half as long
-    line = one_line(build(folder, env=_swapping_env(folder)),
+    line = one_line(swapping_build(preforked, folder),
                     "beam-tfrecords build: CommitError: 1 input file(s) changed while the "
                     "build read them")
     assert "in/b.csv was replaced by another file" in line
@@ -161,14 +164,14 @@ def test_an_input_replaced_after_the_listing_fails_the_build_naming_it(folder):
     assert not list((folder / "out").glob("*/manifest.json"))
 
 
-def test_where_unread_input_is_allowed_the_manifest_says_what_was_read(folder):
+def test_where_unread_input_is_allowed_the_manifest_says_what_was_read(folder, preforked):
     (folder / "in" / "b.csv").write_text(_rows(100, 200, "b"))
     (folder / "in" / "b.csv.new").write_text(_rows(100, 150, "c"))
     listed_b = (folder / "in" / "b.csv").stat().st_size
     listed = listed_b + (folder / "in" / "a.csv").stat().st_size
     config = (folder / "c.yaml").read_text() + "errors: {max_unread_fraction: 0.9}\n"
     (folder / "c.yaml").write_text(config)
-    done = build(folder, env=_swapping_env(folder))
+    done = swapping_build(preforked, folder)
     assert done.returncode == 0, done.stderr
     version = (folder / "out" / "LATEST").read_text().strip()
     manifest = json.loads((folder / "out" / version / "manifest.json").read_text())

@@ -130,14 +130,24 @@ def kill_during(operation: str, nth: int, subtree: str, out: pathlib.Path | str,
     assert proc.returncode == -signal.SIGKILL
 
 
-@pytest.fixture
-def small_shards_config(tmp_path) -> pathlib.Path:
-    """The demo with a small band, so the build has many parts and shards to finalize."""
-    config = tmp_path / "demo.yaml"
+def small_band_config(folder: pathlib.Path) -> pathlib.Path:
+    """The demo's first 3,000 rows with a small band: enough parts and shards to kill or
+    signal in the middle of (writing, finalize), few enough to keep each build short -- and
+    the single-threaded GCS emulator."""
+    rows = (ROOT / "configs" / "data" / "demo.csv").read_text().splitlines(keepends=True)
+    data = folder / "demo-3000.csv"
+    data.write_text("".join(rows[:3001]))
+    config = folder / "demo.yaml"
     config.write_text(DEMO.read_text().replace(
         "shard_size: {target: 150MB, min: 100MB, max: 200MB}",
-        "shard_size: {target: 20KB, min: 12KB, max: 40KB}"))
+        "shard_size: {target: 20KB, min: 12KB, max: 40KB}").replace(
+        "path: configs/data/demo.csv", f"path: {data}"))
     return config
+
+
+@pytest.fixture
+def small_shards_config(tmp_path) -> pathlib.Path:
+    return small_band_config(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -145,13 +155,9 @@ def _good_once(tmp_path_factory) -> tuple[pathlib.Path, dict]:
     """An output holding version "good" of the small-band demo, built once for the module,
     and its manifest."""
     folder = tmp_path_factory.mktemp("good")
-    config = folder / "demo.yaml"
-    config.write_text(DEMO.read_text().replace(
-        "shard_size: {target: 150MB, min: 100MB, max: 200MB}",
-        "shard_size: {target: 20KB, min: 12KB, max: 40KB}"))
     out = folder / "out"
-    return out, cli.run_build(["--config", str(config), "--output", str(out),
-                               "--version", "good"])
+    return out, cli.run_build(["--config", str(small_band_config(folder)), "--output",
+                               str(out), "--version", "good"])
 
 
 @pytest.mark.parametrize("operation,nth,subtree,shuffled", [
@@ -189,19 +195,6 @@ def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_c
     assert json.loads((out / "good" / "manifest.json").read_text()) == first
 
 
-@pytest.fixture
-def small_gcs_config(tmp_path, small_shards_config) -> pathlib.Path:
-    """The small-band demo over its first 3,000 rows: enough parts and shards to kill in the
-    middle of, few enough that the single-threaded emulator keeps the test short."""
-    rows = (ROOT / "configs" / "data" / "demo.csv").read_text().splitlines(keepends=True)
-    data = tmp_path / "demo-3000.csv"
-    data.write_text("".join(rows[:3001]))
-    config = tmp_path / "demo-gcs.yaml"
-    config.write_text(small_shards_config.read_text().replace(
-        "path: configs/data/demo.csv", f"path: {data}"))
-    return config
-
-
 def snapshot(emulator, prefix: str) -> dict[str, bytes]:
     """Every object below a gs:// prefix with its content."""
     found = {}
@@ -216,15 +209,15 @@ def snapshot(emulator, prefix: str) -> dict[str, bytes]:
     ("rename_many", 1, "/train/"),    # during finalize: some final shards already visible
 ])
 def test_kill_on_gcs_leaves_previous_version_and_latest_intact(gcs_emulator, tmp_path,
-                                                               small_gcs_config, operation,
+                                                               small_shards_config, operation,
                                                                nth, subtree):
     out = gcs_emulator.unique_prefix("kill")
-    first = cli.run_build(["--config", str(small_gcs_config), "--output", out,
+    first = cli.run_build(["--config", str(small_shards_config), "--output", out,
                            "--version", "good"])
     before = snapshot(gcs_emulator, f"{out}/good")
     assert before and first is not None
 
-    kill_during(operation, nth, subtree, out, small_gcs_config, tmp_path)
+    kill_during(operation, nth, subtree, out, small_shards_config, tmp_path)
 
     assert storage.read_text(f"{out}/LATEST").strip() == "good"
     assert snapshot(gcs_emulator, f"{out}/good") == before
@@ -234,7 +227,7 @@ def test_kill_on_gcs_leaves_previous_version_and_latest_intact(gcs_emulator, tmp
     if operation.startswith("rename"):
         assert [n for n in killed if "/train/" in n and "-of-" in n]  # finalize had started
 
-    after = cli.run_build(["--config", str(small_gcs_config), "--output", out,
+    after = cli.run_build(["--config", str(small_shards_config), "--output", out,
                            "--version", "next"])
     assert storage.read_text(f"{out}/LATEST").strip() == "next"
     assert gcs_emulator.names(f"{out}/killed") == []  # the next build removed the leftovers
@@ -262,6 +255,12 @@ def hang(name, until=None):
         if until and os.path.exists(f"{markers}/{until}"):
             raise RuntimeError(f"{until} hung; the build goes on to fail")
 
+if "finalize" in hangs:  # a shuffled build's first shard written, before its rename
+    from beam_tfrecords.runtime import storage
+    rename = storage.rename
+    storage.rename = lambda source, destination: (
+        hang("finalize") if ".tmp-" in source and "/train/" in destination
+        else rename(source, destination))
 if "summary" in hangs:  # after the build returned: committed, lease released
     from beam_tfrecords.pipelines import summary
     summary.format_summary = lambda *args: hang("summary", until="release")
@@ -441,11 +440,18 @@ def test_a_signal_stops_the_build_in_one_line_and_the_next_build_cleans_up(
     assert_next_build_cleans_up(long_config, out, version)
 
 
-def _staged(out: pathlib.Path, runs: bool) -> bool:
-    """Whether a shuffled build has staged bytes of its sorted runs (``runs``) or, after them,
-    of its finalized shards."""
-    return any(size > 0 and path.endswith(".run") == runs
+def _staged_runs(out: pathlib.Path) -> bool:
+    """Whether a shuffled build has staged bytes of its sorted runs."""
+    return any(size > 0 and path.endswith(".run")
                for path, size in written(out).items() if "/.staging/" in path)
+
+
+def _shuffled(config: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
+    shuffled = folder / "shuffled.yaml"
+    shuffled.write_text(config.read_text().replace(
+        "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
+    assert "shuffle: {seed: 7}" in shuffled.read_text()
+    return shuffled
 
 
 @pytest.mark.parametrize("phase,signum", [("runs", signal.SIGINT), ("finalize", signal.SIGINT),
@@ -453,13 +459,20 @@ def _staged(out: pathlib.Path, runs: bool) -> bool:
 def test_a_signal_stops_a_shuffled_build_in_its_runs_or_its_finalize(preforked, tmp_path,
                                                                      long_config, phase,
                                                                      signum):
-    shuffled = tmp_path / "shuffled.yaml"
-    shuffled.write_text(long_config.read_text().replace(
-        "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
-    assert "shuffle: {seed: 7}" in shuffled.read_text()
+    """In its runs: while the long input is still being read and spilled. In its finalize:
+    once every run is written, the first shard's bytes written under its temporary name in
+    the split's folder (outside staging), its rename held until the signal."""
     out = tmp_path / "out"
-    proc = start_build(preforked, tmp_path, shuffled, out)
-    wait_for(lambda: _staged(out, runs=phase == "runs"), proc, f"the staged bytes of its {phase}")
+    if phase == "runs":
+        shuffled = _shuffled(long_config, tmp_path)
+        proc = start_build(preforked, tmp_path, shuffled, out)
+        wait_for(lambda: _staged_runs(out), proc, "the staged bytes of its runs")
+    else:  # the small-band demo: every run written soon, then many shards to finalize
+        shuffled = _shuffled(small_band_config(tmp_path), tmp_path)
+        proc = start_build(preforked, tmp_path, shuffled, out, hangs="finalize")
+        wait_for((tmp_path / "markers" / "finalize").exists, proc, "its finalize")
+        assert [path for path, size in written(out).items()
+                if "/train/" in path and ".tmp-" in path and size > 0]  # a shard being written
     children = processes_under(proc.pid)  # the keyed splits' hashing child
     os.kill(proc.pid, signum)
     _, stderr = proc.communicate(timeout=60)
@@ -569,11 +582,7 @@ def test_a_signal_stops_the_console_script_at_every_moment(tmp_path, long_config
     out = tmp_path / "out"
     config = long_config
     if moment == "finalize":  # the small-band demo: many shards to rename, soon
-        config = tmp_path / "small.yaml"
-        config.write_text(DEMO.read_text().replace(
-            "shard_size: {target: 150MB, min: 100MB, max: 200MB}",
-            "shard_size: {target: 20KB, min: 12KB, max: 40KB}").replace(
-            "path: configs/data/demo.csv", f"path: {ROOT / 'configs' / 'data' / 'demo.csv'}"))
+        config = small_band_config(tmp_path)
     proc = start_command(tmp_path, config, out, None if moment == "encoding" else moment)
     if moment == "encoding":  # records read, encoded and written: staged shard bytes
         wait_for(lambda: any(size > 0 for path, size in written(out).items()

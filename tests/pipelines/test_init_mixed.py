@@ -66,8 +66,9 @@ def _value(draw, kind: str, members: list[str]):
 
 @st.composite
 def mixed_records(draw) -> list[dict]:
-    """Records whose keys each hold a random mix of kinds of value."""
-    keys = draw(st.lists(_KEY, min_size=1, max_size=5, unique=True))
+    """Records whose keys each hold a random mix of kinds of value: up to eight keys, each
+    with its own mix, so that one example (one init, one build) tries several mixes."""
+    keys = draw(st.lists(_KEY, min_size=1, max_size=8, unique=True))
     mixes = {key: draw(st.lists(st.sampled_from(_KINDS), min_size=1, max_size=3, unique=True))
              for key in keys}
     members = draw(st.lists(_KEY, min_size=1, max_size=3, unique=True))
@@ -145,7 +146,9 @@ def assert_builds_clean(config_path: Path, records: list[dict], manifest: dict |
             assert _same(_stored(spec, value), got), (spec, record, got)
 
 
-@settings(max_examples=25, deadline=None,
+# Each example costs a whole build (about half a CPU second, nearly all of it Beam's fixed
+# cost, whatever the rows): few examples, each holding many keys and mixes.
+@settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(records=mixed_records(), copies=st.sampled_from([1, 1, 80]))
 # Found by this test: keys YAML cannot hold raw, and an id-like key of empty lists.
@@ -307,9 +310,10 @@ _CELLS = ["true", "false", "True", "1", "0", "2.5", "-0", "+3", "1e5", "1e400", 
           "2024-01-02T03:04:05", '"1,5"', '"[1, 2]"', '"[true, 1]"', "12.34"]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# As above: few builds, each over many columns of mixed cells.
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(columns=st.lists(st.lists(st.sampled_from(_CELLS), min_size=1, max_size=3, unique=True),
-                        min_size=1, max_size=4),
+                        min_size=1, max_size=8),
        rows=st.integers(1, 6), data=st.data())
 def test_init_on_mixed_csv_cells_builds_its_sample_with_no_rejects(columns, rows, data):
     lines = [",".join([ROW] + [f"c{i}" for i in range(len(columns))])]

@@ -99,10 +99,16 @@ def _build_command(out: pathlib.Path, runner: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+# Through the console script: one runner known not to work and one Beam does not know -- the
+# two ways check_runner refuses, each printed as the command's one line. The dotted forms of
+# the same refusals are check_runner's reading of a name, checked in-process below.
+THROUGH_THE_COMMAND = ("DaskRunner", "NoSuchRunner")
+
+
 @pytest.mark.slow
 def test_runners_that_cannot_run_a_build_are_refused_in_one_line_before_any_write(tmp_path):
     started = {runner: _build_command(tmp_path / f"out{index}", runner)
-               for index, runner in enumerate(REFUSED)}
+               for index, runner in enumerate(THROUGH_THE_COMMAND)}
     for index, (runner, proc) in enumerate(started.items()):
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 1, (runner, stderr)
@@ -110,6 +116,16 @@ def test_runners_that_cannot_run_a_build_are_refused_in_one_line_before_any_writ
         assert stderr.startswith(f"beam-tfrecords build: UnsupportedRunner: {REFUSED[runner]}")
         assert stdout == ""
         assert not (tmp_path / f"out{index}").exists()  # nothing written to the output
+
+
+@pytest.mark.parametrize("runner", sorted(REFUSED))
+def test_a_runner_is_refused_by_its_class_name_or_its_dotted_path(runner):
+    from beam_tfrecords.pipelines.runners import UnsupportedRunner, check_runner
+
+    with pytest.raises(UnsupportedRunner) as refused:
+        check_runner(PipelineOptions(["--runner", runner]))
+    assert str(refused.value).startswith(REFUSED[runner])
+    assert len(str(refused.value).splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -33,8 +33,12 @@ from beam_tfrecords.transforms.readers.framework import (
     read_outputs,
 )
 
-ROWS = 40_000  # four windows: two workers each still read past one window of their own
-GOOD_FIRST = 2_000  # more than the launch check's sample
+# A window of 2,500 records (errors.abort_window; the default, 10,000, is the config's to
+# test): what is stopped after a window is the same at any size, and a smaller window is
+# fewer records to read and dead letters to write.
+WINDOW = 2_500
+ROWS = 4 * WINDOW  # four windows: two workers each still read past one window of their own
+GOOD_FIRST = 2_000  # more than the launch check's sample, less than a window
 
 
 # -- the rule ---------------------------------------------------------------------------------
@@ -135,14 +139,15 @@ def write_input(folder: pathlib.Path, fmt: str, n: int = ROWS, good: int = GOOD_
             f"{r['id']},{str(r['flag']).lower()},{r['count']},{r['name']}\n" for r in rows))
     elif fmt == "jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    else:  # row groups of 10,000: the reader's chunks
+    else:  # row groups of a window: the reader's chunks
         for r in rows:
             r["count"] = r["id"] % 5
-        pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=10_000)
+        pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=WINDOW)
     return path
 
 
-def write_config(folder: pathlib.Path, data: pathlib.Path, errors: str = "") -> pathlib.Path:
+def write_config(folder: pathlib.Path, data: pathlib.Path,
+                 errors: str = f"errors: {{abort_window: {WINDOW}}}\n") -> pathlib.Path:
     fmt = data.suffix[1:]
     vec = "  vec: {type: int64, shape: [2]}\n" if fmt == "parquet" else ""
     config = folder / f"{fmt}.yaml"
@@ -185,21 +190,21 @@ def test_a_build_that_cannot_meet_the_threshold_stops_after_a_window(tmp_path, c
     assert build(config) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err  # one line, no traceback
-    assert err.startswith("beam-tfrecords build: CommitError: stopped early: 8000 of the first "
-                          "10000 records a worker read were rejected (80.0000%): "
+    assert err.startswith("beam-tfrecords build: CommitError: stopped early: 500 of the first "
+                          "2500 records a worker read were rejected (20.0000%): "
                           "errors.max_bad_fraction=0.0 allows none"), err
-    assert f"top reasons: 8000 x {reason}" in err, err
+    assert f"top reasons: 500 x {reason}" in err, err
     out = tmp_path / "out"
     kept, doc = failure(out)
     assert f"dead letters kept in {kept}/dead_letter" in err
-    # Stopped after a window of records, not after the 40,000.
-    assert doc["counts"] == {"read": 10_000, "written": 0, "rejected": 8_000}
-    assert doc["stopped_early"] == {"abort_window": 10_000, "workers": 1,
+    # Stopped after a window of records, not after the 10,000.
+    assert doc["counts"] == {"read": WINDOW, "written": 0, "rejected": WINDOW - GOOD_FIRST}
+    assert doc["stopped_early"] == {"abort_window": WINDOW, "workers": 1,
                                     "rejected_without_note": 0}
     assert doc["top_reasons"][0]["reason"].startswith(reason)
     rows = dead_letter_rows(kept)
-    assert len(rows) == 8_000 == sum(d["records"] for d in doc["dead_letter"])
-    assert sorted(r["row"] for r in rows) == list(range(GOOD_FIRST + 1, 10_001))
+    assert len(rows) == WINDOW - GOOD_FIRST == sum(d["records"] for d in doc["dead_letter"])
+    assert sorted(r["row"] for r in rows) == list(range(GOOD_FIRST + 1, WINDOW + 1))
     assert sorted(p.name for p in out.iterdir()) == [".failed"]  # rolled back, lease gone
 
 
@@ -211,7 +216,7 @@ def _spread_bad(folder: pathlib.Path, n: int, every: int) -> pathlib.Path:
     return path
 
 
-SPREAD = 20_000  # two windows: judged, and judged again
+SPREAD = 2 * WINDOW  # two windows: judged, and judged again
 
 
 @pytest.mark.parametrize("every, fraction", [
@@ -222,7 +227,7 @@ SPREAD = 20_000  # two windows: judged, and judged again
 def test_bad_records_sparse_enough_to_meet_the_threshold_do_not_stop_the_build(
         tmp_path, capsys, every, fraction):
     config = write_config(tmp_path, _spread_bad(tmp_path, SPREAD, every),
-                          f"errors: {{max_bad_fraction: {fraction}}}\n")
+                          f"errors: {{max_bad_fraction: {fraction}, abort_window: {WINDOW}}}\n")
     assert build(config, "--progress-interval", "0.05") == 0
     captured = capsys.readouterr()
     manifest = json.loads((tmp_path / "out" / "v" / "manifest.json").read_text())
@@ -240,17 +245,17 @@ def test_bad_records_sparse_enough_to_meet_the_threshold_do_not_stop_the_build(
 @pytest.mark.slow
 def test_within_the_window_or_with_abort_window_0_the_commit_judges_as_before(tmp_path,
                                                                               capsys):
-    data = write_input(tmp_path, "jsonl", n=12_000, good=10_500)  # the window alone would stop
+    data = write_input(tmp_path, "jsonl", n=3_000, good=2_600)  # a window alone would stop
     config = write_config(tmp_path, data, "errors: {abort_window: 0}\n")
     assert build(config) == 1
     err = capsys.readouterr().err
-    assert "CommitError: 1500 of 12000 records were rejected (12.5000%)" in err, err
+    assert "CommitError: 400 of 3000 records were rejected (13.3333%)" in err, err
     assert "stopped_early" not in failure(tmp_path / "out")[1]
     # A window larger than the input: the same.
     (tmp_path / "out").rename(tmp_path / "first")
-    config = write_config(tmp_path, data, "errors: {abort_window: 12001}\n")
+    config = write_config(tmp_path, data, "errors: {abort_window: 3001}\n")
     assert build(config) == 1
-    assert "CommitError: 1500 of 12000 records were rejected" in capsys.readouterr().err
+    assert "CommitError: 400 of 3000 records were rejected" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -264,13 +269,13 @@ def test_worker_processes_stop_and_are_gone_before_the_command_ends(tmp_path, ca
     # window, and the other stops at the window or earlier, at that worker's note.
     line = capsys.readouterr().err.splitlines()[-1]
     assert line.startswith("beam-tfrecords build: CommitError: stopped early: "), line
-    assert " of the first 10000 records a worker read were rejected" in line, line
+    assert f" of the first {WINDOW} records a worker read were rejected" in line, line
     kept, doc = failure(tmp_path / "out")
-    # The first to reach the window stops at 10,000; the other wherever the note finds it,
+    # The first to reach the window stops at WINDOW; the other wherever the note finds it,
     # or where the runner tears it down (then it leaves no note, only its dead letters,
     # which count as read and rejected).
     assert doc["stopped_early"]["workers"] in (1, 2)
-    assert 10_000 <= doc["counts"]["read"] <= 2 * 10_000, doc["counts"]
-    assert len(dead_letter_rows(kept)) == doc["counts"]["rejected"] >= 8_000
+    assert WINDOW <= doc["counts"]["read"] <= 2 * WINDOW, doc["counts"]
+    assert len(dead_letter_rows(kept)) == doc["counts"]["rejected"] >= WINDOW - GOOD_FIRST
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".failed"]
     assert set(descendants(os.getpid())) <= before  # the workers are gone

@@ -362,6 +362,17 @@ def test_a_claim_killed_before_its_marker_was_linked_is_cleaned_up(small_csv, co
     assert not state.claimed and not state.foreign
 
 
+def pause(seconds: float, procs) -> None:
+    """Sleep ``seconds``, or less once none of ``procs`` runs any more: a kill drawn for a
+    moment after both builds ended would find nothing to kill."""
+    deadline = time.monotonic() + seconds
+    while any(proc.poll() is None for proc in procs):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(0.05, left))
+
+
 @pytest.mark.parametrize("where,seed", [("local", 0), ("local", 1), ("local", 2),
                                         ("local", 3), ("gcs", 4)])
 @pytest.mark.slow
@@ -378,11 +389,11 @@ def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, request, spaw
         extra = ["--version", f"r{round_}"] if same else []
         procs = [spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30")),
                  spawn(args(DEMO, small_csv, out, *extra, "--wait-for-lease", "30"))]
-        time.sleep(rng.uniform(0.5, 4.0))
+        pause(rng.uniform(0.5, 4.0), procs)
         for proc in procs:
-            if rng.random() < 0.7:
+            if rng.random() < 0.7 and proc.poll() is None:  # still running: kill it now
                 os.killpg(proc.pid, signal.SIGKILL)
-            time.sleep(rng.uniform(0.0, 0.5))
+            pause(rng.uniform(0.0, 0.5), procs)
         for proc in procs:
             try:
                 proc.wait(timeout=90)
