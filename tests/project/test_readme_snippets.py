@@ -17,8 +17,8 @@ mark it:
 - no mark: run in order, one page's blocks in one workspace -- a temporary directory holding
   ``configs/`` (this repository's) and a build of ``configs/demo.yaml`` in ``output/demo`` --
   with ``.venv/bin`` first on the PATH: shell with ``bash -e -o pipefail``, python with this
-  interpreter (with the TensorFlow oracle's when it imports TensorFlow), a yaml data set config
-  through the config validation, json through the JSON parser.
+  interpreter (in the TensorFlow oracle's process when it imports TensorFlow), a yaml data set
+  config through the config validation, json through the JSON parser.
 
 Every block of code is also parsed, marked or not: YAML loaded, shell through ``bash -n``,
 Python compiled, JSON parsed. The snippets (one after another) and the pages start together,
@@ -320,11 +320,12 @@ def test_block_runs_in_a_workspace(results, block):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", TF_BLOCKS, ids=lambda b: b.name)
-def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_python, tmp_path):
+def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_oracle, tmp_path):
+    """Run as ``python block.py`` in a workspace, in the TensorFlow oracle's process
+    (``tf_oracle.script``: TensorFlow's import, seconds of CPU, is paid once per worker)."""
     folder = make_workspace(demo, tmp_path / "workspace")
     (folder / "block.py").write_text(block.code)
-    done = subprocess.run([tf_python, "block.py"], cwd=folder, capture_output=True, text=True,
-                          timeout=TIMEOUT, env=dict(workspace_env(), TF_CPP_MIN_LOG_LEVEL="2"))
+    done = tf_oracle.script(folder / "block.py", cwd=folder)
     assert done.returncode == 0, (block.name, done.stdout[-2000:], done.stderr[-4000:])
 
 
