@@ -138,13 +138,13 @@ def test_every_code_block_parses(block, tmp_path):
 PRELOADED = ROOT / "tests" / "run_preloaded.py"
 
 
-def run_snippets(blocks: list[Block], tmp: pathlib.Path) -> list[tuple[
+def run_snippets(blocks: list[Block], tmp: pathlib.Path, preloaded: Preloaded) -> list[tuple[
         subprocess.CompletedProcess, pathlib.Path]]:
-    """Run each snippet unchanged in an empty folder of its own: a python snippet as ``python
-    snippet.py``, a yaml one as ``python -m apache_beam.yaml.main
-    --yaml_pipeline_file=pipeline.yaml``, each in its own process forked from one that
-    imported Beam once (tests/run_preloaded.py)."""
-    jobs, folders = [], []
+    """Run each snippet unchanged in an empty folder of its own, one after another: a python
+    snippet as ``python snippet.py``, a yaml one as ``python -m apache_beam.yaml.main
+    --yaml_pipeline_file=pipeline.yaml``, each in its own process forked from the one that
+    imported Beam (and Beam YAML's providers) once (tests/run_preloaded.py)."""
+    runs = []
     for i, block in enumerate(blocks):
         folder = tmp / f"snippet-{i}"
         folder.mkdir(parents=True)
@@ -154,19 +154,13 @@ def run_snippets(blocks: list[Block], tmp: pathlib.Path) -> list[tuple[
         else:
             (folder / "pipeline.yaml").write_text(block.code)
             argv = ["-m", "apache_beam.yaml.main", "--yaml_pipeline_file=pipeline.yaml"]
-        jobs.append({"cwd": str(folder), "argv": argv, "stdout": str(tmp / f"{i}.stdout"),
-                     "stderr": str(tmp / f"{i}.stderr")})
-        folders.append(folder)
-    (tmp / "jobs.json").write_text(json.dumps(jobs))
-    done = subprocess.run([sys.executable, str(PRELOADED), str(tmp / "jobs.json")],
-                          capture_output=True, text=True, timeout=TIMEOUT * len(jobs),
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    assert done.returncode == 0, done.stderr[-4000:]
-    statuses = json.loads(done.stdout.splitlines()[-1])
-    return [(subprocess.CompletedProcess(job["argv"], status,
-                                         pathlib.Path(job["stdout"]).read_text(),
-                                         pathlib.Path(job["stderr"]).read_text()), folder)
-            for job, status, folder in zip(jobs, statuses, folders)]
+        with open(tmp / f"{i}.stdout", "w+") as out, open(tmp / f"{i}.stderr", "w+") as err:
+            done = subprocess.run(preloaded.python(*argv), cwd=folder, stdout=out, stderr=err,
+                                  timeout=TIMEOUT, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        runs.append((subprocess.CompletedProcess(argv, done.returncode,
+                                                 (tmp / f"{i}.stdout").read_text(),
+                                                 (tmp / f"{i}.stderr").read_text()), folder))
+    return runs
 
 
 def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
@@ -235,10 +229,12 @@ def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path,
 
 @pytest.fixture(scope="module")
 def preloaded(tmp_path_factory):
-    """The pages' ``beam-tfrecords`` commands and python blocks each run as a process of its
-    own, forked from one that imported Beam once (each import costs 1-2 CPU-s)."""
+    """The snippets and the pages' ``beam-tfrecords`` commands and python blocks each run as
+    a process of its own, forked from one that imported Beam and Beam YAML's providers once
+    (Beam's import costs 1-2 CPU-s, the providers' several more)."""
     tmp = tmp_path_factory.mktemp("preloaded")
-    server = subprocess.Popen([sys.executable, str(PRELOADED), "--serve", str(tmp / "socket")],
+    server = subprocess.Popen([sys.executable, str(PRELOADED), "--serve", str(tmp / "socket"),
+                               "--yaml"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               env=workspace_env())
     try:
@@ -280,7 +276,8 @@ def results(demo, preloaded, tmp_path_factory):
     for block in SNIPPETS:
         unique.setdefault((block.lang, block.code), block)
     with ThreadPoolExecutor(max_workers=3) as pool:
-        snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets")
+        snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets",
+                                   preloaded)
         runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}", preloaded)
                 for i, (page, blocks) in enumerate(pages.items())}
 
