@@ -426,27 +426,20 @@ def main(argv=None):
 def run_script(path: str, argv: list[str], cwd: str) -> int:
     """Run the Python file ``path`` as ``python path ARGV...`` run in ``cwd`` would, but in
     this process, whose TensorFlow is imported already: as ``__main__`` in a namespace of
-    its own, with its ``sys.argv``, ``sys.path[0]`` and working folder (restored after).
-    Returns its exit status: 0, its ``sys.exit`` code, or 1 after an uncaught exception
-    (printed as the interpreter prints it)."""
-    import runpy
-    import traceback
+    its own, with its ``sys.argv``, ``sys.path[0]`` and working folder (restored after), by
+    tests/run_preloaded.py's runner. Returns its exit status: 0, its ``sys.exit`` code, or 1
+    after an uncaught exception (printed as the interpreter prints it)."""
+    import importlib.util
 
+    spec = importlib.util.spec_from_file_location(
+        "run_preloaded", os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                      "run_preloaded.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
     here, saved = os.getcwd(), (sys.argv, sys.path[0])
     try:
         os.chdir(cwd)
-        sys.argv = [path, *argv]
-        sys.path[0] = os.path.dirname(os.path.abspath(path))
-        runpy.run_path(path, run_name="__main__")
-        return 0
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            return e.code or 0
-        print(e.code, file=sys.stderr)
-        return 1
-    except BaseException:  # noqa: BLE001 -- as the interpreter reports an uncaught error
-        traceback.print_exc()
-        return 1
+        return runner._run([path, *argv])
     finally:
         os.chdir(here)
         sys.argv, sys.path[0] = saved
