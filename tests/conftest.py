@@ -108,20 +108,31 @@ class TfOracle:
         self.proc: subprocess.Popen | None = None
 
     def run(self, args: list[str]) -> tuple[int, str]:
+        answer = self._ask(args)
+        return answer["status"], answer["stderr"]
+
+    def script(self, path, argv=(), *, cwd) -> subprocess.CompletedProcess:
+        """Run the Python file ``path`` as ``python path ARGV`` in ``cwd`` would, in the
+        oracle's process (read_with_tf.py ``run_script``): what it printed and its status."""
+        answer = self._ask({"script": str(path), "argv": list(map(str, argv)),
+                            "cwd": str(cwd)})
+        return subprocess.CompletedProcess([str(path), *map(str, argv)], answer["status"],
+                                           answer["stdout"], answer["stderr"])
+
+    def _ask(self, request) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
                 [self.python, str(TF_READER), "--serve"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=self.log.open("ab"), text=True,
                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-        self.proc.stdin.write(json.dumps(args) + "\n")
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         reply = self.proc.stdout.readline()
         if not reply:
             self.proc.wait()
             raise AssertionError(f"TensorFlow died ({self.proc.returncode}): "
                                  f"{self.log.read_text(errors='replace')[-3000:]}")
-        answer = json.loads(reply)
-        return answer["status"], answer["stderr"]
+        return json.loads(reply)
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

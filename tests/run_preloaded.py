@@ -16,9 +16,10 @@ and copy, the whole preloaded heap. Run with the project's interpreter:
   ["FILE", ...] | ["-m", "MODULE", ...], "stdout": PATH, "stderr": PATH}``; the jobs run one
   after another and this prints a JSON list of their exit statuses (negative: killed by that
   signal).
-- ``python tests/run_preloaded.py --serve SOCKET``: listens on the Unix socket SOCKET until
-  its standard input closes, running each call concurrently (it prints ``ready`` once it
-  listens);
+- ``python tests/run_preloaded.py --serve SOCKET [--yaml]``: listens on the Unix socket
+  SOCKET until its standard input closes, running each call concurrently (it prints
+  ``ready`` once it listens); ``--yaml`` preloads Beam YAML's providers too, for calls of
+  ``-m apache_beam.yaml.main``;
 - ``python -I tests/run_preloaded.py --call SOCKET ARGV...``: one call, with this process's
   folder, environment and standard streams (passed as file descriptors); ARGV as in JOBS.json,
   or ``--script NAME ARGS`` for a console script. It exits with the program's status, so a
@@ -132,9 +133,9 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(data), fds
 
 
-def serve(path: str) -> int:
+def serve(path: str, yaml: bool = False) -> int:
     gc.disable()
-    preload()
+    preload(yaml=yaml)
     gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -203,7 +204,7 @@ def call(path: str, argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     if argv[0] == "--serve":
-        return serve(argv[1])
+        return serve(argv[1], yaml=argv[2:] == ["--yaml"])
     if argv[0] == "--call":
         return call(argv[1], argv[2:])
     return run_jobs(argv[0])

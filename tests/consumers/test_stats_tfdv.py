@@ -5,9 +5,10 @@ Every sample config whose input ships with the repository, and two tables nobody
 distinct strings than the exact-count capacity), is built once; the build commits each
 split's statistics (``statistics/Split-<split>/FeatureStats.pb``, from the encoding pass).
 TFDV (in .venv-tfdv) then opens those committed
-files with ``load_stats_binary``, computes its own with ``generate_statistics_from_tfrecord``
-over the same shards and compares feature by feature (tests/tfdv_oracle/compare.py says
-what and how), all cases in one process; ``validate_statistics`` with the version's
+files with ``load_stats_binary``, computes its own over the same shards as
+``generate_statistics_from_tfrecord`` does (every split of every case a slice of one run of
+TFDV's generators) and compares feature by feature (tests/tfdv_oracle/compare.py says what
+and how), all cases in one process; ``validate_statistics`` with the version's
 ``schema.pbtxt`` finds no anomaly.
 """
 

@@ -145,29 +145,14 @@ SEQUENCE_SPECS = [F("n", "int64"), F("steps", "float", (2,), sequence=True),
 
 
 CHECKED = {"example": SPECS, "sequence": SEQUENCE_SPECS}
-# Runs each check file as ``__main__`` in a namespace of its own, in one TensorFlow process.
-RUN_CHECKS = """
-import contextlib, io, json, runpy, sys, traceback
-results = {}
-for name, path in json.loads(sys.argv[1]).items():
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            runpy.run_path(path, run_name="__main__")
-        results[name] = {"ok": True, "stdout": out.getvalue()}
-    except BaseException:
-        results[name] = {"ok": False, "stdout": out.getvalue(), "error": traceback.format_exc()}
-print(json.dumps(results))
-"""
 
 
 @pytest.fixture(scope="module")
-def python_snippet_checks(tf_python, tmp_path_factory) -> dict:
+def python_snippet_checks(tf_oracle, tmp_path_factory) -> dict:
     """For each of ``CHECKED``: `schema --python`'s output for its feature_spec.json, followed
-    by a check that it builds exactly the objects the oracle builds from that file, run in
-    TensorFlow (one process for all: importing TensorFlow costs seconds)."""
-    import subprocess
-
+    by a check that it builds exactly the objects the oracle builds from that file, run as a
+    program in the TensorFlow oracle's process (``tf_oracle.script``: importing TensorFlow
+    costs seconds, once per worker)."""
     from beam_tfrecords.transforms.codec.feature_spec import tf_parse_spec_python
 
     tmp = tmp_path_factory.mktemp("python-snippet")
@@ -189,11 +174,7 @@ def python_snippet_checks(tf_python, tmp_path_factory) -> dict:
             "    assert context_features == ctx and sequence_features == seq\n"
             "print('same', len(ctx) + len(seq or {}))\n"
         ))
-    done = subprocess.run(
-        [tf_python, "-c", RUN_CHECKS, json.dumps({n: str(p) for n, p in checks.items()})],
-        capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return {name: tf_oracle.script(path, cwd=tmp) for name, path in checks.items()}
 
 
 @pytest.mark.parametrize("case", list(CHECKED))
@@ -201,5 +182,5 @@ def test_python_snippet_builds_the_same_tf_objects(case, python_snippet_checks):
     """`schema --python` output runs in TensorFlow and builds exactly the objects that the
     oracle builds from feature_spec.json."""
     result = python_snippet_checks[case]
-    assert result["ok"], result.get("error", "")[-2000:]
-    assert result["stdout"].strip().splitlines()[-1] == f"same {len(CHECKED[case])}"
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == f"same {len(CHECKED[case])}"

@@ -17,8 +17,8 @@ mark it:
 - no mark: run in order, one page's blocks in one workspace -- a temporary directory holding
   ``configs/`` (this repository's) and a build of ``configs/demo.yaml`` in ``output/demo`` --
   with ``.venv/bin`` first on the PATH: shell with ``bash -e -o pipefail``, python with this
-  interpreter (with the TensorFlow oracle's when it imports TensorFlow), a yaml data set config
-  through the config validation, json through the JSON parser.
+  interpreter (in the TensorFlow oracle's process when it imports TensorFlow), a yaml data set
+  config through the config validation, json through the JSON parser.
 
 Every block of code is also parsed, marked or not: YAML loaded, shell through ``bash -n``,
 Python compiled, JSON parsed. The snippets (one after another) and the pages start together,
@@ -138,13 +138,13 @@ def test_every_code_block_parses(block, tmp_path):
 PRELOADED = ROOT / "tests" / "run_preloaded.py"
 
 
-def run_snippets(blocks: list[Block], tmp: pathlib.Path) -> list[tuple[
+def run_snippets(blocks: list[Block], tmp: pathlib.Path, preloaded: Preloaded) -> list[tuple[
         subprocess.CompletedProcess, pathlib.Path]]:
-    """Run each snippet unchanged in an empty folder of its own: a python snippet as ``python
-    snippet.py``, a yaml one as ``python -m apache_beam.yaml.main
-    --yaml_pipeline_file=pipeline.yaml``, each in its own process forked from one that
-    imported Beam once (tests/run_preloaded.py)."""
-    jobs, folders = [], []
+    """Run each snippet unchanged in an empty folder of its own, one after another: a python
+    snippet as ``python snippet.py``, a yaml one as ``python -m apache_beam.yaml.main
+    --yaml_pipeline_file=pipeline.yaml``, each in its own process forked from the one that
+    imported Beam (and Beam YAML's providers) once (tests/run_preloaded.py)."""
+    runs = []
     for i, block in enumerate(blocks):
         folder = tmp / f"snippet-{i}"
         folder.mkdir(parents=True)
@@ -154,19 +154,13 @@ def run_snippets(blocks: list[Block], tmp: pathlib.Path) -> list[tuple[
         else:
             (folder / "pipeline.yaml").write_text(block.code)
             argv = ["-m", "apache_beam.yaml.main", "--yaml_pipeline_file=pipeline.yaml"]
-        jobs.append({"cwd": str(folder), "argv": argv, "stdout": str(tmp / f"{i}.stdout"),
-                     "stderr": str(tmp / f"{i}.stderr")})
-        folders.append(folder)
-    (tmp / "jobs.json").write_text(json.dumps(jobs))
-    done = subprocess.run([sys.executable, str(PRELOADED), str(tmp / "jobs.json")],
-                          capture_output=True, text=True, timeout=TIMEOUT * len(jobs),
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    assert done.returncode == 0, done.stderr[-4000:]
-    statuses = json.loads(done.stdout.splitlines()[-1])
-    return [(subprocess.CompletedProcess(job["argv"], status,
-                                         pathlib.Path(job["stdout"]).read_text(),
-                                         pathlib.Path(job["stderr"]).read_text()), folder)
-            for job, status, folder in zip(jobs, statuses, folders)]
+        with open(tmp / f"{i}.stdout", "w+") as out, open(tmp / f"{i}.stderr", "w+") as err:
+            done = subprocess.run(preloaded.python(*argv), cwd=folder, stdout=out, stderr=err,
+                                  timeout=TIMEOUT, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        runs.append((subprocess.CompletedProcess(argv, done.returncode,
+                                                 (tmp / f"{i}.stdout").read_text(),
+                                                 (tmp / f"{i}.stderr").read_text()), folder))
+    return runs
 
 
 def make_workspace(demo: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:
@@ -235,10 +229,12 @@ def run_page(blocks: list[Block], demo: pathlib.Path, folder: pathlib.Path,
 
 @pytest.fixture(scope="module")
 def preloaded(tmp_path_factory):
-    """The pages' ``beam-tfrecords`` commands and python blocks each run as a process of its
-    own, forked from one that imported Beam once (each import costs 1-2 CPU-s)."""
+    """The snippets and the pages' ``beam-tfrecords`` commands and python blocks each run as
+    a process of its own, forked from one that imported Beam and Beam YAML's providers once
+    (Beam's import costs 1-2 CPU-s, the providers' several more)."""
     tmp = tmp_path_factory.mktemp("preloaded")
-    server = subprocess.Popen([sys.executable, str(PRELOADED), "--serve", str(tmp / "socket")],
+    server = subprocess.Popen([sys.executable, str(PRELOADED), "--serve", str(tmp / "socket"),
+                               "--yaml"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               env=workspace_env())
     try:
@@ -280,7 +276,8 @@ def results(demo, preloaded, tmp_path_factory):
     for block in SNIPPETS:
         unique.setdefault((block.lang, block.code), block)
     with ThreadPoolExecutor(max_workers=3) as pool:
-        snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets")
+        snippet_runs = pool.submit(run_snippets, list(unique.values()), tmp / "snippets",
+                                   preloaded)
         runs = {page: pool.submit(run_page, blocks, demo, tmp / f"page-{i}", preloaded)
                 for i, (page, blocks) in enumerate(pages.items())}
 
@@ -320,11 +317,12 @@ def test_block_runs_in_a_workspace(results, block):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", TF_BLOCKS, ids=lambda b: b.name)
-def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_python, tmp_path):
+def test_tensorflow_block_runs_with_the_oracle(block, demo, tf_oracle, tmp_path):
+    """Run as ``python block.py`` in a workspace, in the TensorFlow oracle's process
+    (``tf_oracle.script``: TensorFlow's import, seconds of CPU, is paid once per worker)."""
     folder = make_workspace(demo, tmp_path / "workspace")
     (folder / "block.py").write_text(block.code)
-    done = subprocess.run([tf_python, "block.py"], cwd=folder, capture_output=True, text=True,
-                          timeout=TIMEOUT, env=dict(workspace_env(), TF_CPP_MIN_LOG_LEVEL="2"))
+    done = tf_oracle.script(folder / "block.py", cwd=folder)
     assert done.returncode == 0, (block.name, done.stdout[-2000:], done.stderr[-4000:])
 
 

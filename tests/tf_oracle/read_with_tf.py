@@ -19,8 +19,10 @@ Raw mode decodes every record with ``tf.train.Example.FromString`` (or
 ``SequenceExample.FromString``) and writes the same raw form as ``tests/golden/expected.json``.
 
 ``--serve`` (alone) reads such command lines as JSON lists from stdin, one per line, and
-answers each with a JSON line on stdout (``{"status": N, "stderr": ...}``): the tests keep one
-such process per worker, since importing TensorFlow costs seconds of CPU each time.
+answers each with a JSON line on stdout (``{"status": N, "stdout": ..., "stderr": ...}``):
+the tests keep one such process per worker, since importing TensorFlow costs seconds of CPU
+each time. A line may instead name a Python file to run there, as ``python FILE ARGS`` would
+run it (``{"script": FILE, "argv": [...], "cwd": DIR}``).
 
 Exit status: 0 on success; 1 when TensorFlow fails to read, decompress, decode or parse
 (the TensorFlow error text goes to stderr); 2 for a bad command line or a bad spec file.
@@ -421,22 +423,53 @@ def main(argv=None):
     return 0
 
 
+def run_script(path: str, argv: list[str], cwd: str) -> int:
+    """Run the Python file ``path`` as ``python path ARGV...`` run in ``cwd`` would, but in
+    this process, whose TensorFlow is imported already: as ``__main__`` in a namespace of
+    its own, with its ``sys.argv``, ``sys.path[0]`` and working folder (restored after), by
+    tests/run_preloaded.py's runner. Returns its exit status: 0, its ``sys.exit`` code, or 1
+    after an uncaught exception (printed as the interpreter prints it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "run_preloaded", os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                      "run_preloaded.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    here, saved = os.getcwd(), (sys.argv, sys.path[0])
+    try:
+        os.chdir(cwd)
+        return runner._run([path, *argv])
+    finally:
+        os.chdir(here)
+        sys.argv, sys.path[0] = saved
+
+
 def serve(requests, replies) -> int:
     """Answer many requests in one process, so TensorFlow is imported once: each line of
-    ``requests`` is a JSON list of the arguments ``main`` takes; each reply is one JSON line,
-    ``{"status": N, "stderr": "..."}``. Anything ``main`` prints goes to the reply's stderr,
-    never to ``replies``. Ends at the end of ``requests``."""
+    ``requests`` is a JSON list of the arguments ``main`` takes, or ``{"script": FILE,
+    "argv": [...], "cwd": DIR}`` (``run_script``); each reply is one JSON line,
+    ``{"status": N, "stdout": "...", "stderr": "..."}``. What ``main`` prints goes to the
+    reply's stderr, what a script prints to the reply's stdout and stderr, never to
+    ``replies``. Ends at the end of ``requests``."""
     import contextlib
     import io
 
     for line in requests:
-        said = io.StringIO()
-        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
-            try:
-                status = main(json.loads(line))
-            except SystemExit as e:  # argparse's errors
-                status = e.code if isinstance(e.code, int) else 2
-        replies.write(json.dumps({"status": status, "stderr": said.getvalue()}) + "\n")
+        request = json.loads(line)
+        out, err = io.StringIO(), io.StringIO()
+        if isinstance(request, dict):
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+                status = run_script(request["script"], request.get("argv", []),
+                                    request["cwd"])
+        else:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
+                try:
+                    status = main(request)
+                except SystemExit as e:  # argparse's errors
+                    status = e.code if isinstance(e.code, int) else 2
+        replies.write(json.dumps({"status": status, "stdout": out.getvalue(),
+                                  "stderr": err.getvalue()}) + "\n")
         replies.flush()
     return 0
 

@@ -110,7 +110,7 @@ def test_a_photograph_cut_short_is_refused_wherever_it_is_cut(photographs):
 
 
 def test_a_build_of_real_photographs_stores_them_unchanged_and_tensorflow_decodes_them(
-        photographs, tmp_path, tf_python):
+        photographs, tmp_path, tf_oracle):
     files = _variants(photographs)
     root = tmp_path / "photos"
     for name, data in files.items():
@@ -176,9 +176,8 @@ for record in tf.data.TFRecordDataset(sys.argv[2:]):
 json.dump(seen, open(sys.argv[1], "w"))
 """
     out = tmp_path / "tf.json"
-    done = subprocess.run([tf_python, "-c", script, str(out), *map(str, shards)],
-                          capture_output=True, text=True, timeout=600,
-                          env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    (tmp_path / "decode.py").write_text(script)
+    done = tf_oracle.script(tmp_path / "decode.py", [out, *shards], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(out.read_text())
     assert len(seen) == len(files)
