@@ -49,12 +49,25 @@ def preload(yaml: bool = False) -> None:
 
         for name in btf.__all__:  # its lazy names: the transforms and their imports
             getattr(btf, name)
+        _without_prism()
         if yaml:
             from apache_beam.yaml import main, yaml_provider  # noqa: F401
 
             yaml_provider.standard_providers()  # imports every provider's transforms
     except Exception:  # noqa: BLE001 -- the program itself will fail the same way, and say so
         pass
+
+
+def _without_prism() -> None:
+    """Beam's DirectRunner tries Prism first, which fetches a binary this machine cannot
+    reach, then falls back to the FnApiRunner: the programs get that fallback at once, as the
+    tests in-process do (tests/conftest.py ``direct_runner_without_prism``)."""
+    from apache_beam.runners.portability import prism_runner
+
+    def refuse(self, pipeline, options):
+        raise RuntimeError("the tests run Beam's DirectRunner without Prism")
+
+    prism_runner.PrismRunner.run_pipeline = refuse
 
 
 def _run(argv: list[str]) -> int:
