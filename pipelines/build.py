@@ -69,7 +69,7 @@ from beam_tfrecords.transforms.readers.read_images import ImagePlan, ReadImages
 from beam_tfrecords.transforms.readers.read_jsonl import ReadJsonl
 from beam_tfrecords.transforms.readers.read_parquet import ReadParquet
 from beam_tfrecords.transforms.to_examples import ToExamples
-from beam_tfrecords.transforms.version_report import VersionReport, record_preview
+from beam_tfrecords.transforms.version_report import KeyPreview, VersionReport, record_preview
 
 __all__ = ["BuildError", "build_pipeline", "commit_spec", "run"]
 
@@ -174,7 +174,9 @@ def commit_spec(config: Config, layout: Layout, build_id: str, inputs: dict,
         documents=documents, tfds_note=tfds_note, shuffle_seed=config.output.shuffle_seed,
         statistics=statistics, gate=gate, report=VersionReport(baseline_statistics),
         about=dataclasses.asdict(config.about),
-        duplicates=record_preview if config.output.statistics else None,
+        duplicates=(None if not config.output.statistics
+                    else KeyPreview(config.output.duplicate_key) if config.output.duplicate_key
+                    else record_preview),
     )
 
 
@@ -223,11 +225,14 @@ def build_pipeline(p: beam.Pipeline, config: Config, spec: CommitSpec,
     read = read_source(p, config, input_files, images)
     built = read["records"] | "BuildExamples" >> ToExamples(
         config.features, config.splits, max_record_bytes=config.output.shard_size.max,
-        statistics=spec.statistics is not None)
+        statistics=spec.statistics is not None,
+        duplicate_key=".".join(config.output.duplicate_key) or None)
     parts = {"examples": built.examples, "rejected": (read[REJECTED], built.rejected),
              "counts": (read[COUNTS], built.counts)}
     if "statistics" in built:  # (split, serialized statistics)
         parts["statistics"] = built["statistics"]
+    if "duplicates" in built:  # counted by the key's values
+        parts["duplicates"] = built["duplicates"]
     manifest = parts | "WriteDataset" >> WriteDataset(
         spec, config.splits.names, config.output.shard_size, config.output.index,
         config.output.shard_name)

@@ -108,6 +108,9 @@ class OutputConfig:
     # output.statistics: per-split statistics (statistics/Split-<split>/FeatureStats.pb)
     # from the encoding pass; false: none.
     statistics: bool = True
+    # output.duplicate_key: the field whose equal values make records duplicates (and leaks
+    # across splits); empty: records are compared by their serialized bytes.
+    duplicate_key: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,9 +183,13 @@ class Config:
         # The data set's description changes no shard either: shown only when given.
         if self.about == About():
             resolved.pop("about")
-        # Likewise statistics: only when turned off (they change no shard).
+        # Likewise statistics: only when turned off (they change no shard), and the key
+        # duplicates are compared by, only when set.
         if resolved["output"].pop("statistics", True) is False:
             resolved["output"]["statistics"] = False
+        key = resolved["output"].pop("duplicate_key", ())
+        if key:
+            resolved["output"]["duplicate_key"] = ".".join(key)
         return resolved
 
     def sha256(self) -> str:
@@ -294,10 +301,18 @@ def _parse_output(raw: Any, name: str) -> OutputConfig:
         raise _fail("output.index", index, f"needs compression none: offsets into a "
                                            f"{compression} stream do not address the file")
     statistics = _typed("output.statistics", raw.get("statistics", True), bool, "true or false")
+    duplicate_key = raw.get("duplicate_key")
+    if duplicate_key is not None:
+        if not isinstance(duplicate_key, str) or not duplicate_key.strip():
+            raise _fail("output.duplicate_key", duplicate_key, "must be a field name")
+        if not statistics:
+            raise _fail("output.duplicate_key", duplicate_key, "duplicates are counted with "
+                        "the statistics: it needs output.statistics: true")
     return OutputConfig(path=path, compression=compression, shard_size=size,
                         shard_name=shard_name, index=index,
                         shuffle_seed=_parse_shuffle(raw.get("shuffle", False)),
-                        statistics=statistics)
+                        statistics=statistics,
+                        duplicate_key=tuple(duplicate_key.split(".")) if duplicate_key else ())
 
 
 def _parse_shuffle(raw: Any) -> int | None:
@@ -496,7 +511,8 @@ def check_columns(config: Config, columns: list[str], where: str) -> None:
         if spec.missing == "error" and not present(spec.source):
             raise _fail(f"features.{spec.name}.source", ".".join(spec.source),
                         f"no field {spec.source[0]!r} in {where} (fields: {shown})")
-    for name, path in (("key", config.splits.key), ("field", config.splits.field)):
+    for name, path in (("splits.key", config.splits.key), ("splits.field", config.splits.field),
+                       ("output.duplicate_key", config.output.duplicate_key)):
         if path and not present(path):
-            raise _fail(f"splits.{name}", ".".join(path),
+            raise _fail(name, ".".join(path),
                         f"no field {path[0]!r} in {where} (fields: {shown})")

@@ -94,6 +94,12 @@ _OUTPUT = (
               "same pass ([Statistics](statistics.md)), and count duplicate records and "
               "records in several splits ([Duplicates and leaks]"
               "(statistics.md#duplicates-and-leaks)).", default="`true`"),
+    ConfigKey("output.duplicate_key", "string", "A field whose equal values make two records "
+              "duplicates, and a leak when they are in different splits, whatever else they "
+              "hold (a dotted path for a nested field); without it records are compared by "
+              "their serialized bytes ([Duplicates and leaks]"
+              "(statistics.md#duplicates-and-leaks)).", "a source field",
+              default="none: the serialized bytes"),
 )
 _ERRORS = (
     ConfigKey("errors", "mapping", "How many bad records a build accepts.",

@@ -152,7 +152,9 @@ class CommitSpec:
     about: Mapping[str, Any] | None = None
     # Count duplicate records per split and records in several splits (the writers
     # fingerprint them, sinks/duplicates.py) into the manifest's ``duplicates``: called as
-    # preview(a sampled record's first bytes) -> the short text its example shows. None: off.
+    # preview(a sampled record's first bytes) -> the short text its example shows; its
+    # ``method``, when it has one, names what was compared (a key: ``key:<field>``, the
+    # encoder fingerprinted the key's values). None: off.
     duplicates: Any = None
 
     @property
@@ -1054,7 +1056,9 @@ def _commit_version(spec: CommitSpec, shards: Mapping[str, Sequence[Any]],
     document.update(spec.extra)
     document.update(_write_reader_files(spec, document))
     if spec.duplicates is not None:
-        document["duplicates"] = dup.summarize(duplicates, list(shards), spec.duplicates)
+        document["duplicates"] = dup.summarize(
+            duplicates, list(shards), spec.duplicates,
+            method=getattr(spec.duplicates, "method", dup.BYTES_METHOD))
     against = read_latest(layout.root)  # the version this one is compared with
     files = found = None
     if spec.statistics is not None:

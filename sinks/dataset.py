@@ -159,17 +159,21 @@ class WriteDataset(beam.PTransform):
         # Every step that writes below the version takes ``started`` as a side input: the
         # runner runs none of them before InitializeWrite has claimed the folder.
         examples = parts["examples"]
+        # Duplicates: counted by the writers from the records' bytes, unless the encoder
+        # counted them by a key's values (``parts["duplicates"]``).
+        by_key = parts.get("duplicates")
+        by_writers = self._spec.duplicates is not None and by_key is None
         if self._spec.shuffle_seed is None:
             shards = examples | "WriteShards" >> WriteTFRecordShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.compression, self._shard_size, self._index, lease=lease,
-                after=started, duplicates=self._spec.duplicates is not None,
+                after=started, duplicates=by_writers,
             )  # {split: [ShardInfo]}
         else:
             shards = examples | "WriteShuffledShards" >> WriteShuffledShards(
                 layout.version_dir, layout.staging, self._shard_name, self._splits,
                 self._spec.shuffle_seed, self._spec.compression, self._shard_size, self._index,
-                lease=lease, after=started, duplicates=self._spec.duplicates is not None,
+                lease=lease, after=started, duplicates=by_writers,
             )
         rejected = _sources(parts.get("rejected")) or (
             pipeline | "NoRejects" >> beam.Create([]),)
@@ -193,7 +197,8 @@ class WriteDataset(beam.PTransform):
         if self._spec.statistics is not None and parts.get("statistics") is not None:
             side["statistics"] = beam.pvalue.AsList(parts["statistics"])  # (split, bytes)
         if self._spec.duplicates is not None:  # BucketResult per bucket
-            side["duplicates"] = beam.pvalue.AsList(shards.duplicates)
+            side["duplicates"] = beam.pvalue.AsList(
+                shards.duplicates if by_key is None else by_key)
         # The small descriptors reach the commit as side inputs of one Impulse: Beam's ToList
         # and CombinePerKey cost ~10 transforms each to construct and translate.
         return (

@@ -20,8 +20,11 @@ import numpy as np
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
 from beam_tfrecords.sinks.format import duplicates as dup
 
-__all__ = ["CountDuplicates", "DuplicatesCombineFn", "FingerprintShare", "FingerprintTally",
-           "is_share"]
+__all__ = ["DUPLICATE_KEYS", "CountDuplicates", "DuplicatesCombineFn", "FingerprintShare",
+           "FingerprintTally", "is_share"]
+# The encoder's tagged output of FingerprintShares of a configured key's values (records
+# compared by that key instead of their bytes), and the Examples' entry that carries them.
+DUPLICATE_KEYS = "duplicates"
 # Fingerprints a writer holds before it hands them on (8 bytes each, plus their counts).
 _FLUSH_RECORDS = 1 << 20
 

@@ -29,6 +29,8 @@ from beam_tfrecords.runtime import (
     crash_note,
 )
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.duplicates import DUPLICATE_KEYS, FingerprintShare
+from beam_tfrecords.sinks.format import duplicates as dup
 from beam_tfrecords.sinks.format.tfrecord_format import FRAME_OVERHEAD
 from beam_tfrecords.transforms.codec.coercion import FeatureValueError
 from beam_tfrecords.transforms.codec.columnar_encoder import ColumnarEncoder
@@ -75,9 +77,13 @@ def _record_preview(batch: Any, index: int) -> dict:
 class _BuildExamplesFn(beam.DoFn):
     def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec,
                  max_record_bytes: int | None = None,
-                 statistics: Mapping[str, str] | None = None) -> None:
+                 statistics: Mapping[str, str] | None = None,
+                 duplicate_key: Sequence[str] = ()) -> None:
         self._features = tuple(features)
         self._splits = splits
+        # A field whose value makes two records duplicates (``DUPLICATE_KEYS`` output: the
+        # key values' fingerprints per split); empty: none.
+        self._duplicate_key = tuple(duplicate_key)
         self._max_record_bytes = max_record_bytes
         # stored key -> statistics kind; None: no statistics output
         self._stats_kinds = dict(statistics) if statistics is not None else None
@@ -128,6 +134,7 @@ class _BuildExamplesFn(beam.DoFn):
     def _process_rows(self, chunk: RecordChunk) -> Iterator[Any]:
         # Records stay pieces until one join per split and chunk: an image is copied once.
         by_split: dict[str, tuple[list[list[bytes]], list[int], list[Any]]] = {}
+        dup_keys: dict[str, list[bytes]] = {}
         splits = self._splits
         key = splits.key
         for offset, record in enumerate(chunk.records()):
@@ -150,6 +157,10 @@ class _BuildExamplesFn(beam.DoFn):
                 value = getattr(err, "value", None)
                 yield self._reject(chunk, offset, feature, str(err), value, record)
                 continue
+            if self._duplicate_key:
+                value = key_bytes_or_none(record, self._duplicate_key)
+                if value is not None:
+                    dup_keys.setdefault(split, []).append(value)
             records, sizes, sources = by_split.setdefault(split, ([], [], []))
             records.append(pieces)
             sizes.append(size)
@@ -162,6 +173,8 @@ class _BuildExamplesFn(beam.DoFn):
                 images = {f.values_key: sources for f in self._images} if sources else None
                 yield beam.pvalue.TaggedOutput(STATISTICS, (split, part_from_records(
                     out, self._stats_kinds, images)))
+            if split in dup_keys:
+                yield from _key_shares(split, dup_keys[split])
             yield split, out  # (split, SerializedBatch)
 
     def _process_batch(self, chunk: RecordChunk) -> tuple[int, Iterator[Any]]:
@@ -204,6 +217,9 @@ class _BuildExamplesFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(STATISTICS, (names[code], part_for_rows(
                     columns, good[split_of == code], chunk.batch.num_rows, taken,
                     self._stats_kinds)))
+            if self._duplicate_key:
+                yield from _key_shares(names[code], _batch_key_bytes(
+                    chunk.batch, self._duplicate_key, good[split_of == code]))
             yield names[code], taken  # (split, SerializedBatch)
 
     def _hash_keys_beside(self, batch: Any) -> tuple[pa.Array, bool] | None:
@@ -330,6 +346,50 @@ class _BuildExamplesFn(beam.DoFn):
             return self._splits.named(value)
         except ValueError as err:
             raise FeatureValueError(".".join(field), value, "a split name", str(err)) from None
+
+
+def key_bytes_or_none(record: Any, path: tuple[str, ...]) -> bytes | None:
+    """``key_bytes`` of a record's value at ``path``; None where it has none (a missing or
+    null key, or one no key can be made of): such a record is left out of the count.
+
+    Args:
+        record: the record.
+        path: the key's field path.
+
+    Returns:
+        The key bytes, or None.
+    """
+    try:
+        value = key_bytes(lookup(record, path))
+    except (FeatureValueError, TypeError, KeyError):
+        return None
+    return None if value == NULL_KEY else value
+
+
+def _batch_key_bytes(batch: Any, path: tuple[str, ...], rows: np.ndarray) -> list[bytes]:
+    """The key bytes of ``rows`` of a batch (rows without a key left out): one Arrow pass for
+    a top-level integer or text column, ``key_bytes`` row by row otherwise."""
+    column = key_column(batch, path)
+    if column is not None:
+        keys = key_bytes_column(column.take(pa.array(rows, pa.int64())))
+        return [k for k in keys.to_pylist() if k is not None]
+    found = []
+    for value in _lookup_rows(batch, path, rows):
+        if isinstance(value, FeatureValueError):
+            continue
+        try:
+            key = key_bytes(value)
+        except TypeError:
+            continue
+        if key != NULL_KEY:
+            found.append(key)
+    return found
+
+
+def _key_shares(split: str, keys: list[bytes]) -> Iterator[Any]:
+    """The ``DUPLICATE_KEYS`` output of one split's keys: a share per bucket."""
+    for bucket, part in sorted(dup.key_counts(split, keys).by_bucket().items()):
+        yield beam.pvalue.TaggedOutput(DUPLICATE_KEYS, FingerprintShare(bucket, part))
 
 
 def _take(batch: SerializedBatch, rows: np.ndarray) -> SerializedBatch:

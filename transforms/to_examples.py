@@ -29,6 +29,7 @@ import apache_beam as beam
 
 from beam_tfrecords.runtime.bundle_output import finish_bundle_outputs
 from beam_tfrecords.runtime.serialized_batch import SerializedBatch
+from beam_tfrecords.sinks.duplicates import DUPLICATE_KEYS, CountDuplicates
 from beam_tfrecords.transforms.build_examples import _BuildExamplesFn
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.codec.specs import (
@@ -127,8 +128,9 @@ class _ToExamplesFn(_BuildExamplesFn):
 
     def __init__(self, features: Sequence[FeatureSpec], splits: SplitSpec,
                  max_record_bytes: int | None, batch_rows: int, source: str,
-                 statistics: Mapping[str, str] | None = None) -> None:
-        super().__init__(features, splits, max_record_bytes, statistics)
+                 statistics: Mapping[str, str] | None = None,
+                 duplicate_key: Sequence[str] = ()) -> None:
+        super().__init__(features, splits, max_record_bytes, statistics, duplicate_key)
         self._batch_rows = batch_rows
         self._source = source
 
@@ -205,6 +207,11 @@ class ToExamples(beam.PTransform):
         TensorFlow Data Validation's format (``statistics`` output); off saves their cost.
         A ``string`` feature gets text statistics (top values, lengths), a ``bytes``
         feature (binary: images, blobs) sizes and unique counts.
+      duplicate_key: a source field (``"id"``, ``"meta.id"``) whose equal values make two
+        records duplicates (and a leak across splits) whatever else they hold; the
+        ``duplicates`` output carries the counts to ``WriteTFRecordDataset``. None: records
+        are compared by their serialized bytes (the writer counts them). Needs
+        ``statistics``.
 
     Input elements: dicts, ``beam.Row`` s, NamedTuples or dataclasses (nested ones become
     dotted features: ``source: meta.label``), ``pyarrow.RecordBatch`` es or ``Table`` s, or
@@ -218,16 +225,27 @@ class ToExamples(beam.PTransform):
       result, or ``btf.UnbatchExamples`` for plain serialized Examples), ``rejected``
       (dead-letter dicts: source, row, feature, reason, value, record), ``counts``
       (``(name, n)`` pairs) and, with ``statistics``, ``statistics`` (``(split, bytes)``: a
-      serialized ``DatasetFeatureStatisticsList`` per split that holds an Example).
+      serialized ``DatasetFeatureStatisticsList`` per split that holds an Example); with
+      ``duplicate_key``, ``duplicates`` (each fingerprint bucket's counts).
+
+    Raises:
+      ValueError: a bad ``batch_rows``, or ``duplicate_key`` without ``statistics``.
     """
 
     def __init__(self, features: FeaturesLike, splits: SplitsLike | None = None,
                  max_record_bytes: int | None = None,
                  batch_rows: int = DEFAULT_BATCH_ROWS, source: str = "pcollection", *,
-                 statistics: bool = True) -> None:
+                 statistics: bool = True, duplicate_key: str | None = None) -> None:
         super().__init__()
         self.features = as_feature_specs(features)
         self.statistics = bool(statistics)
+        if duplicate_key is not None and (not isinstance(duplicate_key, str)
+                                          or not duplicate_key.strip()):
+            raise ValueError(f"duplicate_key must be a field name, not {duplicate_key!r}")
+        if duplicate_key is not None and not self.statistics:
+            raise ValueError("duplicate_key counts duplicates with the statistics: it needs "
+                             "statistics=True")
+        self.duplicate_key = tuple(duplicate_key.split(".")) if duplicate_key else ()
         self._kinds = statistics_kinds(self.features) if self.statistics else None
         self.splits = as_split_spec(splits)
         if not isinstance(batch_rows, int) or batch_rows < 1:
@@ -240,9 +258,9 @@ class ToExamples(beam.PTransform):
         read = rows if is_read_result(rows) else None
         result = (read["records"] if read else rows) | "Encode" >> beam.ParDo(_ToExamplesFn(
             self.features, self.splits, self._max_record_bytes, self._batch_rows, self._source,
-            self._kinds,
+            self._kinds, self.duplicate_key,
         )).with_output_types(tuple[str, SerializedBatch]).with_outputs(
-            REJECTED, COUNTS, STATISTICS, main="examples")
+            REJECTED, COUNTS, STATISTICS, DUPLICATE_KEYS, main="examples")
         # Beam rebuilds dicts it pipes on; the split names and the features (for the
         # feature_spec.json WriteTFRecordDataset exports) ride on the examples PCollection.
         result.examples.split_names = self.splits.names
@@ -255,8 +273,13 @@ class ToExamples(beam.PTransform):
             return Examples(examples=result.examples, rejected=rejected, counts=counts)
         statistics = result[STATISTICS] | "Statistics" >> ComputeStatistics(self._kinds)
         statistics.statistics_kinds = self._kinds  # what the commit writes for empty splits
+        if not self.duplicate_key:
+            return Examples(examples=result.examples, rejected=rejected, counts=counts,
+                            statistics=statistics)
+        duplicates = result[DUPLICATE_KEYS] | "CountDuplicateKeys" >> CountDuplicates()
+        duplicates.duplicate_key = self.duplicate_key  # what the commit names as its method
         return Examples(examples=result.examples, rejected=rejected, counts=counts,
-                        statistics=statistics)
+                        statistics=statistics, duplicates=duplicates)
 
 
 def is_read_result(value: Any) -> bool:

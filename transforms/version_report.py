@@ -23,6 +23,7 @@ from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.sinks.dead_letters import reason_key
 from beam_tfrecords.sinks.format import layout as lay
+from beam_tfrecords.sinks.format.duplicates import key_method
 from beam_tfrecords.sinks.format.report_html import (
     EXAMPLES_SHOWN,
     PREVIEW_CHARS,
@@ -33,15 +34,16 @@ from beam_tfrecords.sinks.format.report_html import (
     render_report,
 )
 from beam_tfrecords.transforms.codec.coercion import preview
+from beam_tfrecords.transforms.codec.splits import INT_PREFIX
 from beam_tfrecords.transforms.codec.wire import ExampleDecodeError, decode_example
 from beam_tfrecords.transforms.stats.statistics_wire import (
     StatisticsDecodeError,
     decode_statistics_list,
 )
 
-__all__ = ["ReportError", "VersionReport", "anomalies_from_document", "decode_split_files",
-           "read_anomalies", "read_dead_letters", "read_statistics", "record_preview",
-           "version_facts"]
+__all__ = ["KeyPreview", "ReportError", "VersionReport", "anomalies_from_document",
+           "decode_split_files", "read_anomalies", "read_dead_letters", "read_statistics",
+           "record_preview", "version_facts"]
 
 
 class ReportError(UserError, ValueError):
@@ -95,6 +97,35 @@ def record_preview(record: bytes, limit: int = PREVIEW_CHARS) -> str:
                   for v in values]
         shown[name] = values[0] if len(values) == 1 else values
     return preview(shown, limit)
+
+
+class KeyPreview:
+    """What a count of duplicates by a key shows for a sampled key: its value, as
+    ``{"id": 42}`` (``codec.splits.key_bytes`` read back: integers as numbers, text as text).
+    Called like :func:`record_preview`; ``method`` is the manifest's ``duplicates.method``.
+
+    Args:
+        key: the key's field path.
+    """
+
+    def __init__(self, key: tuple[str, ...]) -> None:
+        self.key = tuple(key)
+        self.method = key_method(self.key)
+
+    def __call__(self, head: bytes, limit: int = PREVIEW_CHARS) -> str:
+        """The key's value as a short text.
+
+        Args:
+            head: the key's bytes (``key_bytes``), or their first bytes.
+            limit: the most characters returned.
+
+        Returns:
+            The preview.
+        """
+        kind, body = bytes(head[:1]), bytes(head[1:])
+        text = body.decode("utf-8", "backslashreplace")
+        value: Any = int(text) if kind == INT_PREFIX and text.lstrip("-").isdigit() else text
+        return preview({".".join(self.key): value}, limit)
 
 
 def read_statistics(version_dir: str, splits: list[str],

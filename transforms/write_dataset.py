@@ -45,7 +45,7 @@ from beam_tfrecords.transforms.to_examples import (
     as_split_spec,
     is_read_result,
 )
-from beam_tfrecords.transforms.version_report import VersionReport, record_preview
+from beam_tfrecords.transforms.version_report import KeyPreview, VersionReport, record_preview
 
 __all__ = ["DatasetError", "DriftGateError", "ShardSizeLike", "WriteTFRecordDataset"]
 
@@ -163,6 +163,13 @@ def _is_serialized(pcoll: Any) -> bool:
     kind = getattr(pcoll, "element_type", None)
     return kind is not None and kind != typehints.Any and typehints.is_consistent_with(
         kind, typehints.Union[bytes, typehints.Tuple[str, bytes]])
+
+
+def _duplicates_preview(parts: Mapping[str, Any]) -> Any:
+    """How the commit shows a duplicate's example: the key's value when ToExamples counted
+    them by a key (``duplicate_key``), else the record's features."""
+    key = getattr(parts.get("duplicates"), "duplicate_key", None)
+    return KeyPreview(key) if key else record_preview
 
 
 class WriteTFRecordDataset(beam.PTransform):
@@ -292,6 +299,8 @@ class WriteTFRecordDataset(beam.PTransform):
                      "counts": get(COUNTS)}
             if isinstance(pvalueish, dict) and pvalueish.get("statistics") is not None:
                 parts["statistics"] = pvalueish["statistics"]  # ToExamples' statistics
+            if isinstance(pvalueish, dict) and pvalueish.get("duplicates") is not None:
+                parts["duplicates"] = pvalueish["duplicates"]  # counted by a key's values
             names = getattr(parts["examples"], "split_names", None) or (
                 self.splits.names if self.splits is not None else (DEFAULT_SPLIT,))
             return parts, tuple(names)
@@ -391,7 +400,7 @@ class WriteTFRecordDataset(beam.PTransform):
             statistics=None if kinds is None else empty_statistics(kinds, names),
             gate=None if kinds is None or self.validate is None else DriftGate(self.validate),
             report=VersionReport(), about={},
-            duplicates=None if kinds is None else record_preview,
+            duplicates=None if kinds is None else _duplicates_preview(parts),
         )
         manifest = parts | "Write" >> WriteDataset(spec, names, self.shard_size, self.index)
         if spec.gate is not None:  # after the commit, in a stage of its own: a retry of it

@@ -43,9 +43,9 @@ import numpy as np
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 from beam_tfrecords.sinks.format.shuffle_plan import fmix64
 
-__all__ = ["BUCKETS", "EXAMPLES_KEPT", "SAMPLE_BELOW", "SAMPLE_BYTES", "BucketResult",
-           "Example", "FingerprintCounts", "SplitCounts", "batch_fingerprints", "buckets_of",
-           "fingerprints", "sampled", "summarize"]
+__all__ = ["BUCKETS", "BYTES_METHOD", "EXAMPLES_KEPT", "SAMPLE_BELOW", "SAMPLE_BYTES",
+           "BucketResult", "Example", "FingerprintCounts", "SplitCounts", "batch_fingerprints",
+           "buckets_of", "fingerprints", "key_counts", "key_method", "sampled", "summarize"]
 
 BUCKET_BITS = 5
 BUCKETS = 1 << BUCKET_BITS  # accumulators per build: each holds a 1/BUCKETS share
@@ -54,6 +54,21 @@ EXAMPLES_KEPT = 5  # examples per bucket, and in the summary
 SAMPLE_BELOW = 1 << 52  # fingerprints below this keep their record's first bytes: 1 in 4,096
 SAMPLE_BYTES = 2048
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+# The manifest's ``duplicates.method``: records compared by their serialized bytes, or by the
+# value of a configured key (:func:`key_method`).
+BYTES_METHOD = "fingerprint64"
+
+
+def key_method(key: Sequence[str]) -> str:
+    """The ``duplicates.method`` of a count by the value of ``key`` (a field path).
+
+    Args:
+        key: the field's path.
+
+    Returns:
+        ``key:<dotted path>``.
+    """
+    return "key:" + ".".join(key)
 
 
 def fingerprints(crc32c: np.ndarray, crc32: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -309,7 +324,7 @@ class FingerprintCounts:
 
 def summarize(results: Iterable[BucketResult], splits: Sequence[str],
               preview: Callable[[bytes], str] | None = None,
-              kept: int = EXAMPLES_KEPT) -> dict[str, Any]:
+              kept: int = EXAMPLES_KEPT, method: str = BYTES_METHOD) -> dict[str, Any]:
     """The manifest's ``duplicates`` document from every bucket's result.
 
     Args:
@@ -318,6 +333,7 @@ def summarize(results: Iterable[BucketResult], splits: Sequence[str],
         preview: a sampled record's first bytes -> a short text shown as its example;
             None: none.
         kept: how many examples to keep (the smallest fingerprints).
+        method: what was compared: :data:`BYTES_METHOD` or a :func:`key_method`.
 
     Returns:
         ``{"splits": {split: {records, distinct, duplicates, leaked}}, "in_several_splits",
@@ -343,7 +359,7 @@ def summarize(results: Iterable[BucketResult], splits: Sequence[str],
                 entry["preview"] = preview(head)
         shown.append(entry)
     return {
-        "method": "fingerprint64",
+        "method": method,
         "splits": {s: {"records": c.records, "distinct": c.distinct,
                        "duplicates": c.duplicates, "leaked": c.leaked}
                    for s, c in sorted(totals.items())},
@@ -388,3 +404,28 @@ def batch_fingerprints(payload: bytes | bytearray | memoryview | None, offsets: 
             head = bytes(memoryview(payload)[a:a + min(int(lengths[i]), SAMPLE_BYTES)])
         samples[int(fps[i])] = (int(lengths[i]), head)
     return fps, samples
+
+
+def key_counts(split: str, keys: Sequence[bytes]) -> FingerprintCounts:
+    """The fingerprints of records' key values (``codec.splits.key_bytes`` of each: the
+    type is part of the bytes, so the integer 7 and the text "7" differ), as one split's
+    counts: two records are duplicates when their keys are, whatever else they hold.
+
+    Args:
+        split: the split the records went to.
+        keys: each record's key bytes (records without a key are left out by the caller).
+
+    Returns:
+        The counts, with the sampled keys' bytes.
+    """
+    counts = FingerprintCounts()
+    if not keys:
+        return counts
+    payload = b"".join(keys)
+    offsets = np.zeros(len(keys) + 1, np.int64)
+    np.cumsum([len(k) for k in keys], out=offsets[1:])
+    fps, samples = batch_fingerprints(payload, offsets, tff.record_crcs(payload, offsets))
+    counts.add(split, fps)
+    if samples:
+        counts.add_samples(samples)
+    return counts

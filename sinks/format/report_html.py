@@ -533,13 +533,18 @@ def _duplicates(current: VersionFacts) -> str:
                      f": {copies}{size}{shown}</li>")
     examples = (f"<p class=\"note\">Examples, smallest fingerprints first:</p><ul>"
                 f"{''.join(items)}</ul>") if items else ""
+    method = str(found.get("method", ""))
+    compared = (f"by the value of <code>{esc(method[4:])}</code> (its 64-bit fingerprint: "
+                "two CRCs of different polynomials and the length)"
+                if method.startswith("key:") else
+                "by a 64-bit fingerprint of their bytes (two CRCs of different polynomials "
+                "and the length)")
     return ("<h2>Duplicates and leaks</h2><table><tr><th>split</th><th class=\"r\">records"
             "</th><th class=\"r\">distinct</th><th class=\"r\">duplicates</th>"
             f"<th class=\"r\">also in another split</th></tr>{rows}</table>"
             f"<p class=\"note\">{_count(several, 'distinct record')} in more than one split. "
-            "Records are compared by a 64-bit fingerprint of their bytes (two CRCs of different "
-            "polynomials and the length): about N²/2⁶⁵ false matches are expected among N "
-            f"distinct records.</p>{examples}")
+            f"Records are compared {compared}: about N²/2⁶⁵ false matches are expected among "
+            f"N distinct records.</p>{examples}")
 
 
 def _shard_sizes(current: VersionFacts) -> str:

@@ -67,6 +67,7 @@ SAMPLES: dict[str, dict] = {
     "output.shuffle": {"output.shuffle": {"seed": 7}},
     "output.shuffle.seed": {"output.shuffle": {"seed": 7}},
     "output.statistics": {"output.statistics": False},
+    "output.duplicate_key": {"output.duplicate_key": "id"},
     "validate": {"validate": False},  # differs from the default: the gate on
     "validate.max_count_change": {"validate": {"max_count_change": 0.5}},
     "validate.max_missing_change": {"validate": {"max_missing_change": 0.5}},
@@ -75,6 +76,8 @@ SAMPLES: dict[str, dict] = {
     "validate.max_new_values": {"validate": {"max_new_values": 0.5}},
     "validate.max_reject_increase": {"validate": {"max_reject_increase": 0.5}},
     "validate.max_unread_increase": {"validate": {"max_unread_increase": 0.5}},
+    "validate.max_duplicate_increase": {"validate": {"max_duplicate_increase": 0.5}},
+    "validate.max_leak_increase": {"validate": {"max_leak_increase": 0.5}},
     "validate.schema_changes": {"validate": {"schema_changes": True}},
     "validate.ignore": {"validate": {"ignore": ["a"]}},
     "about": {"about": {"license": "CC-BY-4.0"}},
