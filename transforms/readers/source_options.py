@@ -158,14 +158,28 @@ def parse_jsonl_options(raw: Any, key: str = "source.jsonl") -> JsonlOptions:
     return JsonlOptions(**opts)
 
 
-# -- avro -------------------------------------------------------------------------------------
+# -- avro and parquet: no options of their own ------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class AvroOptions:
-    """Avro has no options of its own; ``max_record_bytes`` (from
-    ``source.max_record_bytes``) bounds the header and the blocks a reader will hold."""
+class _RecordBound:
+    """A format with no options of its own: only ``max_record_bytes`` (from
+    ``source.max_record_bytes``), the most bytes of one header, footer or block a reader
+    will hold."""
 
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+
+class AvroOptions(_RecordBound):
+    """Avro's: ``max_record_bytes`` bounds the header and the blocks a reader will hold."""
+
+
+class ParquetOptions(_RecordBound):
+    """Parquet's: ``max_record_bytes`` bounds the footer a reader will hold."""
+
+
+def _without_options(cls: type[_RecordBound], raw: Any, key: str) -> _RecordBound:
+    _mapping(key, {} if raw is None else raw, ())  # any key is one the format does not have
+    return cls()
 
 
 def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
@@ -181,18 +195,7 @@ def parse_avro_options(raw: Any, key: str = "source.avro") -> AvroOptions:
     Raises:
         ConfigError: an option Avro does not have.
     """
-    _mapping(key, {} if raw is None else raw, ())
-    return AvroOptions()
-
-
-# -- parquet ----------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class ParquetOptions:
-    """Parquet has no options of its own; ``max_record_bytes`` (from
-    ``source.max_record_bytes``) bounds the footer a reader will hold."""
-
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    return _without_options(AvroOptions, raw, key)
 
 
 def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptions:
@@ -208,8 +211,7 @@ def parse_parquet_options(raw: Any, key: str = "source.parquet") -> ParquetOptio
     Raises:
         ConfigError: an option Parquet does not have.
     """
-    _mapping(key, {} if raw is None else raw, ())
-    return ParquetOptions()
+    return _without_options(ParquetOptions, raw, key)
 
 
 # -- images -----------------------------------------------------------------------------------
