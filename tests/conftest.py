@@ -257,19 +257,16 @@ def direct_runner_without_prism():
     """Beam's DirectRunner first tries Prism, whose job server fetches a binary from GitHub;
     this machine has no route there, so every attempt fails and Beam falls back to the
     FnApiRunner -- after about 0.1-0.3 s of CPU per pipeline and a ``beam-temp*`` folder left
-    in the temporary folder. The tests pin that fallback (refusing Prism at once), so every
-    run uses the runner it always ends up on, with or without internet."""
+    in the temporary folder. The tests pin that fallback (refusing Prism at once, as
+    tests/run_preloaded.py does for the programs it runs), so every run uses the runner it
+    always ends up on, with or without internet."""
     try:
         from apache_beam.runners.portability import prism_runner
     except ImportError:  # an environment without Beam (none of ours today)
         yield
         return
     original = prism_runner.PrismRunner.run_pipeline
-
-    def refuse(self, pipeline, options):
-        raise RuntimeError("the tests run Beam's DirectRunner without Prism")
-
-    prism_runner.PrismRunner.run_pipeline = refuse
+    _load("beam_tfrecords_tests_run_preloaded", "run_preloaded.py")._without_prism()
     yield
     prism_runner.PrismRunner.run_pipeline = original
 
