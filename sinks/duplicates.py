@@ -5,7 +5,8 @@ of different polynomials and the length; the CRC-32C is the one framing computes
 hand each bundle's fingerprints on, cut by bucket, as :class:`FingerprintShare` elements
 beside their staged files (:class:`FingerprintTally`). :class:`DuplicatesCombineFn` merges
 them per bucket -- a Beam ``CombineFn``, so every runner counts, each worker holding the
-buckets it combines -- and the commit adds the buckets' results up into the manifest's
+buckets it combines, each bucket in bounded memory (a sample of its fingerprints past its
+capacity) -- and the commit adds the buckets' results up into the manifest's
 ``duplicates``.
 """
 
@@ -108,15 +109,23 @@ class FingerprintTally:
 
 
 class DuplicatesCombineFn(beam.CombineFn):
-    """One bucket's FingerprintCounts -> its :class:`~sinks.format.duplicates.BucketResult`."""
+    """One bucket's FingerprintCounts -> its :class:`~sinks.format.duplicates.BucketResult`,
+    holding at most ``capacity`` distinct fingerprints (and as many waiting to be folded in).
+
+    Args:
+        capacity: the distinct fingerprints an accumulator keeps before it samples
+            (``sinks.format.duplicates.CAPACITY``).
+    """
+
+    def __init__(self, capacity: int = dup.CAPACITY) -> None:
+        self._capacity = capacity
 
     def create_accumulator(self) -> dup.FingerprintCounts:
-        return dup.FingerprintCounts()
+        return dup.FingerprintCounts(self._capacity)
 
     def add_input(self, acc: dup.FingerprintCounts, part: dup.FingerprintCounts
                   ) -> dup.FingerprintCounts:
-        acc.merge(part)
-        return acc.compact() if acc.pending >= _FLUSH_RECORDS else acc
+        return acc.merge(part)  # folds in once as many wait as it keeps
 
     def merge_accumulators(self, accs: Iterable[dup.FingerprintCounts]
                            ) -> dup.FingerprintCounts:

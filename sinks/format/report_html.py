@@ -512,14 +512,25 @@ def _duplicates(current: VersionFacts) -> str:
     if found is None:
         return ""
     splits = found.get("splits") or {}
+    exact = found.get("exact", True) is not False
+
+    def counted(c: Mapping[str, Any], key: str) -> str:
+        value = fmt_num(c.get(key, 0))
+        error = (c.get("standard_error") or {}).get(key)
+        return value if exact or error is None else f"≈{value} ± {fmt_num(error)}"
+
     rows = "".join(
         f"<tr><td>{esc(split)}</td><td class=\"r\">{fmt_num(c.get('records', 0))}</td>"
-        f"<td class=\"r\">{fmt_num(c.get('distinct', 0))}</td>"
+        f"<td class=\"r\">{'' if exact else '≈'}{fmt_num(c.get('distinct', 0))}</td>"
         f"<td class=\"r{' bad' if c.get('duplicates') else ''}\">"
-        f"{fmt_num(c.get('duplicates', 0))}</td>"
-        f"<td class=\"r{' bad' if c.get('leaked') else ''}\">{fmt_num(c.get('leaked', 0))}"
+        f"{counted(c, 'duplicates')}</td>"
+        f"<td class=\"r{' bad' if c.get('leaked') else ''}\">{counted(c, 'leaked')}"
         "</td></tr>" for split, c in splits.items())
     several = int(found.get("in_several_splits", 0))
+    sample = "" if exact else (
+        f" Estimated from a sample of at least {fmt_share(float(found.get('sampled', 0)), 1)}"
+        " of the distinct records (each of 32 buckets keeps a fixed number of fingerprints, "
+        "the smallest, every copy of a record alike): ± one standard error.")
     items = []
     for example in found.get("examples") or ():
         copies = ", ".join(f"{esc(s)} ×{fmt_num(n)}"
@@ -544,7 +555,7 @@ def _duplicates(current: VersionFacts) -> str:
             f"<th class=\"r\">also in another split</th></tr>{rows}</table>"
             f"<p class=\"note\">{_count(several, 'distinct record')} in more than one split. "
             f"Records are compared {compared}: about N²/2⁶⁵ false matches are expected among "
-            f"N distinct records.</p>{examples}")
+            f"N distinct records.{sample}</p>{examples}")
 
 
 def _shard_sizes(current: VersionFacts) -> str:

@@ -36,13 +36,15 @@ def _planted(seed: int = 3) -> dict[str, list[bytes]]:
     return {"train": train, "eval": eval_, "test": test}
 
 
-def _counted(by_split: dict[str, list[bytes]], bundles: int, seed: int = 0) -> dict:
+def _counted(by_split: dict[str, list[bytes]], bundles: int, seed: int = 0,
+             capacity: int = dup.CAPACITY, held: list[int] | None = None) -> dict:
     """The records cut into ``bundles`` random bundles, each cut by bucket as a writer hands
-    them on, then merged per bucket in a shuffled order, as the combiner may."""
+    them on, then merged per bucket in a shuffled order, as the combiner may (``held``
+    collects how many fingerprints each accumulator held after each step)."""
     rng = random.Random(seed)
     per_bucket: dict[int, list[dup.FingerprintCounts]] = collections.defaultdict(list)
     for b in range(bundles):
-        tally = dup.FingerprintCounts()
+        tally = dup.FingerprintCounts(capacity)
         for split, records in by_split.items():
             share = records[b::bundles]
             if share:
@@ -52,11 +54,13 @@ def _counted(by_split: dict[str, list[bytes]], bundles: int, seed: int = 0) -> d
     results = []
     for parts in per_bucket.values():
         rng.shuffle(parts)
-        acc = dup.FingerprintCounts()
+        acc = dup.FingerprintCounts(capacity)
         for part in parts:
             acc.merge(part)
             if rng.random() < 0.5:
                 acc.compact()
+            if held is not None:
+                held.append(sum(f.size for f, _ in acc.splits.values()) + acc.pending)
         results.append(acc.result())
     rng.shuffle(results)
     return dup.summarize(results, sorted(by_split))
@@ -167,3 +171,67 @@ def test_records_of_one_length_differing_within_eight_bytes_never_collide():
         variants.add(bytes(changed))
     variants = sorted(variants)
     assert len(set(_fps(variants).tolist())) == len(variants)
+
+
+def _many(seed: int = 11) -> dict[str, list[bytes]]:
+    """20,000 distinct records in three splits, with 2,000 duplicated (some several times)
+    and 600 leaked: too many for a small capacity, so the counts come from a sample."""
+    rng = random.Random(seed)
+    distinct = [b"r%d:%d" % (i, rng.randrange(10**9)) for i in range(20_000)]
+    train, eval_, test = distinct[:14_000], distinct[14_000:18_000], distinct[18_000:]
+    train = train + train[:1_500] + train[:300] + eval_[:400]
+    eval_ = eval_ + eval_[100:300] + train[2_000:2_200]
+    return {"train": train, "eval": eval_, "test": test}
+
+
+def test_past_its_capacity_a_bucket_keeps_a_sample_whose_counts_are_the_same_in_any_order():
+    """Memory is bounded: an accumulator holds at most its capacity of fingerprints, plus what
+    waits to be folded (less than the capacity again); past it the counts are estimated from
+    the records whose fingerprints are smallest, and the estimate is a function of the data:
+    the same document whatever the bundles and merge order."""
+    data = _many()
+    want = duplicate_counts(data)
+    held: list[int] = []
+    runs = [_counted(data, bundles, seed=bundles, capacity=256, held=held)
+            for bundles in (1, 4, 23)]
+    assert runs[0] == runs[1] == runs[2]
+    assert max(held) < 2 * 256
+    got = runs[0]
+    assert got["exact"] is False and got["sampled"] in (1 / 4, 1 / 8)
+    for split, counts in want["splits"].items():
+        mine = got["splits"][split]
+        assert mine["records"] == counts["records"]  # records are counted, not sampled
+        assert mine["distinct"] == mine["records"] - mine["duplicates"]
+        for key in ("duplicates", "leaked"):
+            error = mine["standard_error"][key]
+            assert abs(mine[key] - counts[key]) <= 4 * error + 1, (split, key, mine, counts)
+            if counts[key] >= 400:
+                assert 0 < error < counts[key] / 3, (split, key, error)
+
+
+def test_a_sample_keeps_the_smallest_repeated_fingerprints_as_its_examples():
+    data = _many()
+    exact = _counted(data, 3)
+    sampled = _counted(data, 3, capacity=256)
+    assert exact["exact"] is True and "sampled" not in exact
+    assert sampled["examples"] == exact["examples"] and len(exact["examples"]) == 5
+
+
+def test_kept_samples_are_bounded_and_the_same_in_any_order():
+    """Sampled records' bytes: at most SAMPLES_KEPT per accumulator, the smallest
+    fingerprints, whichever bundles carried them."""
+    rng = random.Random(5)
+    samples = {rng.randrange(dup.SAMPLE_BELOW): (3, b"abc") for _ in range(4_000)}
+    kept = []
+    for bundles in (1, 5):
+        rng = random.Random(bundles)
+        acc = dup.FingerprintCounts(samples_kept=16)
+        parts = [dup.FingerprintCounts(samples_kept=16) for _ in range(bundles)]
+        for fp, sample in samples.items():
+            parts[rng.randrange(bundles)].add_samples({fp: sample})
+        for part in parts:
+            acc.merge(part)
+        assert len(acc.samples) <= 16
+        kept.append(sorted(acc.samples))
+    assert kept[0] == kept[1] and kept[0] == sorted(samples)[:len(kept[0])]
+    assert len(kept[0]) >= 8  # the bound halves at each step: at least half of it is used

@@ -231,3 +231,18 @@ def test_duplicates_and_their_examples_show_as_text():
     assert HOSTILE[0] in text and HOSTILE[1] in text
     assert "3 distinct records in more than one split" in text
     assert "0001000000000000: train ×3 (its bytes were not sampled" in text
+
+
+def test_estimated_duplicates_say_so_with_their_standard_errors():
+    """Past a bucket's capacity the counts come from a sample: the page marks them as
+    estimates, with one standard error, and says how much was sampled."""
+    current, _, _ = report_sample(hostile=False)
+    facts = dataclasses.replace(current, duplicates={
+        "method": "fingerprint64", "exact": False, "sampled": 0.25,
+        "splits": {"train": {"records": 9_000_000, "distinct": 8_997_600, "duplicates": 2_400,
+                             "leaked": 800,
+                             "standard_error": {"duplicates": 85, "leaked": 49}}},
+        "in_several_splits": 400, "examples": []})
+    text = "".join(_Page(render_report(facts)).text)
+    assert "≈2,400 ± 85" in text and "≈800 ± 49" in text and "≈8,997,600" in text
+    assert "sample of at least 25.0% of the distinct records" in text
