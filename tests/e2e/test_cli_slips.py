@@ -1,6 +1,8 @@
-"""What users type, through the installed console script: secrets never reach a printed line,
-no line prints raw bytes, odd output states and flag typos end in one line before anything
-is written, and a closed pipe (``| head``) ends the command quietly with status 141."""
+"""What users type, through the console script in a process of its own: secrets never reach a
+printed line, no line prints raw bytes, odd output states and flag typos end in one line before
+anything is written, and a closed pipe (``| head``) ends the command quietly with status 141.
+Where only what the command prints matters, its ``entry()`` is forked from a server that
+imported Beam once (:func:`forked`); everything else runs the installed script."""
 
 from __future__ import annotations
 
@@ -37,6 +39,17 @@ def run(*args, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
                           env=os.environ.copy(), timeout=TIMEOUT)
 
 
+def forked(preforked, *args) -> subprocess.CompletedProcess:
+    """``beam-tfrecords ARGS`` as :func:`run` answers it, its ``entry()`` forked from the
+    ``preforked`` server (Beam imported once): for what a command prints and leaves, which
+    does not depend on how the program started. Slips, flag typos and raw bytes (start-up
+    and lazy imports matter there) go through the installed script itself."""
+    proc = preforked.command([str(a) for a in args], cwd=ROOT)
+    code = proc.wait(timeout=TIMEOUT)
+    return subprocess.CompletedProcess(args, code, proc.stdout.read().encode(),
+                                       proc.stderr.read().encode())
+
+
 def leaked(done: subprocess.CompletedProcess) -> list[str]:
     text = (done.stdout + done.stderr).decode("utf-8", "replace")
     return [secret for secret in SECRETS if secret in text]
@@ -59,17 +72,18 @@ def config(tmp_path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[pathlib.Path, subprocess.CompletedProcess]:
+def built(tmp_path_factory, preforked) -> tuple[pathlib.Path, subprocess.CompletedProcess]:
     """A build whose input folder and output root carry secrets in their names (``?`` is a
-    glob's one-character wildcard, so it matches itself); progress lines on."""
+    glob's one-character wildcard, so it matches itself); progress lines on. Forked
+    (:func:`forked`); the tests reading its output run the installed script."""
     base = tmp_path_factory.mktemp("secrets")
     folder = base / f"in{QUERY}"
     folder.mkdir()
     (folder / "demo.csv").write_text(
         "".join(DEMO_CSV.read_text().splitlines(keepends=True)[:301]))
     out = base / f"out{QUERY}"
-    done = run("build", "--config", DEMO, "--input", f"{folder}/*.csv", "--output", out,
-               "--version", "v", "--progress-interval", "0.05")
+    done = forked(preforked, "build", "--config", DEMO, "--input", f"{folder}/*.csv",
+                  "--output", out, "--version", "v", "--progress-interval", "0.05")
     return out, done
 
 
@@ -84,16 +98,17 @@ def test_a_build_over_paths_with_secrets_prints_none_of_them(built):
     assert leaked(done) == []
 
 
-def test_worker_processes_print_no_secret_either(tmp_path):
+def test_worker_processes_print_no_secret_either(tmp_path, preforked):
     """multi_processing workers print a failed step's traceback to the shared stderr
-    themselves; the command asks them (through the environment) to filter it too."""
+    themselves; the command asks them (through the environment) to filter it too. The
+    command is forked (:func:`forked`); its workers start as they always do."""
     folder = tmp_path / f"in{QUERY}"
     folder.mkdir()
     rows = DEMO_CSV.read_text().splitlines(keepends=True)[:101]
     (folder / "demo.csv").write_text("".join(rows) + "101,maybe,1,dog,0.5\n")  # a reject
-    done = run("build", "--config", DEMO, "--input", f"{folder}/*.csv", "--output",
-               tmp_path / f"out{QUERY}", "--direct_running_mode=multi_processing",
-               "--direct_num_workers=2")
+    done = forked(preforked, "build", "--config", DEMO, "--input", f"{folder}/*.csv",
+                  "--output", tmp_path / f"out{QUERY}", "--direct_running_mode=multi_processing",
+                  "--direct_num_workers=2")
     err = done.stderr.decode()
     assert done.returncode == 1, err
     assert "CommitError" in err.splitlines()[-1] and REDACTED in err.splitlines()[-1], err
@@ -113,12 +128,13 @@ def test_worker_processes_print_no_secret_either(tmp_path):
     (["init", "--input", "TMP/in" + QUERY + "/x.csv"], "TMP/in"),
     (["init", "--input", PASSWORD_URL + "/x.csv"], "example.com/data/x.csv"),
 ])
-def test_an_error_line_names_the_path_without_its_secrets(command, named, config, tmp_path):
+def test_an_error_line_names_the_path_without_its_secrets(command, named, config, tmp_path,
+                                                          preforked):
     """Also where the scheme has no usable filesystem here (https://, s3:// without its
-    extra): one line, not a traceback."""
+    extra): one line, not a traceback. Forked (:func:`forked`): most of these import Beam."""
     args = [str(config) if a == "CONFIG" else a.replace("TMP", str(tmp_path)) for a in command]
     before = tree(tmp_path)
-    done = run(*args)
+    done = forked(preforked, *args)
     assert done.returncode == 1, done.stderr.decode()
     assert leaked(done) == []
     err = done.stderr.decode()
@@ -221,7 +237,8 @@ def test_a_broken_pipe_that_is_not_our_output_is_still_an_error(monkeypatch, cap
     ("device", "/dev/null", "is a FIFO, socket, device or broken link, not a folder"),
 ])
 def test_an_output_that_cannot_hold_a_data_set_is_refused_in_one_line(state, output, said,
-                                                                       config, tmp_path):
+                                                                       config, tmp_path,
+                                                                       preforked):
     if state == "file":
         (tmp_path / "afile").write_text("not ours\n")
     elif state == "latest-fifo":
@@ -231,7 +248,7 @@ def test_an_output_that_cannot_hold_a_data_set_is_refused_in_one_line(state, out
         (tmp_path / "out" / {"lease-folder": ".lease", "latest-folder": "LATEST"}[state]
          ).mkdir(parents=True)
     before = tree(tmp_path)
-    done = run("build", "--config", config, "--output", tmp_path / output)
+    done = forked(preforked, "build", "--config", config, "--output", tmp_path / output)
     err = done.stderr.decode()
     assert done.returncode == 1, err
     assert err.count("\n") == 1 and said in err and "BuildError" in err, err
@@ -272,23 +289,28 @@ def test_every_command_suggests_the_flag_meant(command, suggested, config, tmp_p
     assert done.stdout == b""
 
 
-def test_a_stray_argument_and_a_bad_beam_value_are_usage_errors(config, tmp_path):
+def test_a_stray_argument_and_a_bad_beam_value_are_usage_errors(config, tmp_path, preforked):
+    """A value is checked by Beam's own parser, so the bad value is forked (:func:`forked`):
+    the same check, without a second Beam import; the stray one runs the script."""
     stray = run("build", "--config", config, "stray")
     assert stray.returncode == 2 and b"'stray'" in stray.stderr
-    bad = run("build", "--config", config, "--direct_num_workers", "two")
+    bad = forked(preforked, "build", "--config", config, "--direct_num_workers", "two")
     assert bad.returncode == 2 and b"--direct_num_workers" in bad.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_beam_options_and_flags_after_a_lone_dash_dash_pass(tmp_path):
-    """Refused for its missing config (exit 1), so every flag passed the check."""
-    done = run("build", "--config", tmp_path / "missing.yaml", "--runner", "DirectRunner",
-               "--project", "p", "--region", "r", "--temp_location", tmp_path,
-               "--experiments", "a", "--experiments=b", "--save_main_session",
-               "--no_use_public_ips", "--job_name=nightly", "--parallelism", "3",
-               "--direct_running_mode=in_memory", "--tfrecords_progress_dir", tmp_path,
-               "--render_output=graph.png",  # defined by a runner module build never imports
-               "--", "--a_job_service_option", "5")
+def test_beam_options_and_flags_after_a_lone_dash_dash_pass(tmp_path, preforked):
+    """Refused for its missing config (exit 1), so every flag passed the check. Forked
+    (:func:`forked`): Beam's parser checks them, and the server has not imported the option
+    modules the check imports (--render_output's among them) any more than the script has."""
+    done = forked(preforked, "build", "--config", tmp_path / "missing.yaml",
+                  "--runner", "DirectRunner", "--project", "p", "--region", "r",
+                  "--temp_location", tmp_path, "--experiments", "a", "--experiments=b",
+                  "--save_main_session", "--no_use_public_ips", "--job_name=nightly",
+                  "--parallelism", "3", "--direct_running_mode=in_memory",
+                  "--tfrecords_progress_dir", tmp_path,
+                  "--render_output=graph.png",  # defined by a runner module build never imports
+                  "--", "--a_job_service_option", "5")
     assert done.returncode == 1, done.stderr.decode()
     assert b"ConfigError: cannot read config" in done.stderr
 

@@ -2,9 +2,9 @@
 new manifest appears, and the next build succeeds and removes the leftovers -- on local disk
 and on gs:// (the GCS emulator; the killed subprocess inherits STORAGE_EMULATOR_HOST).
 
-The build runs in a subprocess whose storage layer (the filesystem boundary) is wrapped so that
-the N-th call of one operation signals the test and then hangs; the test kills the process
-with SIGKILL at exactly that moment, with no race against the pipeline's speed.
+The build runs in a process of its own whose storage layer (the filesystem boundary) is
+wrapped so that the N-th call of one operation signals the test and then hangs; the test kills
+the process with SIGKILL at exactly that moment, with no race against the pipeline's speed.
 """
 
 from __future__ import annotations
@@ -30,19 +30,10 @@ pytestmark = pytest.mark.e2e  # whole builds through the console script or a run
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo.yaml"
 
-# The command users run is the one killed and signalled: the installed console script, whose
-# entry() claims the signals before its first import (a test calling cli.main() in-process
-# never exercises that). So the fault point is put in place by a sitecustomize module on
-# PYTHONPATH that wraps one storage operation once the command imports it (an import hook:
-# importing storage itself would import numpy before entry() runs), and the test kills or
-# signals the build while that operation hangs -- writing a staged part, reading an input,
-# renaming a shard into place during finalize. BTF_TEST_IMPORT_NUMPY starts OpenBLAS's thread
-# before entry() instead, as a site hook or an embedding program might.
-_SITECUSTOMIZE = """
-import importlib.abc, importlib.util, os, sys, time
-
-if os.environ.get("BTF_TEST_IMPORT_NUMPY"):
-    import numpy  # noqa: F401 -- its OpenBLAS thread now exists, signals unblocked
+# The fault point: one storage operation, wrapped so that its nth call on a matching path
+# writes a marker and hangs (the environment of hang_env below says which).
+_HANG = """
+import os, time
 
 _OP = os.environ.get("BTF_TEST_HANG_OP")
 
@@ -66,7 +57,22 @@ def _patch(storage):
         return original(*args, **kwargs)
 
     setattr(storage, _OP, hanging)
+"""
 
+# The command users start is the one signalled: the installed console script, whose entry()
+# claims the signals before its first import (a test calling cli.main() in-process never
+# exercises that). So there the fault point is put in place by a sitecustomize module on
+# PYTHONPATH that wraps the storage operation once the command imports it (an import hook:
+# importing storage itself would import numpy before entry() runs), and the test signals the
+# build while that operation hangs -- reading an input, renaming a shard into place during
+# finalize. BTF_TEST_IMPORT_NUMPY starts OpenBLAS's thread before entry() instead, as a site
+# hook or an embedding program might.
+_SITECUSTOMIZE = """
+import importlib.abc, importlib.util, os, sys
+
+if os.environ.get("BTF_TEST_IMPORT_NUMPY"):
+    import numpy  # noqa: F401 -- its OpenBLAS thread now exists, signals unblocked
+""" + _HANG + """
 
 class _PatchStorage(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
@@ -109,14 +115,26 @@ def hang_env(tmp_path: pathlib.Path, operation: str, match: str, nth: int,
                 BTF_TEST_HANG_AFTER=str(after or ""))
 
 
-def kill_during(operation: str, nth: int, subtree: str, out: pathlib.Path | str,
+# SIGKILL cannot be caught: what a kill -9 leaves depends on the build's progress, not on how
+# the program started. So the killed build is the console script's entry() forked from the
+# `preforked` server (Beam imported once), its storage operation wrapped before entry() runs.
+_KILLED_BUILD = _HANG + """
+from beam_tfrecords.runtime import storage
+_patch(storage)
+from beam_tfrecords.pipelines.cli import entry
+entry()
+"""
+
+
+def kill_during(preforked, operation: str, nth: int, subtree: str, out: pathlib.Path | str,
                 config: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """Start ``beam-tfrecords build`` (version "killed") in a session of its own, and kill its
+    process group with SIGKILL once the ``nth`` call of storage.``operation`` on a path
+    containing ``subtree`` hangs."""
     marker = tmp_path / "hung"
-    args = [str(CONSOLE_SCRIPT), "build", "--config", str(config), "--output", str(out),
-            "--version", "killed"]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True,
-                            env=hang_env(tmp_path, operation, subtree, nth))
+    proc = preforked.start(_KILLED_BUILD, ["build", "--config", str(config), "--output",
+                                           str(out), "--version", "killed"],
+                           cwd=ROOT, env=hang_env(tmp_path, operation, subtree, nth))
     deadline = time.monotonic() + 120
     while not marker.exists():
         if proc.poll() is not None:
@@ -166,9 +184,9 @@ def _good_once(tmp_path_factory) -> tuple[pathlib.Path, dict]:
     ("open_write", 3, ".staging", True),  # a shuffled build, while writing its sorted runs
     ("rename", 2, "/train/", True),  # a shuffled build's finalize
 ])
-def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_config,
-                                                        _good_once, operation, nth, subtree,
-                                                        shuffled):
+def test_kill_leaves_previous_version_and_latest_intact(preforked, tmp_path,
+                                                        small_shards_config, _good_once,
+                                                        operation, nth, subtree, shuffled):
     if shuffled:
         small_shards_config.write_text(small_shards_config.read_text().replace(
             "  compression: none\n", "  compression: none\n  shuffle: {seed: 7}\n"))
@@ -178,7 +196,7 @@ def test_kill_leaves_previous_version_and_latest_intact(tmp_path, small_shards_c
     first = _good_once[1]
     before = {p: p.read_bytes() for p in (out / "good").rglob("*") if p.is_file()}
 
-    kill_during(operation, nth, subtree, out, small_shards_config, tmp_path)
+    kill_during(preforked, operation, nth, subtree, out, small_shards_config, tmp_path)
 
     assert (out / "LATEST").read_text().strip() == "good"
     assert {p: p.read_bytes() for p in (out / "good").rglob("*") if p.is_file()} == before
@@ -204,20 +222,34 @@ def snapshot(emulator, prefix: str) -> dict[str, bytes]:
     return found
 
 
+@pytest.fixture(scope="module")
+def _good_on_gcs(gcs_emulator, tmp_path_factory) -> tuple[dict[str, bytes], dict]:
+    """An output on the emulator holding version "good" of the small-band demo, built once for
+    the module: its objects (name below the output -> content) and its manifest."""
+    out = gcs_emulator.unique_prefix("kill-good")
+    first = cli.run_build(["--config", str(small_band_config(tmp_path_factory.mktemp("good"))),
+                           "--output", out, "--version", "good"])
+    prefix = gcs_emulator.name_of(out) + "/"
+    return {name[len(prefix):]: data
+            for name, data in snapshot(gcs_emulator, out).items()}, first
+
+
 @pytest.mark.parametrize("operation,nth,subtree", [
     ("open_counted_write", 5, ".staging"),  # while writing staged parts
     ("rename_many", 1, "/train/"),    # during finalize: some final shards already visible
 ])
-def test_kill_on_gcs_leaves_previous_version_and_latest_intact(gcs_emulator, tmp_path,
-                                                               small_shards_config, operation,
-                                                               nth, subtree):
-    out = gcs_emulator.unique_prefix("kill")
-    first = cli.run_build(["--config", str(small_shards_config), "--output", out,
-                           "--version", "good"])
+def test_kill_on_gcs_leaves_previous_version_and_latest_intact(preforked, gcs_emulator,
+                                                               tmp_path, small_shards_config,
+                                                               _good_on_gcs, operation, nth,
+                                                               subtree):
+    out = gcs_emulator.unique_prefix("kill")  # a copy of the output the build "good" left
+    for name, data in _good_on_gcs[0].items():
+        gcs_emulator.upload(f"{out}/{name}", data)
+    first = _good_on_gcs[1]
     before = snapshot(gcs_emulator, f"{out}/good")
     assert before and first is not None
 
-    kill_during(operation, nth, subtree, out, small_shards_config, tmp_path)
+    kill_during(preforked, operation, nth, subtree, out, small_shards_config, tmp_path)
 
     assert storage.read_text(f"{out}/LATEST").strip() == "good"
     assert snapshot(gcs_emulator, f"{out}/good") == before

@@ -61,6 +61,37 @@ def committed(tmp_path, _committed_once) -> pathlib.Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def _committed_once_on_gcs(gcs_emulator, tmp_path_factory) -> dict[str, bytes]:
+    """The same on the GCS emulator, once for the module: its objects (name below the output
+    -> content)."""
+    folder = tmp_path_factory.mktemp("committed-gcs")
+    data = folder / "demo.csv"
+    data.write_text("".join(DEMO_CSV.read_text().splitlines(keepends=True)[:301]))
+    out = gcs_emulator.unique_prefix("committed")
+    assert cli.main(args(DEMO, data, out, "--version", "v1")) == 0
+    return tree(out)
+
+
+def committed_on_gcs(request) -> str:
+    """A fresh prefix on the emulator holding a copy of that output, object for object."""
+    emulator = request.getfixturevalue("gcs_emulator")
+    out = emulator.unique_prefix("trust")
+    for name, data in request.getfixturevalue("_committed_once_on_gcs").items():
+        emulator.upload(f"{out}/{name}", data)
+    assert commit.read_latest(out) == "v1"
+    return out
+
+
+@pytest.fixture(params=["local", "gcs"])
+def committed_root(request, tmp_path) -> str:
+    """An output root on local disk or on the GCS emulator holding a copy of version "v1"
+    (the ``committed`` fixture's, or its counterpart's on the emulator)."""
+    if request.param == "local":
+        return str(request.getfixturevalue("committed"))
+    return committed_on_gcs(request)
+
+
 @pytest.fixture(params=["local", "gcs"])
 def root(request, tmp_path) -> str:
     """An output root on local disk or on the GCS emulator."""
@@ -221,9 +252,10 @@ def test_overlapping_default_versions_both_commit_when_the_second_waits(small_cs
 # -- the commit --
 
 @pytest.mark.slow
-def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv, root,
+def test_a_failure_between_manifest_and_latest_is_completed_by_a_rerun(small_csv,
+                                                                       committed_root,
                                                                        monkeypatch, capsys):
-    assert cli.main(args(DEMO, small_csv, root, "--version", "v1")) == 0
+    root = committed_root  # v1
     real = commit.move_latest
 
     def disk_full(*a, **k):
@@ -382,8 +414,7 @@ def test_kill_9_at_any_moment_of_two_overlapping_builds(small_csv, request, spaw
     if where == "local":
         out = str(request.getfixturevalue("committed"))  # v1
     else:
-        out = request.getfixturevalue("gcs_emulator").unique_prefix("kill")
-        assert cli.main(args(DEMO, small_csv, out, "--version", "v1")) == 0
+        out = committed_on_gcs(request)  # v1
     for round_ in range(2):
         same = rng.random() < 0.5  # the same --version for both, or defaults
         extra = ["--version", f"r{round_}"] if same else []
