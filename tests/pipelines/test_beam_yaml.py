@@ -29,7 +29,6 @@ from collections import Counter
 
 import pytest
 
-from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
@@ -233,19 +232,20 @@ def test_too_many_bad_rows_fail_the_yaml_run(runs):
     assert list((out / ".failed").glob("v1-*/dead_letter/*.jsonl"))
 
 
-def test_example_pipeline_writes_what_the_command_line_writes(runs, tmp_path):
+def test_example_pipeline_writes_what_the_command_line_writes(runs, sample_builds):
     """configs/beam_yaml/demo.yaml reads the demo CSV through Beam YAML's ReadFromCsv; its
-    records are the command line's, byte for byte (the splits differ: YAML's CSV reader
-    types ``id`` as an integer, ours keeps CSV text, and the two hash differently)."""
+    records are the command line's build of configs/demo.yaml (the session's, shared), byte
+    for byte (the splits differ: YAML's CSV reader types ``id`` as an integer, ours keeps CSV
+    text, and the two hash differently)."""
     code, stderr, out = runs("example")
     assert code == 0, stderr[-3000:]
     version_dir, manifest = committed(out)
     assert manifest["counts"]["read"] == manifest["counts"]["written"] == 10_000
     assert set(manifest["splits"]) == {"train", "eval"}
-    built = cli.run_build(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
-                            str(tmp_path / "cli"), "--version", "v1"])
+    built_dir = sample_builds["demo"]
+    built = json.loads((built_dir / "manifest.json").read_text())
     assert manifest["feature_spec"] == built["feature_spec"]
-    assert records(version_dir, manifest) == records(tmp_path / "cli" / "v1", built)
+    assert records(version_dir, manifest) == records(built_dir, built)
 
 
 @pytest.mark.parametrize("value", ["bad", {"output": 3}, {"output": "x", "main_tag": "y"},
