@@ -5,13 +5,14 @@ local runner). YAML's ``Create`` and ``ReadFromCsv`` produce schema'd ``beam.Row
 
 - ``type: PyTransform`` with ``constructor: beam_tfrecords.WriteTFRecordDataset``;
 - a ``type: python`` provider with no packages (nothing installed, no network) naming
-  ``WriteTFRecordDataset`` and ``ToExamples``, with YAML's ``error_handling`` output;
+  ``WriteTFRecordDataset`` and ``ToExamples``, with YAML's ``error_handling`` output (these
+  two are two writes of one pipeline, each to its own output);
 - the example pipeline configs/beam_yaml/demo.yaml writes the same records as the command
   line's build of configs/demo.yaml;
 - too many bad rows fail the YAML run, with nothing committed.
 
 Every run spends most of its CPU importing Beam's YAML providers (their machine-learning
-transforms import Vertex AI's client, ~6 CPU-s), so one process runs the four pipelines one
+transforms import Vertex AI's client, ~6 CPU-s), so one process runs the three pipelines one
 after another, the failing one last; the command itself, ``python -m apache_beam.yaml.main``,
 runs the docs' YAML pipelines in tests/project/test_readme_snippets.py.
 """
@@ -29,7 +30,6 @@ from collections import Counter
 
 import pytest
 
-from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.verify import verify_path
 from beam_tfrecords.sinks.format import tfrecord_format as tff
 
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e  # whole builds through the console script or a run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "beam_yaml" / "demo.yaml"
-TIMEOUT = 600  # all four runs, one after another
+TIMEOUT = 600  # all three runs, one after another
 
 ROWS = [{"id": i, "age": 20 + i, "name": f"p{i}"} for i in range(12)]
 BAD = {"id": 99, "age": "unknown", "name": "bad"}
@@ -57,11 +57,13 @@ def create(rows) -> str:
 
 
 def pipelines(tmp: pathlib.Path) -> dict[str, str]:
-    """name -> YAML text of the pipelines the tests run (outputs under ``tmp``)."""
+    """name -> YAML text of the pipelines the tests run (outputs under ``tmp``): ``both``
+    writes the same rows through ``PyTransform`` (to ``pytransform/``) and through the
+    provider's names (to ``provider/``), two writes of one run, each checked on its own."""
     out = {name: json.dumps(str(tmp / name / "ds")) for name in (
         "pytransform", "provider", "threshold")}
     return {
-        "pytransform": f"""pipeline:
+        "both": f"""pipeline:
   transforms:
 {create(ROWS + [BAD])}
     - type: PyTransform
@@ -77,12 +79,8 @@ def pipelines(tmp: pathlib.Path) -> dict[str, str]:
             name: {{type: string}}
           splits: {{key: id, train: 50, eval: 50}}
           max_bad_fraction: 0.1
-""",
-        # ToExamples' three outputs go to the write by name; the write's error output is
-        # consumed, as YAML demands.
-        "provider": f"""pipeline:
-  transforms:
-{create(ROWS + [BAD])}
+    # ToExamples' three outputs go to the write by name; the write's error output is
+    # consumed, as YAML demands.
     - type: ToExamples
       input: Create
       config:
@@ -148,13 +146,14 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("yaml")
     plan, outputs = [], {}
     for name, text in pipelines(tmp).items():
-        (tmp / name).mkdir()
         path = tmp / f"{name}.yaml"
         path.write_text(text)
         plan.append((name, str(tmp), [f"--yaml_pipeline_file={path}"]))
+    for name in ("pytransform", "provider", "threshold"):
+        (tmp / name).mkdir()
         outputs[name] = tmp / name / "ds"
     outputs["example"] = tmp / "example" / "demo"
-    plan.insert(2, ("example", str(ROOT), [f"--yaml_pipeline_file={EXAMPLE}",
+    plan.insert(1, ("example", str(ROOT), [f"--yaml_pipeline_file={EXAMPLE}",
                                            "--jinja_variables=" + json.dumps(
                                                {"output": str(outputs["example"])})]))
     assert plan[-1][0] == "threshold"  # the failing run last: what it leaves touches no other
@@ -164,8 +163,9 @@ def runs(tmp_path_factory):
     found = {}
     for match in re.finditer(r"^=== start (\w+)\n(.*?)^=== end \1 (\d)$", done.stderr,
                              re.MULTILINE | re.DOTALL):
-        name, stderr, code = match.groups()
-        found[name] = (int(code), stderr, outputs[name])
+        run, stderr, code = match.groups()
+        for name in ("pytransform", "provider") if run == "both" else (run,):
+            found[name] = (int(code), stderr, outputs[name])
 
     def get(name: str):
         assert name in found, f"the run {name} never ended ({done.returncode}): " + (
@@ -233,19 +233,20 @@ def test_too_many_bad_rows_fail_the_yaml_run(runs):
     assert list((out / ".failed").glob("v1-*/dead_letter/*.jsonl"))
 
 
-def test_example_pipeline_writes_what_the_command_line_writes(runs, tmp_path):
+def test_example_pipeline_writes_what_the_command_line_writes(runs, sample_builds):
     """configs/beam_yaml/demo.yaml reads the demo CSV through Beam YAML's ReadFromCsv; its
-    records are the command line's, byte for byte (the splits differ: YAML's CSV reader
-    types ``id`` as an integer, ours keeps CSV text, and the two hash differently)."""
+    records are the command line's build of configs/demo.yaml (the session's, shared), byte
+    for byte (the splits differ: YAML's CSV reader types ``id`` as an integer, ours keeps CSV
+    text, and the two hash differently)."""
     code, stderr, out = runs("example")
     assert code == 0, stderr[-3000:]
     version_dir, manifest = committed(out)
     assert manifest["counts"]["read"] == manifest["counts"]["written"] == 10_000
     assert set(manifest["splits"]) == {"train", "eval"}
-    built = cli.run_build(["--config", str(ROOT / "configs" / "demo.yaml"), "--output",
-                            str(tmp_path / "cli"), "--version", "v1"])
+    built_dir = sample_builds["demo"]
+    built = json.loads((built_dir / "manifest.json").read_text())
     assert manifest["feature_spec"] == built["feature_spec"]
-    assert records(version_dir, manifest) == records(tmp_path / "cli" / "v1", built)
+    assert records(version_dir, manifest) == records(built_dir, built)
 
 
 @pytest.mark.parametrize("value", ["bad", {"output": 3}, {"output": "x", "main_tag": "y"},

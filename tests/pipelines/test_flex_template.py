@@ -74,22 +74,37 @@ def test_switch_parameters_accept_false_and_refuse_nonsense():
     assert template_argv(beam) == beam
 
 
-def test_entry_script_builds_then_skips_like_the_command(tmp_path):
-    """The launcher runs pipelines/flex/main.py as a script, with --name=value parameters."""
+# pipelines/flex/main.py run as ``python main.py ARGV`` would run it (its folder first on
+# sys.path, as __main__), in a process forked from the session's server that imported Beam.
+_AS_SCRIPT = """
+import os, runpy, sys
+sys.argv[0] = sys.argv[1]
+del sys.argv[1]
+sys.path[0] = os.path.dirname(sys.argv[0])  # in place of -c's ""
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_entry_script_builds_then_skips_like_the_command(tmp_path, preforked):
+    """The launcher runs pipelines/flex/main.py as a script, with --name=value parameters:
+    the build in a fresh interpreter (the script's own imports); the skip through the same
+    script, forked from the session's server that imported Beam once."""
     data = tmp_path / "in.csv"
     data.write_text("id,feature0,feature1,feature2,feature3\n1,true,1,dog,0.5\n")
     out = tmp_path / "out"
-    base = [sys.executable, str(ROOT / "pipelines" / "flex" / "main.py"),
-            f"--config={ROOT / 'configs' / 'demo.yaml'}", f"--input={data}", f"--output={out}",
+    script = ROOT / "pipelines" / "flex" / "main.py"
+    base = [f"--config={ROOT / 'configs' / 'demo.yaml'}", f"--input={data}", f"--output={out}",
             "--keep_versions=2"]
-    first = subprocess.run(base + ["--version=a", "--skip_if_unchanged=false"],
+    first = subprocess.run([sys.executable, str(script), *base, "--version=a",
+                            "--skip_if_unchanged=false"],
                            capture_output=True, text=True, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     assert json.loads((out / "a" / "manifest.json").read_text())["counts"]["written"] == 1
-    second = subprocess.run(base + ["--version=b", "--skip_if_unchanged=true"],
-                            capture_output=True, text=True, cwd=tmp_path)
-    assert second.returncode == 0, second.stderr[-2000:]
-    assert "unchanged since version a" in second.stdout
+    second = preforked.start(_AS_SCRIPT, [script, *base, "--version=b",
+                                          "--skip_if_unchanged=true"], cwd=tmp_path)
+    _, stderr = second.communicate(timeout=300)
+    assert second.returncode == 0, stderr[-2000:]
+    assert "unchanged since version a" in second.stdout.read()
     assert not (out / "b").exists()
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -66,9 +64,9 @@ def _value(draw, kind: str, members: list[str]):
 
 @st.composite
 def mixed_records(draw) -> list[dict]:
-    """Records whose keys each hold a random mix of kinds of value: up to eight keys, each
-    with its own mix, so that one example (one init, one build) tries several mixes."""
-    keys = draw(st.lists(_KEY, min_size=1, max_size=8, unique=True))
+    """Records whose keys each hold a random mix of kinds of value: up to sixteen keys, each
+    with its own mix, so that one example (one init, one build) tries many mixes."""
+    keys = draw(st.lists(_KEY, min_size=1, max_size=16, unique=True))
     mixes = {key: draw(st.lists(st.sampled_from(_KINDS), min_size=1, max_size=3, unique=True))
              for key in keys}
     members = draw(st.lists(_KEY, min_size=1, max_size=3, unique=True))
@@ -147,10 +145,10 @@ def assert_builds_clean(config_path: Path, records: list[dict], manifest: dict |
 
 
 # Each example costs a whole build (about half a CPU second, nearly all of it Beam's fixed
-# cost, whatever the rows): few examples, each holding many keys and mixes.
-@settings(max_examples=10, deadline=None,
+# cost, whatever the rows or keys): few examples, each holding many keys and mixes.
+@settings(max_examples=5, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(records=mixed_records(), copies=st.sampled_from([1, 1, 80]))
+@given(records=mixed_records(), copies=st.sampled_from([1, 80]))
 # Found by this test: keys YAML cannot hold raw, and an id-like key of empty lists.
 @example(records=[{ROW: 0, "on": -629.0, "\xea\U0006afd6B": 1.5, "null": None}], copies=80)
 @example(records=[{ROW: 0, "a": 0, "\r": None, "\x1f": 1}], copies=1)
@@ -239,17 +237,22 @@ def test_avro_unions_build_with_no_rejects(tmp_path):
     assert_builds_clean(tmp_path / "config.yaml", records, manifest)
 
 
-def _console(*argv: str) -> subprocess.CompletedProcess:
-    script = Path(sys.executable).with_name("beam-tfrecords")
-    return subprocess.run([str(script), *argv], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ))
+def _console(preforked, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``beam-tfrecords ARGV``: the console script's entry, a process of its own forked from
+    the session's server that imported Beam once (the installed script's own start is tested
+    where that is the point)."""
+    command = preforked.command(list(argv), cwd=cwd)
+    command.wait(timeout=600)
+    return subprocess.CompletedProcess(argv, command.returncode, command.stdout.read(),
+                                       command.stderr.read())
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("case", ["jsonl_322_and_true_beside_int_and_bool", "csv_true_1_2_5"])
-def test_the_console_script_init_then_build_rejects_nothing(tmp_path, case):
+def test_the_console_script_init_then_build_rejects_nothing(tmp_path, case, preforked):
     """One JSON Lines file holds both mixes (``v``: 322, 322.5 and true, a comment; ``w``: ints
-    and bools, int64), so one init and one build prove both."""
+    and bools, int64), so one init and one build prove both; init's standard output is the
+    config the build reads."""
     if case == "csv_true_1_2_5":
         source = tmp_path / "in.csv"
         source.write_text("rid,v\n0,true\n1,1\n2,2.5\n")
@@ -261,10 +264,10 @@ def test_the_console_script_init_then_build_rejects_nothing(tmp_path, case):
         source = tmp_path / "in.jsonl"
         _write_jsonl(source, records)
     out = tmp_path / "out"
-    init = _console("init", "--input", str(source), "--output", str(out))
+    init = _console(preforked, tmp_path, "init", "--input", str(source), "--output", str(out))
     assert init.returncode == 0, init.stderr
     (tmp_path / "config.yaml").write_text(init.stdout)
-    built = _console("build", "--config", str(tmp_path / "config.yaml"))
+    built = _console(preforked, tmp_path, "build", "--config", str(tmp_path / "config.yaml"))
     assert built.returncode == 0, built.stderr
     features = yaml.safe_load(init.stdout)["features"]
     if records is not None:
@@ -311,9 +314,10 @@ _CELLS = ["true", "false", "True", "1", "0", "2.5", "-0", "+3", "1e5", "1e400", 
 
 
 # As above: few builds, each over many columns of mixed cells.
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(columns=st.lists(st.lists(st.sampled_from(_CELLS), min_size=1, max_size=3, unique=True),
-                        min_size=1, max_size=8),
+                        min_size=1, max_size=16),
        rows=st.integers(1, 6), data=st.data())
 def test_init_on_mixed_csv_cells_builds_its_sample_with_no_rejects(columns, rows, data):
     lines = [",".join([ROW] + [f"c{i}" for i in range(len(columns))])]

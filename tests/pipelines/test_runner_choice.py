@@ -15,6 +15,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.portability.fn_api_runner import fn_runner
+from beam_tfrecords_tests_helpers import demo_csv_parts
 
 from beam_tfrecords.pipelines import cli
 from beam_tfrecords.pipelines.runners import runner_for, runs_in_process
@@ -22,6 +23,14 @@ from beam_tfrecords.sinks import progress_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "configs" / "demo.yaml")
+# Where the runner is the point, not the rows: the demo's first rows, in one file.
+FEW = 200
+
+
+def few_demo_rows(folder: pathlib.Path) -> str:
+    """A glob of one CSV file holding the demo's first :data:`FEW` rows."""
+    folder.mkdir()
+    return demo_csv_parts(folder, parts=1, first=FEW)
 
 
 @pytest.mark.parametrize("args", [
@@ -57,9 +66,10 @@ def no_prism(monkeypatch):
 
 
 def test_a_direct_runner_build_never_tries_prism(tmp_path, no_prism):
-    manifest = cli.run_build(["--config", DEMO, "--output", str(tmp_path), "--version", "v",
+    manifest = cli.run_build(["--config", DEMO, "--input", few_demo_rows(tmp_path / "in"),
+                              "--output", str(tmp_path / "out"), "--version", "v",
                               "--runner=DirectRunner"])
-    assert manifest is not None and manifest["counts"]["written"] == 10_000
+    assert manifest is not None and manifest["counts"]["written"] == FEW
     assert manifest["runner"] == "DirectRunner"
 
 
@@ -129,15 +139,20 @@ def test_a_runner_is_refused_by_its_class_name_or_its_dotted_path(runner):
 
 
 @pytest.mark.slow
-def test_a_runner_we_do_not_test_is_tried_after_one_warning_line(tmp_path):
-    proc = _build_command(tmp_path / "out", "TestDirectRunner")  # Beam's, runs on Direct
-    stdout, stderr = proc.communicate(timeout=180)
+def test_a_runner_we_do_not_test_is_tried_after_one_warning_line(tmp_path, preforked):
+    """The console script's entry, forked from the session's server that imported Beam once:
+    the warning is a line of the command's own stderr either way."""
+    proc = preforked.command(["build", "--config", DEMO, "--output", str(tmp_path / "out"),
+                              "--runner", "TestDirectRunner",  # Beam's, runs on Direct
+                              "--input", few_demo_rows(tmp_path / "in")], cwd=tmp_path)
+    _, stderr = proc.communicate(timeout=180)
+    stdout = proc.stdout.read()
     assert proc.returncode == 0, stderr
     warned = [line for line in stderr.splitlines() if "TestDirectRunner" in line]
     assert len(warned) == 1 and warned[0].endswith(
         "--runner TestDirectRunner is not a runner beam-tfrecords is tested on (DirectRunner, "
         "PortableRunner, DataflowRunner, FlinkRunner); trying it"), stderr
-    assert stdout.startswith("built demo version ")
+    assert stdout.startswith("built demo version ") and f"written {FEW}," in stdout
 
 
 @pytest.mark.parametrize("args,inside", [

@@ -335,7 +335,9 @@ def test_the_install_from_a_git_url_gives_the_command(tmp_path):
     """README's ``pip install 'git+file:///path/to/clone'``, with this clone's path (committed
     HEAD; ``--no-deps`` keeps it to the package itself: the locks install its dependencies),
     into a fresh virtual environment by this environment's pip (``--python``: the new one's
-    own pip would add seconds of ``ensurepip`` and install the same way)."""
+    own pip would add seconds of ``ensurepip`` and install the same way), without compiling
+    the installed modules to bytecode (``--no-compile``: pip ignores a failure there anyway;
+    Python compiles a module when it first imports it)."""
     block = next(b for b in CODE if b.page == "README.md" and "git+file://" in b.code)
     assert "pip install 'git+file:///path/to/clone'" in block.code
     env_dir = tmp_path / "venv"
@@ -344,7 +346,8 @@ def test_the_install_from_a_git_url_gives_the_command(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
-         "--quiet", "--no-deps", "--disable-pip-version-check", f"git+file://{ROOT}"],
+         "--quiet", "--no-deps", "--no-compile", "--disable-pip-version-check",
+         f"git+file://{ROOT}"],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     version = re.search(r'^__version__ = "([^"]+)"', (ROOT / "__init__.py").read_text(), re.M)
