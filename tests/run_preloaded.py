@@ -132,12 +132,14 @@ def _flush_files() -> None:
             continue
 
 
-def _leave(status: int) -> None:
+def _leave(status: int, died_of: int | None = None) -> None:
     """End a child as the interpreter ends: its non-daemon threads joined, ``atexit`` run, the
     files it left open flushed, its own objects collected (their finalizers run) and the
     standard streams flushed (status 120 if that fails). It then skips what the interpreter
     does last, tearing down every module object by object: in a forked child that touches,
-    and so copies, every page of the preloaded heap (about 0.3 CPU-s a call)."""
+    and so copies, every page of the preloaded heap (about 0.3 CPU-s a call). ``died_of``:
+    a signal the program ends by instead of ``status`` (an uncaught KeyboardInterrupt ends
+    the interpreter by SIGINT)."""
     import atexit
     import threading
 
@@ -155,6 +157,11 @@ def _leave(status: int) -> None:
             stream.flush()
         except Exception:  # noqa: BLE001 -- the interpreter's exit status for it
             status = 120
+    if died_of is not None:
+        import signal
+
+        signal.signal(died_of, signal.SIG_DFL)
+        os.kill(os.getpid(), died_of)
     os._exit(status & 0xFF)  # as the interpreter reduces sys.exit(N)
 
 
