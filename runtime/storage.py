@@ -19,6 +19,7 @@ name prefix as a directory, and ``write_atomic`` uploads in one retried request.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import logging
 import os
@@ -33,6 +34,7 @@ import crc32c
 from beam_tfrecords.errors import UserError
 from beam_tfrecords.runtime import gcs, threaded_file
 from beam_tfrecords.runtime.gcs import StorageUnavailable
+from beam_tfrecords.sinks.format.crc_combine import crc32c_of_joined
 from beam_tfrecords.sinks.format.file_identity import (
     FileIdentity,
     kind_of_mode,
@@ -742,15 +744,21 @@ class CrcCountingWriter:
         self.handle.close()
 
 
-def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
+def concatenate(sources: Sequence[str], destination: str,
+                known: Sequence[tuple[int, int]] | None = None) -> tuple[int, int]:
     """Byte-concatenate files into ``destination``, atomically.
 
     Sources are left in place. On ``gs://`` (sources and destination in one bucket) the
-    objects are composed server-side and the crc32c is the one Cloud Storage reports.
+    objects are composed server-side and the crc32c is the one Cloud Storage reports. On
+    local disk, when the sources' sizes and CRC-32Cs are ``known`` (a writer counted them),
+    the kernel copies the bytes (``os.copy_file_range``: nothing is read back into Python)
+    and the CRC-32C is combined from the sources' (sinks/format/crc_combine.py); a source
+    whose size is not the one known fails the join.
 
     Args:
         sources: the files, in order.
         destination: the file to create.
+        known: each source's ``(size, crc32c)``, when its writer counted them.
 
     Returns:
         The destination's size in bytes and its CRC-32C.
@@ -759,6 +767,11 @@ def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
         bucket = gcs.split_path(destination)[0]
         if all(gcs.split_path(s)[0] == bucket for s in sources):
             return gcs.compose(sources, destination)
+    if (known is not None and len(known) == len(sources) and is_local(destination)
+            and all(is_local(s) for s in sources)):
+        joined = _copy_local(sources, destination, known)
+        if joined is not None:
+            return joined
     tmp = destination + f".tmp-{uuid.uuid4().hex}"
     out = CrcCountingWriter(open_write(tmp))
     try:
@@ -772,6 +785,51 @@ def concatenate(sources: Sequence[str], destination: str) -> tuple[int, int]:
         delete([tmp])
         raise
     return out.bytes, out.crc32c
+
+
+# What os.copy_file_range raises where the kernel or the filesystem cannot copy (another
+# device, an old kernel, a filesystem without it): the join then reads and writes the bytes.
+_NO_KERNEL_COPY = (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.ETXTBSY)
+
+
+def _copy_local(sources: Sequence[str], destination: str,
+                known: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """:func:`concatenate` on local disk by the kernel's copy; None where it cannot copy
+    (nothing is left behind then)."""
+    if not hasattr(os, "copy_file_range"):
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+    tmp = destination + f".tmp-{uuid.uuid4().hex}"
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        for source, (size, _) in zip(sources, known):
+            src = os.open(source, os.O_RDONLY)
+            try:
+                copied = 0
+                while True:
+                    step = os.copy_file_range(src, out, _COPY_CHUNK * 64)
+                    if not step:
+                        break
+                    copied += step
+            finally:
+                os.close(src)
+            if copied != size:
+                raise OSError(f"staged part {source} has {copied} bytes, its writer wrote "
+                              f"{size}")
+    except OSError as failed:
+        os.close(out)
+        os.unlink(tmp)
+        if failed.errno in _NO_KERNEL_COPY:
+            return None
+        raise
+    except BaseException:
+        os.close(out)
+        os.unlink(tmp)
+        raise
+    os.close(out)
+    rename(tmp, destination)
+    return sum(size for size, _ in known), crc32c_of_joined(
+        (crc, size) for size, crc in known)
 
 
 def file_crc32c(path: str) -> tuple[int, int]:

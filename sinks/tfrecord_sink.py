@@ -241,7 +241,9 @@ def _finalize_shard(entry: tuple[str, str, tuple[Part, ...]], index: bool = Fals
     elif tff.compression_from_name(group[0].path) == tff.ZLIB:
         size, crc = _reencode_zlib([p.path for p in group], path)
     else:
-        size, crc = storage.concatenate([p.path for p in group], path)
+        known = ([(p.bytes, p.crc32c) for p in group]
+                 if all(p.crc32c is not None for p in group) else None)
+        size, crc = storage.concatenate([p.path for p in group], path, known)
     if size != expected and tff.compression_from_name(path) != tff.ZLIB:
         raise OSError(f"shard {path} has {size} bytes, its parts add up to {expected}")
     _SHARDS.inc()

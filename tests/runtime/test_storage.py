@@ -8,6 +8,7 @@ injects 503/429 and dropped connections.
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import pickle
@@ -132,15 +133,17 @@ def test_file_crc32c(root):
     assert storage.file_crc32c(path) == (len(data), crc32c.crc32c(data))
 
 
+@pytest.mark.parametrize("known", [False, True], ids=["read", "known-crcs"])
 @pytest.mark.parametrize("count", [2, 40])
 @pytest.mark.slow
-def test_concatenate(root, count):
+def test_concatenate(root, count, known):
     sources = [storage.join(root, "parts", f"{i:03d}.part") for i in range(count)]
     for i, source in enumerate(sources):
         write(source, payload(i))
     joined = b"".join(payload(i) for i in range(count))
     destination = storage.join(root, "out", "shard.tfrecord")
-    size, crc = storage.concatenate(sources, destination)
+    crcs = [(len(payload(i)), crc32c.crc32c(payload(i))) for i in range(count)]
+    size, crc = storage.concatenate(sources, destination, crcs if known else None)
     assert (size, crc) == (len(joined), crc32c.crc32c(joined))
     assert read(destination) == joined
     assert storage.file_crc32c(destination) == (size, crc)  # GCS metadata on gs://
@@ -172,6 +175,43 @@ def test_concatenate_missing_source_leaves_no_destination(root):
         storage.concatenate([present, storage.join(root, "absent")], destination)
     assert not storage.exists(destination)
     assert storage.list_files(root) == [present]
+
+
+def test_a_local_join_with_known_crcs_is_the_kernels_copy_or_else_a_read(tmp_path,
+                                                                         monkeypatch):
+    """With the parts' sizes and CRC-32Cs known, the bytes are copied by the kernel and the
+    CRC-32C combined, not read back; where the kernel cannot copy (another device, an old
+    kernel) the join reads them, with the same result; a part whose size is not the one its
+    writer counted fails the join and leaves nothing."""
+    parts = [os.urandom(n) for n in (0, 1, 70_000, 3, 9_000_000)]
+    sources = [str(tmp_path / f"{i}.part") for i in range(len(parts))]
+    for source, data in zip(sources, parts):
+        write(source, data)
+    known = [(len(p), crc32c.crc32c(p)) for p in parts]
+    want = (sum(map(len, parts)), crc32c.crc32c(b"".join(parts)))
+    copies = []
+    real_copy = os.copy_file_range
+    monkeypatch.setattr(os, "copy_file_range",
+                        lambda *a, **k: copies.append(a[2]) or real_copy(*a, **k))
+    monkeypatch.setattr(storage, "CrcCountingWriter", None)  # the read path is not taken
+    assert storage.concatenate(sources, str(tmp_path / "a"), known) == want
+    assert read(str(tmp_path / "a")) == b"".join(parts) and copies
+    monkeypatch.undo()
+
+    def cannot(*args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", cannot)
+    assert storage.concatenate(sources, str(tmp_path / "b"), known) == want
+    assert read(str(tmp_path / "b")) == b"".join(parts)
+    monkeypatch.undo()
+
+    wrong = [*known[:-1], (known[-1][0] + 1, known[-1][1])]
+    with pytest.raises(OSError, match=r"staged part .*4\.part has 9000000 bytes, its writer "
+                                      r"wrote 9000001"):
+        storage.concatenate(sources, str(tmp_path / "c"), wrong)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["a", "b", *(pathlib.Path(s).name for s in sources)])
 
 
 # --- gs:// only ---------------------------------------------------------------------------
