@@ -1,8 +1,8 @@
 """Every sample config's committed version, loaded as it is by TensorFlow Datasets and by Ray
 with our ``schema.pbtxt``, gives the values TensorFlow parses with ``feature_spec.json``.
 
-The readers run in the TensorFlow environment (tests/tf_oracle/read_with_consumers.py), one
-process for all the readers and versions. What each check proves:
+The readers run in the TensorFlow environment (tests/tf_oracle/read_with_consumers.py), in the
+session's TensorFlow oracle process, for all the readers and versions. What each check proves:
 
 - TFDS: ``builder_from_directory(<version>)`` + ``as_dataset(split=...)`` yields, split by
   split, the records ``tf.io.parse_example`` yields with our exported spec (ragged features put
@@ -77,16 +77,21 @@ def versions(sample_builds, tmp_path_factory) -> dict[str, pathlib.Path]:
 
 
 @pytest.fixture(scope="module")
-def consumer_reads(versions, tf_python, tmp_path_factory) -> dict:
+def consumer_reads(versions, tf_oracle, tmp_path_factory) -> dict:
     """TFDS's and the schema's reads of every version, and README's tf.data, TFDS and Ray
-    snippets run on each: one TensorFlow process for all (its import costs seconds)."""
+    snippets run on each: in the session's TensorFlow process (``tf_oracle.script``; its
+    import costs seconds, paid once per test process), which ends Ray's cluster after."""
     tmp = tmp_path_factory.mktemp("consumers-read")
     args = []
     for name, code in readme_snippets().items():
         if name in ("tf.data", "tfds", "ray"):
             (tmp / f"{name}.py").write_text(code)
             args += ["--snippet", f"{name}={tmp / f'{name}.py'}"]
-    return _consumer(tf_python, tmp, "all", [*args, *versions.values()])
+    out = tmp / "all.json"
+    done = tf_oracle.script(CONSUMERS, ["all", "--out", out, *args, *versions.values()],
+                            cwd=tmp)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")

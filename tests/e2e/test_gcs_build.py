@@ -196,9 +196,10 @@ def test_tiny_band_many_bundles_composes_parts_on_gcs(gcs_emulator, gcs_input_fi
 
 
 @pytest.mark.parametrize("config_name", ["images", "images_manifest", "parquet"])
-def test_other_sources_on_gcs(gcs_emulator, tmp_path, config_name):
+def test_other_sources_on_gcs(gcs_emulator, sample_builds, config_name):
     """Image folders and manifests are listed and fingerprinted on gs://, Parquet is read
-    from it; the records match a local build of the same data, byte for byte."""
+    from it; the records match a local build of the same data, byte for byte (the run's
+    shared build of the sample config, as configured)."""
     data = ROOT / "configs" / "data"
     prefix = gcs_emulator.unique_prefix(config_name)
     for path in data.rglob("*"):
@@ -211,8 +212,8 @@ def test_other_sources_on_gcs(gcs_emulator, tmp_path, config_name):
     remote_input = prefix + "/" + pathlib.Path(local_input).relative_to(data).as_posix()
     remote = cli.run_build(["--config", str(config_path), "--input", remote_input,
                             "--output", f"{prefix}/out", "--version", "v1"])
-    local = cli.run_build(["--config", str(config_path), "--input", local_input,
-                           "--output", str(tmp_path / "out"), "--version", "v1"])
+    local_version = sample_builds[config_name]
+    local = json.loads((local_version / "manifest.json").read_text())
 
     def records(root: str, manifest: dict) -> dict:
         version_dir = storage.join(root, "v1")
@@ -223,7 +224,7 @@ def test_other_sources_on_gcs(gcs_emulator, tmp_path, config_name):
     assert remote["counts"] == local["counts"] and remote["counts"]["rejected"] == 0
     assert remote["inputs"]["files"] == local["inputs"]["files"]
     if config_name == "parquet":
-        assert records(f"{prefix}/out", remote) == records(str(tmp_path / "out"), local)
+        assert records(f"{prefix}/out", remote) == records(str(local_version.parent), local)
     else:  # image records carry their path; everything else is equal
         assert remote.get("label_vocabulary") == local.get("label_vocabulary") == [
             "cat", "dog", "fox"]

@@ -2,7 +2,7 @@
 
 Four runners (Beam's direct runner in-process and with 2 worker processes, the command line's
 runner with 4 worker processes forked from its server, and the PortableRunner with the
-embedded job service -- the protocol Flink and Dataflow speak), on 2,000 rows and a size band
+embedded job service -- the protocol Flink and Dataflow speak), on 1,000 rows and a size band
 small enough for many shards per split: the rows as one file read in ranges on all four
 runners, and in 40 files with each compression on two runners
 (in-process and another: every runner appears with each way of spreading the input). Every
@@ -26,9 +26,9 @@ from beam_tfrecords.sinks.format import tfrecord_format as tff
 
 pytestmark = pytest.mark.e2e  # whole builds through the console script or a runner
 
-ROWS = 2000  # the demo's first: worker processes, not rows, are what these builds cost
-TARGET, MIN, MAX = 4000, 2400, 8000  # bytes: some 40 shards in train, 10 in eval
-RANGE = 4000  # bytes: the one file's 75 kB are read in about 19 ranges
+ROWS = 1000  # the demo's first: worker processes, not rows, are what these builds cost
+TARGET, MIN, MAX = 2000, 1200, 4000  # bytes: some 40 shards in train, 10 in eval
+RANGE = 2000  # bytes: the one file's 37 kB are read in about 19 ranges
 SEED = 20261124
 
 RUNNERS = {

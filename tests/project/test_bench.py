@@ -8,10 +8,12 @@ assertions: only that the numbers exist and the outputs are right.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
@@ -22,19 +24,33 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 
 
+def bench_main(script: str, argv: list[str]) -> tuple[int, str]:
+    """Run ``bench/<script>.py ARGV`` in this process (its ``main``; every alternative and
+    build it measures is still a process of its own, which is what it times): its exit status
+    and what it printed. The harness's own start-up is not what these tests prove, and a
+    second Python importing pyarrow and the package costs a CPU-second per run."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(BENCH))  # its siblings, imported by name as when run as a script
+    try:
+        module = importlib.import_module(script)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            status = module.main(argv)
+    finally:
+        sys.path[:] = saved
+    return status, printed.getvalue()
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench")
     out = tmp / "results.json"
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "run.py"), "--scale", "tiny",
-         "--only", "tutorial-csv,images", "--alts", "ours,tf,protobuf,framing", "--repeat", "1",
-         "--tf-python", str(tmp / "no-such-python"), "--data-dir", str(tmp / "data"),
-         "--json-out", str(out), "--keep-output"],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout, json.loads(out.read_text()), tmp / "data"
+    status, stdout = bench_main("run", [
+        "--scale", "tiny", "--only", "tutorial-csv,images", "--alts", "ours,tf,protobuf,framing",
+        "--repeat", "1", "--tf-python", str(tmp / "no-such-python"), "--data-dir",
+        str(tmp / "data"), "--json-out", str(out), "--keep-output"])
+    assert status == 0, stdout[-3000:]
+    return stdout, json.loads(out.read_text()), tmp / "data"
 
 
 def test_prints_a_table_per_case_and_the_targets(tiny_run):
@@ -105,14 +121,12 @@ API_CASES = ("tutorial-parquet@1k",)  # --smallest
 def api_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bench-api")
     out = tmp / "results.json"
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "run.py"), "--scale", "tiny", "--smallest", "--only",
-         "tutorial-parquet", "--alts", ",".join(API_ALTS), "--repeat", "1", "--data-dir",
-         str(tmp / "data"), "--json-out", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout, json.loads(out.read_text())
+    status, stdout = bench_main("run", [
+        "--scale", "tiny", "--smallest", "--only", "tutorial-parquet", "--alts",
+        ",".join(API_ALTS), "--repeat", "1", "--data-dir", str(tmp / "data"), "--json-out",
+        str(out)])
+    assert status == 0, stdout[-3000:]
+    return stdout, json.loads(out.read_text())
 
 
 def test_the_api_alternatives_write_the_same_checked_records(api_run):
@@ -162,17 +176,15 @@ def test_the_dicts_alternatives_skip_cases_larger_than_memory_allows(tmp_path):
     assert alts["api-arrow"].max_rows is None
 
 
-def test_the_shuffle_benchmark_runs_and_checks_its_builds(tmp_path):
+def test_the_shuffle_benchmark_runs_and_checks_its_builds(tiny_run):
     """bench/shuffle.py at a tiny size, on its images case (the one with every step the
-    tutorial case has, plus the class order): every build exits 0, the two shuffled builds
-    have one digest, the class order of the images is measured; timings are not judged."""
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "shuffle.py"), "--only", "images", "--images", "12",
-         "--data-dir", str(tmp_path / "data")],
-        capture_output=True, text=True, timeout=300,
-    )
-    out = done.stdout
-    assert out.count("have the same shards_digest") == 1, out + done.stderr[-2000:]
+    tutorial case has, plus the class order) -- the images the harness run above generated:
+    every build exits 0, the two shuffled builds have one digest, the class order of the
+    images is measured; timings are not judged."""
+    _, _, data = tiny_run
+    _, out = bench_main("shuffle", ["--only", "images", "--images", "10", "--data-dir",
+                                    str(data)])  # its status also judges the timings
+    assert out.count("have the same shards_digest") == 1, out
     assert "images: two shuffled builds have the same shards_digest" in out
     assert "images shuffled:" in out and "a random order gives" in out
     assert out.count("shuffled / unshuffled time") == 1
@@ -180,7 +192,7 @@ def test_the_shuffle_benchmark_runs_and_checks_its_builds(tmp_path):
     builds = re.findall(r"^(?:tutorial csv|images) (?:unshuffled|shuffled(?: again)?) +"
                         r"[\d.]+ +\d+ +(-?\d+)", out, re.MULTILINE)
     assert builds == ["0"] * 3, out
-    assert not (tmp_path / "data" / "tutorial-csv-10000000").exists()  # not generated
+    assert not (data / "tutorial-csv-10000000").exists()  # not generated
 
 
 def test_issue18_judges_whole_processes_and_the_cost_per_image():

@@ -214,19 +214,31 @@ def main(argv=None) -> int:
         return 0
     tf = oracle.import_tf()
     snippets = dict(item.split("=", 1) for item in args.snippet)
-    if args.reader == "all":
-        roots = sorted({os.path.dirname(os.path.abspath(v)) for v in args.versions})
-        result = {"tfds": _tfds_all(tf, args.versions),
-                  "schema-raw": {v: read_schema(tf, v) for v in args.versions},
-                  "snippet": _snippets_all(tf, snippets, roots)}
-    elif args.reader == "snippet":
-        result = _snippets_all(tf, snippets, args.versions)
-    elif args.reader == "tfds":
-        result = _tfds_all(tf, args.versions)
-    else:
-        result = {version: read_schema(tf, version) for version in args.versions}
+    try:
+        if args.reader == "all":
+            roots = sorted({os.path.dirname(os.path.abspath(v)) for v in args.versions})
+            result = {"tfds": _tfds_all(tf, args.versions),
+                      "schema-raw": {v: read_schema(tf, v) for v in args.versions},
+                      "snippet": _snippets_all(tf, snippets, roots)}
+        elif args.reader == "snippet":
+            result = _snippets_all(tf, snippets, args.versions)
+        elif args.reader == "tfds":
+            result = _tfds_all(tf, args.versions)
+        else:
+            result = {version: read_schema(tf, version) for version in args.versions}
+    finally:
+        _stop_ray()
     oracle.write_json(result, args.out)
     return 0
+
+
+def _stop_ray() -> None:
+    """End the Ray cluster a snippet started (``read_tfrecords`` starts one on first use):
+    run in the TensorFlow oracle's long-lived process, its processes would otherwise stay
+    up, and busy, until the test session ends."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 if __name__ == "__main__":
