@@ -195,15 +195,14 @@ _FIXTURE_TIERS = {"gcs_emulator": "gcs", "tf_python": "tf", "tf_oracle": "tf",
 # test command hands whole files to pytest-xdist's workers in collection order, so starting
 # with these keeps one long file from running alone at the end while the other cores idle.
 # A stale entry costs balance, never correctness.
-_LONGEST_FIRST = ("test_kill.py", "test_cli_slips.py", "test_bench.py",
-                  "test_tfds_ray_loaders.py", "test_trust.py", "test_readme_snippets.py",
-                  "test_stats_tfdv.py", "test_gcs_build.py", "test_init_mixed.py",
-                  "test_shuffle_runners.py", "test_range_builds.py", "test_many_shards.py",
-                  "test_beam_yaml.py", "test_early_stop.py", "test_runner_choice.py",
-                  "test_launch.py", "test_api.py", "test_input_slips.py",
-                  "test_read_jsonl_parquet_avro.py", "test_forked_workers.py",
-                  "test_reliability_gcs.py", "test_tfrecord_sink.py", "test_init_config.py",
-                  "test_lease_fence.py")
+_LONGEST_FIRST = ("test_kill.py", "test_bench.py", "test_tfds_ray_loaders.py", "test_trust.py",
+                  "test_readme_snippets.py", "test_gcs_build.py", "test_shuffle_runners.py",
+                  "test_range_builds.py", "test_stats_tfdv.py", "test_many_shards.py",
+                  "test_beam_yaml.py", "test_api.py", "test_cli_slips.py", "test_launch.py",
+                  "test_read_jsonl_parquet_avro.py", "test_reliability_gcs.py",
+                  "test_storage.py", "test_runner_choice.py", "test_init_mixed.py",
+                  "test_early_stop.py", "test_init_config.py", "test_missing_empty.py",
+                  "test_drift_gate.py", "test_split_hasher.py")
 
 
 def _file_rank(item) -> int:
