@@ -537,7 +537,7 @@ def _duplicates(current: VersionFacts) -> str:
                            for s, n in (example.get("copies") or {}).items())
         shown = (f" <code>{esc(example['preview'], PREVIEW_CHARS)}</code>"
                  if example.get("preview") not in (None, "") else
-                 " (its bytes were not sampled: one distinct record in 4,096 is)")
+                 " (its bytes were not sampled: one distinct record in 4,096 is, at most)")
         size = (f", {format_bytes(int(example['bytes']))}" if isinstance(example.get("bytes"), int)
                 else "")
         items.append(f"<li>fingerprint <code>{esc(example.get('fingerprint', ''), 16)}</code>"
