@@ -802,31 +802,25 @@ def _copy_local(sources: Sequence[str], destination: str,
     tmp = destination + f".tmp-{uuid.uuid4().hex}"
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        for source, (size, _) in zip(sources, known):
-            src = os.open(source, os.O_RDONLY)
-            try:
+        try:
+            for source, (size, _) in zip(sources, known):
+                src = os.open(source, os.O_RDONLY)
                 copied = 0
-                while True:
-                    step = os.copy_file_range(src, out, _COPY_CHUNK * 64)
-                    if not step:
-                        break
-                    copied += step
-            finally:
-                os.close(src)
-            if copied != size:
-                raise OSError(f"staged part {source} has {copied} bytes, its writer wrote "
-                              f"{size}")
-    except OSError as failed:
-        os.close(out)
+                try:
+                    while step := os.copy_file_range(src, out, _COPY_CHUNK * 64):
+                        copied += step
+                finally:
+                    os.close(src)
+                if copied != size:
+                    raise OSError(f"staged part {source} has {copied} bytes, its writer "
+                                  f"wrote {size}")
+        finally:
+            os.close(out)
+    except BaseException as failed:
         os.unlink(tmp)
-        if failed.errno in _NO_KERNEL_COPY:
+        if isinstance(failed, OSError) and failed.errno in _NO_KERNEL_COPY:
             return None
         raise
-    except BaseException:
-        os.close(out)
-        os.unlink(tmp)
-        raise
-    os.close(out)
     rename(tmp, destination)
     return sum(size for size, _ in known), crc32c_of_joined(
         (crc, size) for size, crc in known)

@@ -26,7 +26,7 @@ __all__ = ["DUPLICATE_KEYS", "CountDuplicates", "DuplicatesCombineFn", "Fingerpr
 # The encoder's tagged output of FingerprintShares of a configured key's values (records
 # compared by that key instead of their bytes), and the Examples' entry that carries them.
 DUPLICATE_KEYS = "duplicates"
-# Fingerprints a writer holds before it hands them on (8 bytes each, plus their counts).
+# Fingerprints a writer holds before it hands them on (8 bytes each).
 _FLUSH_RECORDS = 1 << 20
 
 
@@ -37,7 +37,7 @@ class FingerprintShare:
     :func:`is_share` tells them apart.
 
     Args:
-        bucket: the bucket, from the fingerprints' top bits.
+        bucket: the bucket, from the fingerprints' low bits.
         counts: the writer's fingerprints in that bucket, with their copies per split.
     """
 

@@ -314,7 +314,7 @@ import apache_beam.runners.portability.fn_api_runner  # noqa: F401
 from beam_tfrecords.pipelines import build, cli  # noqa: F401
 import gc, traceback
 sys.path.insert(0, os.environ["BEAM_TFRECORDS_TESTS_DIR"])
-from run_preloaded import _leave
+from run_preloaded import _exit_status, _leave
 
 gc.freeze()
 sys.stdout.write("ready\n")
@@ -344,10 +344,7 @@ for _line in sys.stdin:
                 exec(compile(_request["code"], "<command>", "exec"), {"__name__": "__main__"})
                 _status = 0
             except SystemExit as _done:
-                _status = _done.code if _done.code is None or isinstance(_done.code, int) else 1
-                if _status == 1 and not isinstance(_done.code, int):
-                    print(_done.code, file=sys.stderr)
-                _status = _status or 0
+                _status = _exit_status(_done)
             except KeyboardInterrupt:
                 traceback.print_exc()
                 _status, _died_of = 1, signal.SIGINT

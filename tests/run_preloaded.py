@@ -72,6 +72,15 @@ def _without_prism() -> None:
     prism_runner.PrismRunner.run_pipeline = refuse
 
 
+def _exit_status(done: SystemExit) -> int:
+    """The status an interpreter exits with for an uncaught ``SystemExit`` (a code that is
+    not a number is printed, and the status is 1)."""
+    if done.code is None or isinstance(done.code, int):
+        return done.code or 0
+    print(done.code, file=sys.stderr)
+    return 1
+
+
 def _run(argv: list[str]) -> int:
     """Run a program in this (forked) process, as the interpreter would run it; its status."""
     try:
@@ -90,10 +99,7 @@ def _run(argv: list[str]) -> int:
             sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
             runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as done:
-        if done.code is None or isinstance(done.code, int):
-            return done.code or 0
-        print(done.code, file=sys.stderr)
-        return 1
+        return _exit_status(done)
     except BaseException:  # noqa: BLE001 -- as the interpreter reports an uncaught error
         traceback.print_exc()
         return 1

@@ -16,12 +16,12 @@ over GF(2), is divisible by both generator polynomials (CRC-32's is irreducible,
 
 A writer hands each split's fingerprints of a bundle on cut into :data:`BUCKETS` buckets by
 their low bits; one accumulator per bucket (:class:`FingerprintCounts`) holds, per split, its
-exact number of records and its distinct fingerprints (sorted) with how often each was
-written, and merges with others in any grouping and order. Memory is bounded: an accumulator
-keeps at most :data:`CAPACITY` distinct fingerprints (16 bytes each: the fingerprint and its
-count). Past that it keeps only the fingerprints below ``2**(64 - level)``, raising its level
-one step at a time until they fit -- a sample of the distinct records, every copy of a record
-alike (the fingerprint decides, not the bundle), of fraction ``2**-level``. The level a
+exact number of records and its distinct fingerprints (sorted) with how often each was written,
+and merges with others in any grouping and order. Memory is bounded: an accumulator keeps at
+most :data:`CAPACITY` distinct fingerprints (8 bytes each, and a count for those written more
+than once). Past that it keeps only the fingerprints below ``2**(64 - level)``, raising its
+level one step at a time until they fit -- a sample of the distinct records, every copy of a
+record alike (the fingerprint decides, not the bundle), of fraction ``2**-level``. The level a
 bucket ends at is the smallest at which the bucket's distinct fingerprints fit, whatever the
 bundles and the merge order (a part never needs a higher level than the whole), so the counts
 are the same on every runner. At level 0 they are exact; above it the duplicates, leaked
@@ -59,13 +59,14 @@ __all__ = ["BUCKETS", "BYTES_METHOD", "CAPACITY", "EXAMPLES_KEPT", "SAMPLES_KEPT
 BUCKET_BITS = 5
 BUCKETS = 1 << BUCKET_BITS  # accumulators per build: each holds a 1/BUCKETS share
 _BUCKET_MASK = np.uint64(BUCKETS - 1)
-# Distinct fingerprints an accumulator keeps (per bucket: 2 MB of fingerprints and counts):
+# Distinct fingerprints an accumulator keeps (per bucket: 1 MB of fingerprints, 2 MB with as
+# many waiting to be folded in):
 # a build's counts are exact up to about BUCKETS * CAPACITY = 4.2M distinct records (summed
 # over splits), a sample's above that.
 CAPACITY = 1 << 17
 EXAMPLES_KEPT = 5  # examples per bucket, and in the summary
-SAMPLE_BELOW = 1 << 52  # fingerprints below this keep their record's first bytes: 1 in 4,096
 _SAMPLE_BITS = 52
+SAMPLE_BELOW = 1 << _SAMPLE_BITS  # these keep their record's first bytes: 1 in 4,096
 SAMPLE_BYTES = 2048
 SAMPLES_KEPT = 64  # sampled records' bytes an accumulator keeps (128 KB at most)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -345,7 +346,7 @@ class FingerprintCounts:
                 self._keep(split, fps, counts)
         self.sample_level = max(self.sample_level, other.sample_level)
         self.add_samples(other.samples)
-        if self.pending >= self.capacity or other.level:
+        if self.pending >= self.capacity:  # a raised level trims what is kept then
             self.compact()
         return self
 
