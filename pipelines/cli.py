@@ -32,7 +32,7 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 
-from beam_tfrecords.pipelines.flags import CommandParser, check_pipeline_flags
+from beam_tfrecords.pipelines.flags import CommandParser, check_flag_names, check_flag_values
 from beam_tfrecords.runtime import crash_note, fork_server
 
 __all__ = ["build_parser", "entry", "init_parser", "main", "run_build"]
@@ -144,14 +144,21 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
     argv = list(argv)
     end = argv.index("--") if "--" in argv else len(argv)
     args, beam_args = parser.parse_known_args(argv[:end])
+    unchecked = argv[end + 1:]  # after a lone --: the runner's
     if check_flags:
-        check_pipeline_flags(parser, beam_args)
-    beam_args += argv[end + 1:]  # after a lone --: the runner's, unchecked
-    from beam_tfrecords.pipelines.build_launch import prepare
+        check_flag_names(parser, beam_args)  # without Beam
+    # Before Beam is imported here (its value check does): the imports then run side by side.
+    _start_fork_server_if_asked(beam_args + unchecked)
+    try:
+        if check_flags:
+            check_flag_values(parser, beam_args)
+        beam_args += unchecked
+        from beam_tfrecords.pipelines.build_launch import prepare
 
-    launch = prepare(args, beam_args)  # config, output and inputs, refused without Beam
-    _start_fork_server_if_asked(beam_args)  # its Beam import then runs beside ours
-    # Beam comes with the build module: a slip above is answered without it.
+        launch = prepare(args, beam_args)  # config, output and inputs, refused early
+    except BaseException:
+        fork_server.stop(now=True)  # refused: no worker will be forked
+        raise
     build = _import_late(COMMAND_MODULES["build"])
     return build.run(args, beam_args, launch)
 

@@ -33,8 +33,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["OPTION_MODULES", "CommandParser", "check_pipeline_flags", "option_table",
-           "pipeline_option_parser", "runner_flag", "write_option_table"]
+__all__ = ["OPTION_MODULES", "CommandParser", "check_flag_names", "check_flag_values",
+           "check_pipeline_flags", "option_table", "pipeline_option_parser", "runner_flag",
+           "write_option_table"]
 
 # Modules that define PipelineOptions subclasses beyond apache_beam.options.pipeline_options
 # (their runners import them only when chosen); one that cannot import defines nothing here.
@@ -256,10 +257,22 @@ def _table_parser() -> argparse.ArgumentParser | None:
 
 def check_pipeline_flags(ours: argparse.ArgumentParser, flags: Sequence[str]) -> None:
     """Exit 2 through ``ours.error`` when ``flags`` (what ``ours`` left over) holds anything
-    that is not a registered Beam pipeline option, or a value Beam's parser refuses.
+    that is not a registered Beam pipeline option, or a value Beam's parser refuses:
+    :func:`check_flag_names`, then :func:`check_flag_values`.
 
-    A flag missing from the table of the installed Beam's options is refused without
-    importing Beam (see the module docstring).
+    Args:
+        ours: the command's parser (its ``error`` exits 2).
+        flags: the arguments it left over.
+    """
+    check_flag_names(ours, flags)
+    check_flag_values(ours, flags)
+
+
+def check_flag_names(ours: argparse.ArgumentParser, flags: Sequence[str]) -> None:
+    """Exit 2 through ``ours.error`` when a flag in ``flags`` is missing from the table of
+    the installed Beam's options, without importing Beam (see the module docstring). Where
+    there is no table for the installed Beam, or the runner is named by its dotted path,
+    :func:`check_flag_values` checks the names too.
 
     Args:
         ours: the command's parser (its ``error`` exits 2).
@@ -272,10 +285,22 @@ def check_pipeline_flags(ours: argparse.ArgumentParser, flags: Sequence[str]) ->
     if table is not None:
         try:
             _, unknown = table.parse_known_args(list(flags))
-        except _Refused:  # a missing value: Beam's parser says it in its own words below
+        except _Refused:  # a missing value: Beam's parser says it in its own words later
             unknown = []
         if unknown:
             ours.error(_unknown(unknown[0], [ours, table], _NEITHER))
+
+
+def check_flag_values(ours: argparse.ArgumentParser, flags: Sequence[str]) -> None:
+    """Exit 2 through ``ours.error`` when Beam's own parser of its registered options refuses
+    ``flags``: a value it does not take, or a flag it does not know. Imports Beam.
+
+    Args:
+        ours: the command's parser (its ``error`` exits 2).
+        flags: the arguments it left over.
+    """
+    if not flags:
+        return
     for every_module in (False, True):
         beam = pipeline_option_parser(runner_flag(flags), every_module)
         try:

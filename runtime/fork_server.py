@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -120,18 +121,29 @@ def start() -> None:
         _started = True
 
 
-def stop() -> None:
+def stop(now: bool = False) -> None:
     """Stop the fork server (and multiprocessing's resource tracker it started) if this
     module started it, so that a build called from a long-lived program (a notebook, a
     scheduler's worker) leaves no idle process holding Beam's memory. The servers' ``_stop``
     is what CPython's own tests use (3.10 to 3.13 have it); without it they end with the
-    program."""
+    program.
+
+    Args:
+        now: kill the server first, for a command refused before it forked any worker: a
+            server still importing reads its stop request only when its imports are done,
+            and the refusal would wait for them (the command keeps SIGTERM blocked, and the
+            server inherited that, so it is SIGKILL; it holds nothing of ours yet).
+    """
     global _started
     if not _started:
         return
     _started = False
     from multiprocessing import forkserver, resource_tracker
 
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if now and pid is not None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     for server in (forkserver._forkserver, resource_tracker._resource_tracker):
         halt = getattr(server, "_stop", None)
         if halt is not None:

@@ -6,7 +6,10 @@ unblocks the signals the command keeps blocked."""
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
+import subprocess
+import sys
 import threading
 
 import apache_beam as beam
@@ -20,6 +23,8 @@ from beam_tfrecords.pipelines.signals import descendants
 from beam_tfrecords.runtime import fork_server
 
 pytestmark = pytest.mark.skipif(not fork_server.available(), reason="no forkserver here")
+SCRIPT = pathlib.Path(sys.executable).with_name("beam-tfrecords")
+WORKER_FLAGS = ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +101,35 @@ def test_starting_the_fork_server_keeps_the_blocked_signals_blocked(monkeypatch)
 ])
 def test_the_flags_say_without_beam_whether_to_start_the_server_early(flags, workers):
     assert fork_server.worker_processes_asked(flags) == workers
+
+
+@pytest.mark.slow
+def test_the_server_starts_before_the_command_imports_beam_and_goes_with_a_refusal(tmp_path):
+    """The console script with worker flags and a config it refuses: the server was started
+    before the command imported Beam (Beam's own check of the flags' values imports it), so
+    the two imports ran side by side; and the refusal leaves no process behind -- not the
+    server, which was still importing (its own session: every process in it is looked
+    for)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n"
+        "from beam_tfrecords.runtime import fork_server\n"
+        "started = fork_server.start\n"
+        "def start():\n"
+        "    print('beam imported:', 'apache_beam' in sys.modules, flush=True)\n"
+        "    started()\n"
+        "fork_server.start = start\n"
+        "from beam_tfrecords.pipelines.cli import entry\n"
+        "sys.argv[0] = 'beam-tfrecords'\n"
+        "entry()\n")
+    missing = tmp_path / "missing.yaml"
+    for command in ([sys.executable, str(probe)], [str(SCRIPT)]):
+        proc = subprocess.Popen([*command, "build", "--config", str(missing), *WORKER_FLAGS],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, text=True)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1 and "cannot read config" in err, err
+        with pytest.raises(ProcessLookupError):
+            os.killpg(proc.pid, 0)  # nothing left in its session
+        if command[0] == sys.executable:
+            assert out.splitlines() == ["beam imported: False"]
