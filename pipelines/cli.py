@@ -157,7 +157,7 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
 
         launch = prepare(args, beam_args)  # config, output and inputs, refused early
     except BaseException:
-        fork_server.stop(now=True)  # refused: no worker will be forked
+        fork_server.stop()  # refused: no worker will be forked
         raise
     build = _import_late(COMMAND_MODULES["build"])
     return build.run(args, beam_args, launch)

@@ -121,18 +121,18 @@ def start() -> None:
         _started = True
 
 
-def stop(now: bool = False) -> None:
+def stop() -> None:
     """Stop the fork server (and multiprocessing's resource tracker it started) if this
     module started it, so that a build called from a long-lived program (a notebook, a
     scheduler's worker) leaves no idle process holding Beam's memory. The servers' ``_stop``
     is what CPython's own tests use (3.10 to 3.13 have it); without it they end with the
     program.
 
-    Args:
-        now: kill the server first, for a command refused before it forked any worker: a
-            server still importing reads its stop request only when its imports are done,
-            and the refusal would wait for them (the command keeps SIGTERM blocked, and the
-            server inherited that, so it is SIGKILL; it holds nothing of ours yet).
+    The server is killed first (SIGKILL: the command keeps SIGTERM blocked and the server
+    inherited that). By now it holds nothing of ours -- the run's workers have ended, or a
+    refused command forked none -- and asked politely it would first finish what it is
+    doing, importing Beam for a refused command, or tear down the heap of its imports at
+    the end of a run, while the command waits for it.
     """
     global _started
     if not _started:
@@ -141,7 +141,7 @@ def stop(now: bool = False) -> None:
     from multiprocessing import forkserver, resource_tracker
 
     pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    if now and pid is not None:
+    if pid is not None:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     for server in (forkserver._forkserver, resource_tracker._resource_tracker):
