@@ -29,14 +29,13 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beam_tfrecords.pipelines import output_guard, signals
 from beam_tfrecords.pipelines.build_inputs import BuildError, Inputs
-from beam_tfrecords.pipelines.build_launch import Launch, prepare
+from beam_tfrecords.pipelines.build_launch import Launch, launch_workers, prepare
 from beam_tfrecords.pipelines.config import Config
 from beam_tfrecords.pipelines.launch_check import check_sample
 from beam_tfrecords.pipelines.runners import (
     BuildOptions,
     balanced_split_bytes,
     check_runner,
-    local_workers,
     runner_for,
     runs_in_process,
     worker_processes,
@@ -296,9 +295,7 @@ def run(args: argparse.Namespace, beam_args: list[str],
     if config.source.format != "images" and config.features:  # a sample, read as the build will
         check_sample(config.features, file_source(config, found.files).file_reader(),
                      found.files[0].path, config.errors.max_bad_fraction)
-    workers = local_workers(beam_args, int(found.fingerprint.get("bytes", 0) or 0),
-                            _work_units(found.files, config.source.split_bytes),
-                            fmt=config.source.format)
+    workers = launch_workers(launch, beam_args)
     if workers:
         print(f"reading {found.fingerprint.get('bytes', 0)} bytes of input with "
               f"{workers[-1].split('=')[1]} worker processes (--direct_num_workers=1: in one "
@@ -343,14 +340,6 @@ def _start_workers_early(beam_args: list[str]) -> None:
     stage (pipelines/forked_workers.py)."""
     if worker_processes(beam_args) > 1:
         fork_server.start()
-
-
-def _work_units(files: Sequence[str | FileIdentity], split_bytes: int) -> int:
-    """How many units of work the inputs are read in, as the readers plan them at most: a
-    range of ``split_bytes`` per part of a file (transforms/readers/ranges.py), one per
-    image or file of unknown size."""
-    return sum(-(-f.size // split_bytes) if isinstance(f, FileIdentity) and f.size else 1
-               for f in files)
 
 
 def _run_started(args: argparse.Namespace, beam_args: list[str], config: Config,

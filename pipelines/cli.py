@@ -153,14 +153,16 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
         if check_flags:
             check_flag_values(parser, beam_args)
         beam_args += unchecked
-        from beam_tfrecords.pipelines.build_launch import prepare
+        from beam_tfrecords.pipelines.build_launch import launch_workers, prepare
 
         launch = prepare(args, beam_args)  # config, output and inputs, refused early
+        if launch_workers(launch, beam_args):  # the build will add worker processes
+            fork_server.start()  # as above: before Beam is imported with the build module
+        build = _import_late(COMMAND_MODULES["build"])
+        return build.run(args, beam_args, launch)
     except BaseException:
-        fork_server.stop()  # refused: no worker will be forked
+        fork_server.stop()  # refused, or failed before its run ended: no worker is left
         raise
-    build = _import_late(COMMAND_MODULES["build"])
-    return build.run(args, beam_args, launch)
 
 
 def _start_fork_server_if_asked(beam_args: Sequence[str]) -> None:

@@ -26,19 +26,18 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.runner import PipelineRunner
 
 # The runners known not to run a build are the sink's to name (it is what they cannot run).
+from beam_tfrecords.runtime.fork_server import DIRECT_NAMES
 from beam_tfrecords.sinks.dataset import (
     UNSUPPORTED_RUNNERS,
     UnsupportedRunner,
     refuse_unsupported,
 )
 
-__all__ = ["DIRECT_NAMES", "LOCAL_PARALLEL_BYTES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS",
+__all__ = ["DIRECT_NAMES", "TESTED_RUNNERS", "UNSUPPORTED_RUNNERS",
            "BuildOptions", "UnsupportedRunner", "balanced_split_bytes", "check_runner",
-           "local_workers", "refuse_unsupported", "runner_for", "runner_key", "runs_in_process",
+           "refuse_unsupported", "runner_for", "runner_key", "runs_in_process",
            "worker_processes"]
 
-# How Beam accepts the direct runner's name (its runner lookup ignores case).
-DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
 # The runners a build is tested on (tests/e2e/test_sink_runners.py,
 # tests/pipelines/test_dataflow_staging.py), by
 # runner_key; FnApiRunner and BundleBasedDirectRunner are the DirectRunner's engines.
@@ -148,58 +147,6 @@ def runs_in_process(options: PipelineOptions) -> bool:
     if key in ("portable", "portablerunner"):
         return options.view_as(PortableOptions).job_endpoint == "embed"
     return False
-
-
-# Input, per source format, from which a command-line build on the DirectRunner reads with
-# worker processes when the user chose no worker count: every core, at most one per range.
-# The workers are forked from a server that imported Beam beside the launcher
-# (pipelines/forked_workers.py), so each costs no import; what is left is fixed -- about 3.5 s
-# of wall time on 2 cores for the server, the workers' stages and their closing -- and the
-# second core gives back about half the read-encode-write time. Measured on one file on an
-# idle 2-core machine (bench/one_file.py, bench/README.md "One big file"): 3M rows broke even
-# (CSV 87 MB 0.93x, JSON Lines 252 MB 1.04x, Parquet 33 MB 0.95x); 10M rows gained (CSV 290 MB
-# 1.35x, JSON Lines 840 MB 1.47x, Parquet 109 MB 1.25x). The thresholds sit at about twice the
-# break-even, where the gain is clear; Avro was not measured and stays in one process. Each
-# worker holds about 330 MB at its peak.
-LOCAL_PARALLEL_BYTES: dict[str, int] = {"csv": 200 << 20, "jsonl": 500 << 20,
-                                         "parquet": 75 << 20}
-_WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
-
-
-def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
-                  cores: int | None = None, fmt: str = "csv",
-                  thresholds: dict[str, int] | None = None) -> list[str]:
-    """The DirectRunner flags a command-line build adds when its user gave none: every core
-    (at most one per range of input) as worker processes for at least
-    ``thresholds[fmt]`` of input, else nothing (in-process).
-
-    Args:
-      beam_args: the Beam options given; a runner other than the DirectRunner, or either
-        flag of the worker count given, leaves them as they are.
-      input_bytes: the input's size.
-      ranges: the units of work the input is read in (transforms/readers/ranges.py).
-      cores: the cores this process may use (default: its CPU affinity's).
-      fmt: the source format (``source.format``).
-      thresholds: the input size per format from which workers pay (default
-        :data:`LOCAL_PARALLEL_BYTES`); a format without one stays in one process.
-
-    Returns:
-      The flags to add (none, or ``--direct_running_mode=multi_processing`` and
-      ``--direct_num_workers=N``)."""
-    import os
-
-    if runner_key(PipelineOptions(beam_args)) not in DIRECT_NAMES:
-        return []
-    if any(arg.split("=", 1)[0] in _WORKER_FLAGS for arg in beam_args):
-        return []
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-            os.cpu_count() or 1)
-    workers = min(cores, ranges)
-    threshold = (LOCAL_PARALLEL_BYTES if thresholds is None else thresholds).get(fmt)
-    if threshold is None or input_bytes < threshold or workers < 2:
-        return []
-    return ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
 
 
 def worker_processes(beam_args: list[str]) -> int:

@@ -21,7 +21,7 @@ import signal
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["PRELOAD", "available", "context", "signal_mask_kept", "start", "stop",
+__all__ = ["DIRECT_NAMES", "PRELOAD", "available", "context", "signal_mask_kept", "start", "stop",
            "worker_processes_asked"]
 
 # What the server imports once, so that each forked worker starts with them loaded: the SDK
@@ -34,7 +34,8 @@ PRELOAD = (
     "beam_tfrecords.sinks.tfrecord_sink",
     "beam_tfrecords.sinks.shuffled_shards",
 )
-_DIRECT = frozenset({"direct", "directrunner", "switchingdirectrunner"})
+# How Beam accepts the direct runner's name (its runner lookup ignores case).
+DIRECT_NAMES = frozenset({"direct", "directrunner", "switchingdirectrunner"})
 
 # Whether this module started the process's fork server (and so may stop it).
 _started = False
@@ -96,8 +97,9 @@ def worker_processes_asked(beam_args: Sequence[str]) -> int:
     Returns:
         The number of worker processes, or 0.
     """
-    runner = (_flag(beam_args, "--runner") or "DirectRunner").lower()
-    if runner not in _DIRECT or _flag(beam_args, "--direct_running_mode") != "multi_processing":
+    runner = (_flag(beam_args, "--runner") or "DirectRunner").rsplit(".", 1)[-1].lower()
+    mode = _flag(beam_args, "--direct_running_mode")
+    if runner not in DIRECT_NAMES or mode != "multi_processing":
         return 0
     try:
         workers = int(_flag(beam_args, "--direct_num_workers") or 1)

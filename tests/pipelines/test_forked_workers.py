@@ -133,3 +133,79 @@ def test_the_server_starts_before_the_command_imports_beam_and_goes_with_a_refus
             os.killpg(proc.pid, 0)  # nothing left in its session
         if command[0] == sys.executable:
             assert out.splitlines() == ["beam imported: False"]
+
+
+def _tiny_input(folder: pathlib.Path, fmt: str) -> str:
+    """One small file of ``fmt`` whose column ``a`` holds text (an int64 feature rejects it),
+    of 600 rows: several ranges of 1 KiB."""
+    folder.mkdir()
+    path = folder / f"part.{fmt}"
+    if fmt == "csv":
+        path.write_text("a,b\n" + "x,2\n" * 600)
+    elif fmt == "jsonl":
+        path.write_text('{"a": "x", "b": 2}\n' * 600)
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"a": ["x"] * 600, "b": [2] * 600}), path, row_group_size=100)
+    return str(path)
+
+
+def _config(tmp_path: pathlib.Path, fmt: str) -> pathlib.Path:
+    path = _tiny_input(tmp_path / "in", fmt)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"name: t\nsource: {{format: {fmt}, path: '{path}', split_bytes: 1KiB}}\n"
+                      f"features: {{a: {{type: int64}}}}\n"
+                      f"output: {{path: '{tmp_path / 'out'}'}}\n")
+    return config
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_the_launch_checks_read_a_header_or_footer_without_beam(tmp_path, fmt):
+    """What the command needs to decide on worker processes -- the config, the inputs and
+    the fields their header or footer declares -- comes without importing Beam."""
+    config = _config(tmp_path, fmt)
+    code = ("import sys\n"
+            "from beam_tfrecords.pipelines import cli\n"
+            "from beam_tfrecords.pipelines.build_launch import launch_workers, prepare\n"
+            f"args, rest = cli.build_parser(0).parse_known_args(['--config', r'{config}'])\n"
+            "launch = prepare(args, rest)\n"
+            "print(launch.config.source.format, launch_workers(launch, rest), "
+            "'apache_beam' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [fmt, "[]", "False"]
+
+
+@pytest.mark.slow
+def test_workers_the_build_chooses_itself_start_their_server_before_beam_is_imported(
+        tmp_path):
+    """No worker flags, input above the format's threshold (lowered here to a byte): the
+    command decides on worker processes from what the launch checks found and starts their
+    server before it imports Beam. The build's sample check then refuses it (every value is
+    text), and it leaves no process behind."""
+    config = _config(tmp_path, "csv")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n"
+        "from beam_tfrecords.pipelines import build_launch\n"
+        "from beam_tfrecords.runtime import fork_server\n"
+        "build_launch.LOCAL_PARALLEL_BYTES = dict.fromkeys(build_launch.LOCAL_PARALLEL_BYTES, 1)\n"
+        "started = fork_server.start\n"
+        "def start():\n"
+        "    print('beam imported:', 'apache_beam' in sys.modules, flush=True)\n"
+        "    started()\n"
+        "fork_server.start = start\n"
+        "from beam_tfrecords.pipelines.cli import entry\n"
+        "sys.argv[0] = 'beam-tfrecords'\n"
+        "entry()\n")
+    proc = subprocess.Popen([sys.executable, str(probe), "build", "--config", str(config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, text=True)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "TypeMistake" in err, err  # the sample check refused
+    assert out.splitlines()[0] == "beam imported: False", (out, err)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)

@@ -176,7 +176,7 @@ def test_which_runners_run_the_job_in_this_process(args, inside):
     (["--runner=PortableRunner"], 1 << 30, 16, []),
 ])
 def test_a_large_input_uses_every_core_where_a_threshold_says_so(args, size, ranges, expected):
-    from beam_tfrecords.pipelines.runners import local_workers
+    from beam_tfrecords.pipelines.build_launch import local_workers
 
     thresholds = {"csv": 256 << 20}
     assert local_workers(args, size, ranges, cores=4, thresholds=thresholds) == expected
@@ -190,9 +190,9 @@ def test_a_large_input_uses_every_core_where_a_threshold_says_so(args, size, ran
 ])
 def test_the_command_line_uses_every_core_only_for_inputs_measured_to_gain(fmt, small,
                                                                             large):
-    """The default thresholds (runners.LOCAL_PARALLEL_BYTES) sit where bench/one_file.py
+    """The default thresholds (build_launch.LOCAL_PARALLEL_BYTES) sit where bench/one_file.py
     measured worker processes winning on a 2-core machine, not below (docs/performance.md)."""
-    from beam_tfrecords.pipelines.runners import local_workers
+    from beam_tfrecords.pipelines.build_launch import local_workers
 
     assert local_workers([], small, 64, cores=2, fmt=fmt) == []
     assert local_workers([], large, 64, cores=2, fmt=fmt) == [
@@ -201,7 +201,7 @@ def test_the_command_line_uses_every_core_only_for_inputs_measured_to_gain(fmt, 
 
 def test_unmeasured_formats_stay_in_one_process():
     """Avro was not measured; images are one task per file and read in threads."""
-    from beam_tfrecords.pipelines.runners import local_workers
+    from beam_tfrecords.pipelines.build_launch import local_workers
 
     for fmt in ("avro", "images"):
         assert local_workers([], 1 << 40, 10_000, cores=16, fmt=fmt) == []

@@ -53,6 +53,8 @@ import pyarrow.csv as pacsv
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, Unread, unreadable_text
 
 __all__ = [
+    "read_csv_header",
+    "row_cells",
     "BLOCK_BYTES",
     "BOM",
     "BlockParser",
@@ -879,3 +881,87 @@ def pick_cells(row: bytes, keep: Sequence[int], ncols: int, quote: bytes,
             cell = cell[1:-1].replace(quote + quote, quote)
         cells.append(cell.decode("utf-8"))
     return cells
+
+
+# -- the header, read before a build (no Beam) ------------------------------------------------
+
+
+class _Feed:
+    """One row's text at a time for a long-lived ``csv.reader``."""
+
+    __slots__ = ("text",)
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def __iter__(self) -> _Feed:
+        return self
+
+    def __next__(self) -> str:
+        text, self.text = self.text, None
+        if text is None:
+            raise StopIteration
+        return text
+
+
+def row_cells(options: Any) -> Any:
+    """A function from one row's text to its cells (``csv``, strict), raising csv.Error.
+
+    Args:
+        options: the source's CSV options (delimiter and quote character).
+
+    Returns:
+        The function.
+    """
+    lift_csv_field_limit()
+    feed = _Feed()
+    reader = csv.reader(feed, delimiter=options.delimiter, quotechar=options.quotechar,
+                        strict=True)
+
+    def cells(text: str) -> list[str]:
+        feed.text = text
+        try:
+            return next(reader)
+        except StopIteration:  # pragma: no cover - every row holds at least a line end
+            return []
+
+    return cells
+
+
+def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
+    """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
+    launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
+    empty or its first row is longer than ``limit`` or malformed (the reader reports it).
+
+    Args:
+        handle: the binary stream, at its start.
+        options: the source's CSV options.
+        limit: the most bytes of the row read.
+
+    Returns:
+        The column names, or [].
+    """
+    splitter = RowSplitter(_Capped(handle, limit + len(BOM) + 1),
+                              options.quotechar.encode(), options.delimiter.encode(), limit,
+                              strip_bom=True)
+    head = next(iter(splitter), None)
+    if type(head) is not bytes:
+        return []
+    try:
+        return row_cells(options)(head.decode("utf-8", "replace"))
+    except csv.Error:
+        return []
+
+
+class _Capped:
+    """The first ``cap`` bytes of a stream, then its end."""
+
+    def __init__(self, handle: Any, cap: int) -> None:
+        self._handle = handle
+        self._left = cap
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._handle.read(n) if n else b""
+        self._left -= len(data)
+        return data

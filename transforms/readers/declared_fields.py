@@ -5,21 +5,25 @@ before the pipeline runs so that a config naming a field the files lack fails at
 Each format's function is named by its descriptor (readers/formats.py ``fields``), so the
 launch check loops over formats instead of naming them. Its own module, not the package's
 ``__init__``: it imports the readers, which import the framework, which imports the
-descriptors -- from the package ``__init__`` that would close a circle. The CSV and Parquet
-and Avro functions import their readers (and with them Beam) only when called.
+descriptors -- from the package ``__init__`` that would close a circle. The CSV, JSON Lines and
+Parquet functions need no Beam, so a build that starts worker processes can start their fork
+server before it imports Beam (pipelines/cli.py); the Avro function imports its reader (and
+with it Beam) when called.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 from beam_tfrecords.runtime import storage
+from beam_tfrecords.transforms.readers.csv_columnar import read_csv_header
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES
 from beam_tfrecords.transforms.readers.formats import descriptor
 
-__all__ = ["JSONL_LINES", "avro_fields", "csv_fields", "declared_fields", "jsonl_fields",
-           "parquet_fields", "top_level_fields"]
+__all__ = ["JSONL_LINES", "avro_fields", "check_parquet_footer", "csv_fields", "declared_fields",
+           "jsonl_fields", "parquet_fields", "top_level_fields"]
 
 JSONL_LINES = 100  # JSON Lines records whose keys are looked at
 
@@ -38,8 +42,6 @@ def csv_fields(path: str, options: Any, max_record_bytes: int) -> list[str] | No
     """
     if not options.header:
         return list(options.columns)
-    from beam_tfrecords.transforms.readers.read_csv import read_csv_header  # brings Beam
-
     with storage.open_read(path) as raw:
         # Only the header matters here; a bad byte further down is the reader's dead letter,
         # not a reason to refuse the build.
@@ -93,9 +95,11 @@ def parquet_fields(path: str, options: Any = None,
     Raises:
         ValueError: the footer is larger, or the file is not Parquet.
     """
-    from beam_tfrecords.transforms.readers import read_parquet
+    import pyarrow.parquet as pq
 
-    return read_parquet.parquet_fields(path, max_record_bytes)
+    with storage.open_read(path) as handle:
+        check_parquet_footer(handle, max_record_bytes)
+        return list(pq.ParquetFile(handle).schema_arrow.names)
 
 
 def avro_fields(path: str, options: Any = None,
@@ -116,6 +120,32 @@ def avro_fields(path: str, options: Any = None,
     from beam_tfrecords.transforms.readers import read_avro
 
     return read_avro.avro_fields(path, max_record_bytes)
+
+
+def check_parquet_footer(handle: Any, limit: int) -> int:
+    """The file's size, after checking that its footer (as its last 8 bytes declare it) is
+    at most ``limit`` bytes; pyarrow would read a declared 4 GB footer whole.
+
+    Args:
+        handle: the file, open for reading (left at its start).
+        limit: the largest footer allowed (``source.max_record_bytes``).
+
+    Returns:
+        The file's size in bytes.
+
+    Raises:
+        ValueError: the footer is larger.
+    """
+    size = handle.seek(0, io.SEEK_END)
+    if size >= 12:
+        handle.seek(size - 8)
+        tail = handle.read(8)
+        declared = int.from_bytes(tail[:4], "little")
+        if tail[4:] == b"PAR1" and declared > limit:
+            raise ValueError(f"its footer is {declared} bytes, larger than "
+                             f"source.max_record_bytes ({limit})")
+    handle.seek(0)
+    return size
 
 
 def declared_fields(fmt: str, path: str, options: Any,

@@ -41,6 +41,7 @@ from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
 from beam_tfrecords.transforms.readers import csv_columnar as cc
 from beam_tfrecords.transforms.readers.csv_cells import CellError, parse_cell
+from beam_tfrecords.transforms.readers.csv_columnar import read_csv_header
 from beam_tfrecords.transforms.readers.csv_ranges import IN, OUT, Dialect, csv_range_start
 from beam_tfrecords.transforms.readers.csv_typing import type_batch
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Reject, Unread
@@ -76,39 +77,7 @@ _SURROGATE = re.compile("[\udc80-\udcff]")  # invalid UTF-8 bytes, as surrogatee
 _PICK_BYTES = 2048
 
 
-class _Feed:
-    """One row's text at a time for a long-lived ``csv.reader``."""
-
-    __slots__ = ("text",)
-
-    def __init__(self) -> None:
-        self.text: str | None = None
-
-    def __iter__(self) -> _Feed:
-        return self
-
-    def __next__(self) -> str:
-        text, self.text = self.text, None
-        if text is None:
-            raise StopIteration
-        return text
-
-
-def _csv_cells(options: Any) -> Any:
-    """A function from one row's text to its cells (``csv``, strict), raising csv.Error."""
-    cc.lift_csv_field_limit()
-    feed = _Feed()
-    reader = csv.reader(feed, delimiter=options.delimiter, quotechar=options.quotechar,
-                        strict=True)
-
-    def cells(text: str) -> list[str]:
-        feed.text = text
-        try:
-            return next(reader)
-        except StopIteration:  # pragma: no cover - every row holds at least a line end
-            return []
-
-    return cells
+_csv_cells = cc.row_cells
 
 
 def _too_large(row: int, span: cc.RowSpan, limit: int) -> Reject:
@@ -438,45 +407,6 @@ def _parse_header(head: bytes | cc.RowSpan, cells_of: Any,
         bad = _invalid_utf8([f"#{i + 1}" for i in range(len(header))], header, {})[1]
         return None, f"is not valid UTF-8 ({bad.split(': ', 1)[-1]})"
     return header, ""
-
-
-def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
-    """The header row of a CSV stream, reading at most about ``limit`` bytes of it (the
-    launch-time check of the config; invalid UTF-8 shows as U+FFFD). [] when the stream is
-    empty or its first row is longer than ``limit`` or malformed (the reader reports it).
-
-    Args:
-        handle: the binary stream, at its start.
-        options: the source's CSV options.
-        limit: the most bytes of the row read.
-
-    Returns:
-        The column names, or [].
-    """
-    splitter = cc.RowSplitter(_Capped(handle, limit + len(cc.BOM) + 1),
-                              options.quotechar.encode(), options.delimiter.encode(), limit,
-                              strip_bom=True)
-    head = next(iter(splitter), None)
-    if type(head) is not bytes:
-        return []
-    try:
-        return _csv_cells(options)(head.decode("utf-8", "replace"))
-    except csv.Error:
-        return []
-
-
-class _Capped:
-    """The first ``cap`` bytes of a stream, then its end."""
-
-    def __init__(self, handle: Any, cap: int) -> None:
-        self._handle = handle
-        self._left = cap
-
-    def read(self, n: int = -1) -> bytes:
-        n = self._left if n < 0 else min(n, self._left)
-        data = self._handle.read(n) if n else b""
-        self._left -= len(data)
-        return data
 
 
 def _header(head: bytes, opts: Any, limit: int) -> list[str] | None:

@@ -16,13 +16,13 @@ and the next group is read. Pages written with checksums are verified. A footer 
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from beam_tfrecords.runtime import storage
 from beam_tfrecords.transforms.codec.feature_spec import FeatureSpec
+from beam_tfrecords.transforms.readers.declared_fields import check_parquet_footer, parquet_fields
 from beam_tfrecords.transforms.readers.events import DEFAULT_MAX_RECORD_BYTES, Unread
 from beam_tfrecords.transforms.readers.framework import (
     BATCH_BYTES,
@@ -71,43 +71,6 @@ def needed_columns(features: Sequence[FeatureSpec], extra: Sequence[str] = ()) -
 
 
 
-def parquet_fields(path: str, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> list[str]:
-    """The top-level field names a Parquet file declares, to check a config before the
-    pipeline runs; reads at most about ``max_record_bytes`` of its footer (a larger one raises
-    ValueError).
-
-    Args:
-        path: the file's path or URL.
-        max_record_bytes: the most footer bytes read.
-
-    Returns:
-        The field names.
-
-    Raises:
-        ValueError: the footer is larger.
-    """
-    import pyarrow.parquet as pq
-
-    with storage.open_read(path) as handle:
-        _check_parquet_footer(handle, max_record_bytes)
-        return list(pq.ParquetFile(handle).schema_arrow.names)
-
-
-def _check_parquet_footer(handle: Any, limit: int) -> int:
-    """The file's size, after checking that its footer (as its last 8 bytes declare it) is
-    at most ``limit`` bytes; pyarrow would read a declared 4 GB footer whole."""
-    size = handle.seek(0, io.SEEK_END)
-    if size >= 12:
-        handle.seek(size - 8)
-        tail = handle.read(8)
-        declared = int.from_bytes(tail[:4], "little")
-        if tail[4:] == b"PAR1" and declared > limit:
-            raise ValueError(f"its footer is {declared} bytes, larger than "
-                             f"source.max_record_bytes ({limit})")
-    handle.seek(0)
-    return size
-
-
 class _ReadParquetFile(ReadFileFn):
     """Row group by row group (see the module doc); the needed columns only, when the
     features are known."""
@@ -118,7 +81,7 @@ class _ReadParquetFile(ReadFileFn):
         import pyarrow.parquet as pq
 
         with storage.open_read(path) as handle:
-            _check_parquet_footer(handle, max_record_bytes_of(self._options))
+            check_parquet_footer(handle, max_record_bytes_of(self._options))
             meta = pq.ParquetFile(handle).metadata
             ranges, why = plan_row_groups(meta, split_bytes, path)
         if why is not None:
@@ -144,7 +107,7 @@ class _ReadParquetFile(ReadFileFn):
 
         size = 0
         try:
-            size = _check_parquet_footer(handle, max_record_bytes_of(self._options))
+            size = check_parquet_footer(handle, max_record_bytes_of(self._options))
             parquet = pq.ParquetFile(handle, page_checksum_verification=True)
             columns = None
             if self._features:
