@@ -155,3 +155,17 @@ def test_dockerfile_is_hadolint_clean():
     done = subprocess.run([str(hadolint), str(ROOT / "Dockerfile")], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_environment_the_suite_runs_in_holds_compiled_bytecode():
+    """scripts/dev.py installs with uv, which leaves .pyc files to the first import; where the
+    environment sets PYTHONDONTWRITEBYTECODE no import writes them, and every command a test
+    runs compiled Beam's modules again (4.6 s to import Beam instead of 1.5). So the
+    installer compiles them (``--compile-bytecode``)."""
+    import importlib.util
+
+    import apache_beam.pipeline
+    import pyarrow.parquet
+
+    for module in (apache_beam.pipeline, pyarrow.parquet):
+        assert pathlib.Path(importlib.util.cache_from_source(module.__file__)).exists(), module
