@@ -104,15 +104,13 @@ def prepare(args: argparse.Namespace, beam_args: Sequence[str]) -> Launch:
 
 # Input, per source format, from which a command-line build on the DirectRunner reads with
 # worker processes when the user chose no worker count: every core, at most one per range.
-# The workers are forked from a server that imported Beam beside the launcher
-# (pipelines/forked_workers.py), so each costs no import; what is left is fixed -- about 3.5 s
-# of wall time on 2 cores for the server, the workers' stages and their closing -- and the
-# second core gives back about half the read-encode-write time. Measured on one file on an
-# idle 2-core machine (bench/one_file.py, bench/README.md "One big file"): 3M rows broke even
-# (CSV 87 MB 0.93x, JSON Lines 252 MB 1.04x, Parquet 33 MB 0.95x); 10M rows gained (CSV 290 MB
-# 1.35x, JSON Lines 840 MB 1.47x, Parquet 109 MB 1.25x). The thresholds sit at about twice the
-# break-even, where the gain is clear; Avro was not measured and stays in one process. Each
-# worker holds about 330 MB at its peak.
+# The workers are forked from a server that imports Beam beside the launcher
+# (pipelines/forked_workers.py), so each costs no import; what is left is fixed -- the
+# server, the workers' stages and the accumulators crossing the runner process -- and the
+# second core gives back about half the read-encode-write time. The thresholds sit at about
+# twice the break-even measured on one file on an idle 2-core machine (bench/one_file.py;
+# bench/README.md "One big file" has the numbers), where the gain is clear; Avro was not
+# measured and stays in one process. Each worker holds about 330 MB at its peak.
 LOCAL_PARALLEL_BYTES: dict[str, int] = {"csv": 200 << 20, "jsonl": 500 << 20,
                                          "parquet": 75 << 20}
 _WORKER_FLAGS = ("--direct_num_workers", "--direct_running_mode")
