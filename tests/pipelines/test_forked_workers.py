@@ -103,16 +103,12 @@ def test_the_flags_say_without_beam_whether_to_start_the_server_early(flags, wor
     assert fork_server.worker_processes_asked(flags) == workers
 
 
-@pytest.mark.slow
-def test_the_server_starts_before_the_command_imports_beam_and_goes_with_a_refusal(tmp_path):
-    """The console script with worker flags and a config it refuses: the server was started
-    before the command imported Beam (Beam's own check of the flags' values imports it), so
-    the two imports ran side by side; and the refusal leaves no process behind -- not the
-    server, which was still importing (its own session: every process in it is looked
-    for)."""
-    probe = tmp_path / "probe.py"
+def _probe(folder: pathlib.Path, before: str = "") -> pathlib.Path:
+    """A program that runs the console script's ``entry()`` (after ``before``) and prints, when
+    the fork server is started, whether Beam was imported by then."""
+    probe = folder / "probe.py"
     probe.write_text(
-        "import sys\n"
+        "import sys\n" + before +
         "from beam_tfrecords.runtime import fork_server\n"
         "started = fork_server.start\n"
         "def start():\n"
@@ -122,6 +118,17 @@ def test_the_server_starts_before_the_command_imports_beam_and_goes_with_a_refus
         "from beam_tfrecords.pipelines.cli import entry\n"
         "sys.argv[0] = 'beam-tfrecords'\n"
         "entry()\n")
+    return probe
+
+
+@pytest.mark.slow
+def test_the_server_starts_before_the_command_imports_beam_and_goes_with_a_refusal(tmp_path):
+    """The console script with worker flags and a config it refuses: the server was started
+    before the command imported Beam (Beam's own check of the flags' values imports it), so
+    the two imports ran side by side; and the refusal leaves no process behind -- not the
+    server, which was still importing (its own session: every process in it is looked
+    for)."""
+    probe = _probe(tmp_path)
     missing = tmp_path / "missing.yaml"
     for command in ([sys.executable, str(probe)], [str(SCRIPT)]):
         proc = subprocess.Popen([*command, "build", "--config", str(missing), *WORKER_FLAGS],
@@ -187,20 +194,9 @@ def test_workers_the_build_chooses_itself_start_their_server_before_beam_is_impo
     server before it imports Beam. The build's sample check then refuses it (every value is
     text), and it leaves no process behind."""
     config = _config(tmp_path, "csv")
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "import sys\n"
-        "from beam_tfrecords.pipelines import build_launch\n"
-        "from beam_tfrecords.runtime import fork_server\n"
-        "build_launch.LOCAL_PARALLEL_BYTES = dict.fromkeys(build_launch.LOCAL_PARALLEL_BYTES, 1)\n"
-        "started = fork_server.start\n"
-        "def start():\n"
-        "    print('beam imported:', 'apache_beam' in sys.modules, flush=True)\n"
-        "    started()\n"
-        "fork_server.start = start\n"
-        "from beam_tfrecords.pipelines.cli import entry\n"
-        "sys.argv[0] = 'beam-tfrecords'\n"
-        "entry()\n")
+    probe = _probe(tmp_path, "from beam_tfrecords.pipelines import build_launch\n"
+                             "build_launch.LOCAL_PARALLEL_BYTES = "
+                             "dict.fromkeys(build_launch.LOCAL_PARALLEL_BYTES, 1)\n")
     proc = subprocess.Popen([sys.executable, str(probe), "build", "--config", str(config)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, text=True)
