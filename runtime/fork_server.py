@@ -25,12 +25,19 @@ __all__ = ["DIRECT_NAMES", "PRELOAD", "available", "context", "signal_mask_kept"
            "worker_processes_asked"]
 
 # What the server imports once, so that each forked worker starts with them loaded: the SDK
-# harness, and the modules our pipelines' stages unpickle.
+# harness, the worker's entry (pipelines/forked_workers.py, which brings Beam's runner
+# modules), and the modules our pipelines' stages unpickle -- each reader, the sink and the
+# commit's report -- so that a worker imports next to nothing before its first bundle.
 PRELOAD = (
     "apache_beam.runners.worker.sdk_worker_main",
-    "beam_tfrecords.transforms.readers.framework",
+    "beam_tfrecords.pipelines.forked_workers",  # the worker's own entry, and Beam's runner
+    "beam_tfrecords.transforms.readers.read_csv",
+    "beam_tfrecords.transforms.readers.read_jsonl",
+    "beam_tfrecords.transforms.readers.read_parquet",
     "beam_tfrecords.transforms.to_examples",
     "beam_tfrecords.transforms.compute_statistics",
+    "beam_tfrecords.transforms.version_report",
+    "beam_tfrecords.sinks.dataset",
     "beam_tfrecords.sinks.tfrecord_sink",
     "beam_tfrecords.sinks.shuffled_shards",
 )
