@@ -16,7 +16,7 @@ from beam_tfrecords.pipelines import output_guard
 from beam_tfrecords.pipelines.build_inputs import BuildError, Inputs, plan_inputs
 from beam_tfrecords.pipelines.config import Config, check_seed, load_config
 from beam_tfrecords.pipelines.flags import runner_flag
-from beam_tfrecords.runtime.fork_server import DIRECT_NAMES
+from beam_tfrecords.runtime.fork_server import direct_runner
 from beam_tfrecords.sinks.format.file_identity import FileIdentity
 from beam_tfrecords.sinks.format.layout import InvalidName, check_name
 
@@ -136,8 +136,7 @@ def local_workers(beam_args: list[str], input_bytes: int, ranges: int,
     Returns:
       The flags to add (none, or ``--direct_running_mode=multi_processing`` and
       ``--direct_num_workers=N``)."""
-    runner = (runner_flag(beam_args) or "DirectRunner").rsplit(".", 1)[-1].lower()
-    if runner not in DIRECT_NAMES:  # read from the flags, as Beam looks the runner up
+    if not direct_runner(beam_args):
         return []
     if any(arg.split("=", 1)[0] in _WORKER_FLAGS for arg in beam_args):
         return []

@@ -25,8 +25,9 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 from apache_beam.runners.runner import PipelineRunner
 
-# The runners known not to run a build are the sink's to name (it is what they cannot run).
 from beam_tfrecords.runtime.fork_server import DIRECT_NAMES
+
+# The runners known not to run a build are the sink's to name (it is what they cannot run).
 from beam_tfrecords.sinks.dataset import (
     UNSUPPORTED_RUNNERS,
     UnsupportedRunner,

@@ -21,8 +21,8 @@ import signal
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["DIRECT_NAMES", "PRELOAD", "available", "context", "signal_mask_kept", "start", "stop",
-           "worker_processes_asked"]
+__all__ = ["DIRECT_NAMES", "PRELOAD", "available", "context", "direct_runner", "signal_mask_kept",
+           "start", "stop", "worker_processes_asked"]
 
 # What the server imports once, so that each forked worker starts with them loaded: the SDK
 # harness, the worker's entry (pipelines/forked_workers.py, which brings Beam's runner
@@ -92,6 +92,20 @@ def _flag(argv: Sequence[str], name: str) -> str | None:
     return value
 
 
+def direct_runner(beam_args: Sequence[str]) -> bool:
+    """Whether the flags name the DirectRunner (or no runner, its default), read as Beam looks
+    a runner up -- by its class name, in any case -- without importing Beam.
+
+    Args:
+        beam_args: the pipeline options of a build, as given.
+
+    Returns:
+        True for the DirectRunner.
+    """
+    runner = _flag(beam_args, "--runner") or "DirectRunner"
+    return runner.rsplit(".", 1)[-1].lower() in DIRECT_NAMES
+
+
 def worker_processes_asked(beam_args: Sequence[str]) -> int:
     """How many worker processes a DirectRunner build's flags ask for, read from the flags
     alone (no Beam import): ``N`` for ``--direct_running_mode=multi_processing
@@ -104,9 +118,8 @@ def worker_processes_asked(beam_args: Sequence[str]) -> int:
     Returns:
         The number of worker processes, or 0.
     """
-    runner = (_flag(beam_args, "--runner") or "DirectRunner").rsplit(".", 1)[-1].lower()
-    mode = _flag(beam_args, "--direct_running_mode")
-    if runner not in DIRECT_NAMES or mode != "multi_processing":
+    if not direct_runner(beam_args) or (
+            _flag(beam_args, "--direct_running_mode") != "multi_processing"):
         return 0
     try:
         workers = int(_flag(beam_args, "--direct_num_workers") or 1)

@@ -53,8 +53,6 @@ import pyarrow.csv as pacsv
 from beam_tfrecords.transforms.readers.events import HEAD_BYTES, Unread, unreadable_text
 
 __all__ = [
-    "read_csv_header",
-    "row_cells",
     "BLOCK_BYTES",
     "BOM",
     "BlockParser",
@@ -69,6 +67,8 @@ __all__ = [
     "parse_block",
     "pick_cells",
     "quoting_is_clean",
+    "read_csv_header",
+    "row_cells",
     "text_stream",
 ]
 
@@ -883,7 +883,7 @@ def pick_cells(row: bytes, keep: Sequence[int], ncols: int, quote: bytes,
     return cells
 
 
-# -- the header, read before a build (no Beam) ------------------------------------------------
+# -- a row's text as cells, and the header a build reads at launch (no Beam) -----------------
 
 
 class _Feed:
@@ -942,8 +942,8 @@ def read_csv_header(handle: Any, options: Any, limit: int) -> list[str]:
         The column names, or [].
     """
     splitter = RowSplitter(_Capped(handle, limit + len(BOM) + 1),
-                              options.quotechar.encode(), options.delimiter.encode(), limit,
-                              strip_bom=True)
+                           options.quotechar.encode(), options.delimiter.encode(), limit,
+                           strip_bom=True)
     head = next(iter(splitter), None)
     if type(head) is not bytes:
         return []
