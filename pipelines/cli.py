@@ -151,7 +151,8 @@ def run_build(argv: Sequence[str], *, progress_interval: float = 0.0,
     _start_fork_server_if_asked(beam_args + unchecked)
     try:
         if check_flags:
-            check_flag_values(parser, beam_args)
+            with _late_imports_frozen():  # Beam's parser imports Beam: as import_command would
+                check_flag_values(parser, beam_args)
         beam_args += unchecked
         from beam_tfrecords.pipelines.build_launch import launch_workers, prepare
 
@@ -641,17 +642,35 @@ def _import_late(module: str) -> object:
     return importlib.import_module(module)
 
 
-def _import_frozen(module: str) -> None:
+@contextlib.contextmanager
+def _late_imports_frozen() -> Iterator[None]:
+    """What runs inside, with the collector paused and every object frozen after, as
+    :func:`import_command` treats its imports -- in a process that ends with ``main``; a
+    library caller's collector is left alone. For the steps of a late command that import
+    Beam: whichever imports it first (its flag check, or the command's module) makes the
+    million objects that every later full collection would walk."""
+    if not _freeze_late_imports:
+        yield
+        return
+    with _collector_paused():
+        yield
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 -- main imports it again and reports the error
-        pass
+        yield
     finally:
         gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+def _import_frozen(module: str) -> None:
+    with _collector_paused(), contextlib.suppress(Exception):  # main reports the error
+        importlib.import_module(module)
 
 
 def entry() -> None:
