@@ -2,14 +2,18 @@
 the statistics' memory on a 1,000-feature config, in one run.
 
     .venv/bin/python bench/statistics_cost.py [--rows 5000000] [--format csv|parquet]
-        [--tables tutorial,real-table] [--memory-features 1000] [--data-dir bench/.data]
+        [--tables tutorial,real-table] [--rounds 3] [--memory-features 1000]
+        [--data-dir bench/.data]
 
 Every build is a whole ``beam-tfrecords build`` process (python start-up, launch checks,
 pipeline, commit) on generated data (bench/datasets.py: the tutorial's 4 features; the real
 table of bench/real_table.py), timed with its process tree's peak memory; the two configs of a
 table differ only by ``output.statistics: false`` -- "with" is what a build does by default:
-statistics, the drift gate (the first build: nothing to compare) and ``report.html``. Prints
-one line per build, each table's ratio and PASS/MISS against the target (at most 10% more
+statistics, the drift gate (the first build: nothing to compare) and ``report.html``. Each
+table is built ``--rounds`` times each way, the two interleaved and their order alternated
+from round to round (on a shared 2-core machine a single build's time moves by 10-20% from
+run to run, more than the statistics cost). Prints one line per build, each round's ratio,
+and each table's ratio of the medians with PASS/MISS against the target (at most 10% more
 time).
 
 The memory line: one split's statistics accumulator (transforms/stats) fed ``--memory-rows``
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import shutil
+import statistics as stats
 import sys
 import tempfile
 
@@ -107,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("csv", "parquet"), default="csv")
     parser.add_argument("--tables", default="tutorial,real-table",
                         help="comma-separated: tutorial, real-table")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="builds of each table each way, interleaved (the medians count)")
     parser.add_argument("--memory-features", type=int, default=1000)
     parser.add_argument("--memory-rows", type=int, default=2 * BUFFER_ROWS,
                         help="rows fed (default: twice the rows a key buffers before it "
@@ -117,26 +124,32 @@ def main(argv: list[str] | None = None) -> int:
     missed = 0
     try:
         for table, source, features, splits in _tables(args):
-            results = {}
-            for label, statistics in (("without statistics", False),
-                                      ("with statistics", True)):
-                name = f"{table}-{label.replace(' ', '-')}"
-                out = work / name
-                config = write_config(work, name, source, features, out, splits, statistics)
-                run = build_process(config)
-                if run["exit"] != 0:
-                    print(f"{table} {label}: exit {run['exit']}: {run['said']}")
-                    return 1
-                results[label] = run
-                print(f"{table:>16} {label:>20}: {run['seconds']:6.1f} s, "
-                      f"peak {run['peak_mb']:6.0f} MB", flush=True)
-                shutil.rmtree(out, ignore_errors=True)
-            ratio = (results["with statistics"]["seconds"]
-                     / results["without statistics"]["seconds"])
+            seconds: dict[bool, list[float]] = {False: [], True: []}
+            for round_ in range(args.rounds):
+                order = (False, True) if round_ % 2 == 0 else (True, False)
+                for statistics in order:
+                    label = "with statistics" if statistics else "without statistics"
+                    name = f"{table}-{label.replace(' ', '-')}"
+                    out = work / name
+                    config = write_config(work, name, source, features, out, splits,
+                                          statistics)
+                    run = build_process(config)
+                    if run["exit"] != 0:
+                        print(f"{table} {label}: exit {run['exit']}: {run['said']}")
+                        return 1
+                    seconds[statistics].append(run["seconds"])
+                    print(f"{table:>16} {label:>20}: {run['seconds']:6.1f} s, "
+                          f"peak {run['peak_mb']:6.0f} MB   (round {round_})", flush=True)
+                    shutil.rmtree(out, ignore_errors=True)
+                print(f"{table:>16} round {round_}: with / without = "
+                      f"{seconds[True][-1] / seconds[False][-1]:.3f}", flush=True)
+            ratio = stats.median(seconds[True]) / stats.median(seconds[False])
             verdict = "PASS" if ratio <= TARGET else "MISS"
             missed += verdict == "MISS"
             print(f"{table} {args.rows:,} rows: with / without statistics = {ratio:.3f} "
-                  f"(target <= {TARGET:.2f}) {verdict}", flush=True)
+                  f"(medians of {args.rounds}: {stats.median(seconds[True]):.1f} s / "
+                  f"{stats.median(seconds[False]):.1f} s; target <= {TARGET:.2f}) {verdict}",
+                  flush=True)
         if args.memory_features:
             peak, pickled = accumulator_memory(args.memory_features, args.memory_rows)
             print(f"statistics of one split, {args.memory_features:,} features, "
