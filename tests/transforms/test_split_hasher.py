@@ -59,6 +59,9 @@ COLUMNS = {
     "large_string": pa.array(["日本", ""], pa.large_string()),
     "binary": pa.array([b"\xff", b"", b"\x00\x01"], pa.binary()),
     "large_binary": pa.array([b"\x00" * 40, b"q"], pa.large_binary()),
+    "float64": pa.array([0.1, 3.0, -0.0, 1e16, 1.5e16, 1e-7, float("nan"), float("inf"),
+                         -float("inf"), 1e300, -2.5], pa.float64()),
+    "float32": pa.array([0.1, 1.5, 7.0, -3.25], pa.float32()),
 }
 
 
@@ -93,11 +96,13 @@ def one_child():
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=60),
-       st.lists(st.text(max_size=12), max_size=60))
-def test_random_keys_hash_alike_in_the_child(one_child, ints, texts):
+       st.lists(st.text(max_size=12), max_size=60),
+       st.lists(st.floats() | st.integers(-(2**60), 2**60).map(float), max_size=60))
+def test_random_keys_hash_alike_in_the_child(one_child, ints, texts, floats):
     try:
         split_hasher.MIN_KEYS, saved = 1, split_hasher.MIN_KEYS
-        for column in (pa.array(ints, pa.int64()), pa.array(texts, pa.string())):
+        for column in (pa.array(ints, pa.int64()), pa.array(texts, pa.string()),
+                       pa.array(floats, pa.float64())):
             one_child.submit(column)
             assert one_child.collect() == expected(column.to_pylist())
             assert one_child._proc is not None or len(column) == 0  # the child answered

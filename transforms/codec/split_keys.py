@@ -2,11 +2,14 @@
 process reads.
 
 A split keyed on a column hashes :func:`splits.key_bytes` of every value. For the key types
-tables use (integers, strings, binary) the same bytes come from Arrow for the whole column
-(:func:`key_bytes_column`), and the column's own buffers are all a separate hashing process
-needs (:func:`hash_request`; ``transforms/split_hash_child.py`` reads them): integers as their
-int64 (or uint64) values, strings and binary as offsets plus bytes. Both give exactly the
-digests of ``key_bytes`` row by row, so a data set keeps its splits whichever path hashed it.
+tables use (integers, floats, strings, binary) the same bytes come from the whole column
+(:func:`key_bytes_column`: Arrow's casts for integers and text; a float's shortest ``repr`` has
+no Arrow kernel, so each distinct float goes through ``key_bytes`` itself), and the column's
+own buffers are all a separate hashing process needs (:func:`hash_request`;
+``transforms/split_hash_child.py`` reads them): integers as their int64 (or uint64) values,
+floats as float64 values, strings and binary as offsets plus bytes. Every path gives exactly
+the digests of ``key_bytes`` row by row, so a data set keeps its splits whichever path hashed
+it.
 
 Pure: pyarrow and numpy, no Beam, no I/O.
 """
@@ -20,17 +23,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_tfrecords.transforms.codec.splits import BYTES_PREFIX, INT_PREFIX
+from beam_tfrecords.transforms.codec.splits import BYTES_PREFIX, INT_PREFIX, key_bytes
 
 __all__ = ["REQUEST_HEADER", "hash_request", "key_bytes_column", "key_column", "repeats"]
 
-# One request to the hashing process: its kind (b"i" int64 values, b"u" uint64 values, b"b"
-# int64 offsets then the bytes), the number of keys and the payload's length in bytes.
+# One request to the hashing process: its kind (b"i" int64 values, b"u" uint64 values, b"f"
+# float64 values, b"b" int64 offsets then the bytes), the number of keys and the payload's
+# length in bytes.
 REQUEST_HEADER = struct.Struct("<cqq")
 
 
 def key_column(batch: pa.RecordBatch, path: Sequence[str]) -> pa.Array | None:
-    """The top-level integer, string or binary column ``path`` names, in one chunk and
+    """The top-level integer, float, string or binary column ``path`` names, in one chunk and
     dictionary-decoded; None for any other key (nested, absent, repeated names, other types),
     which goes through ``key_bytes`` row by row.
 
@@ -49,16 +53,18 @@ def key_column(batch: pa.RecordBatch, path: Sequence[str]) -> pa.Array | None:
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     t = arr.type
-    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or (
-            pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+    if pa.types.is_float16(t):
+        return arr.cast(pa.float64())  # exact; Arrow's kernels take no half floats
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t) or (
+            pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)):
         return arr
     return None
 
 
 def key_bytes_column(arr: pa.Array) -> pa.Array:
     """``key_bytes`` of every value of a :func:`key_column` (``0x02`` + decimal digits for
-    integers, ``0x04`` + the bytes otherwise), as large_binary; null where the key is
-    missing.
+    integers and whole floats, ``0x03`` + ``repr`` for other floats, ``0x04`` + the bytes
+    otherwise), as large_binary; null where the key is missing.
 
     Args:
         arr: a :func:`key_column`.
@@ -66,6 +72,10 @@ def key_bytes_column(arr: pa.Array) -> pa.Array:
     Returns:
         The key bytes per row.
     """
+    if pa.types.is_floating(arr.type):  # each distinct value once, through key_bytes itself
+        encoded = arr.dictionary_encode()
+        distinct = [key_bytes(float(v)) for v in encoded.dictionary.to_pylist()]
+        return pa.array(distinct, pa.large_binary()).take(encoded.indices)
     if pa.types.is_integer(arr.type):
         prefix, text = INT_PREFIX, arr.cast(pa.string()).cast(pa.large_binary())
     else:
@@ -105,7 +115,10 @@ def hash_request(arr: pa.Array) -> tuple[bytes, list]:
     if arr.null_count:
         raise ValueError("a hash request holds present keys only; drop the nulls first")
     t = arr.type
-    if pa.types.is_integer(t):
+    if pa.types.is_floating(t):  # float16 and float32 widen to float64 exactly
+        kind = b"f"
+        buffers = [np.ascontiguousarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)]
+    elif pa.types.is_integer(t):
         kind = b"u" if t == pa.uint64() else b"i"
         values = arr.to_numpy(zero_copy_only=False).astype(
             np.uint64 if kind == b"u" else np.int64, copy=False)
