@@ -183,3 +183,17 @@ def test_a_request_never_collected_does_not_put_the_answers_out_of_step(hasher):
     second = pa.array([f"k{i}" for i in range(3000)])
     hasher.submit(second)
     assert hasher.collect() == expected(second.to_pylist())
+
+
+def test_a_float_column_is_shared_between_the_child_and_this_process(hasher):
+    """A float's key bytes (its repr) cost the child as much as the hash: it takes the first
+    FLOAT_SHARE of the column and this process the rest, after the batch is encoded; the
+    digests are those of every key in order."""
+    column = pa.array([i / 7 for i in range(5000)] + [2.0, float("nan")], pa.float64())
+    hasher.submit(column)
+    assert hasher.collect() == expected(column.to_pylist())
+    assert hasher.hashed_beside == int(len(column) * split_hasher.FLOAT_SHARE)
+    ints = pa.array(range(5000), pa.int64())
+    hasher.submit(ints)
+    assert hasher.collect() == expected(ints.to_pylist())
+    assert hasher.hashed_beside == int(len(column) * split_hasher.FLOAT_SHARE) + len(ints)
