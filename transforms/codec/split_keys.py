@@ -74,7 +74,7 @@ def key_bytes_column(arr: pa.Array) -> pa.Array:
     """
     if pa.types.is_floating(arr.type):  # each distinct value once, through key_bytes itself
         encoded = arr.dictionary_encode()
-        distinct = [key_bytes(float(v)) for v in encoded.dictionary.to_pylist()]
+        distinct = [key_bytes(v) for v in encoded.dictionary.to_pylist()]
         return pa.array(distinct, pa.large_binary()).take(encoded.indices)
     if pa.types.is_integer(arr.type):
         prefix, text = INT_PREFIX, arr.cast(pa.string()).cast(pa.large_binary())
